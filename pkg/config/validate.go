@@ -1,0 +1,40 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+)
+
+// CheckAddr reports whether addr is a usable listen or dial address
+// ("host:port" or ":port" with a port from 1 to 65535), naming the variable
+// in the error.
+func CheckAddr(varName, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return &Error{Var: varName, Value: addr, Err: fmt.Errorf("not a host:port address")}
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return &Error{Var: varName, Value: addr, Err: fmt.Errorf("port must be a number from 1 to 65535")}
+	}
+	return nil
+}
+
+// CheckPositive reports whether n > 0, naming the variable in the error.
+func CheckPositive[T ~int | ~int64 | ~float64](varName string, n T) error {
+	if n <= 0 {
+		return &Error{Var: varName, Value: fmt.Sprint(n), Err: fmt.Errorf("must be greater than zero")}
+	}
+	return nil
+}
+
+// CheckOneOf reports whether v is one of allowed, naming the variable in the error.
+func CheckOneOf(varName, v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return &Error{Var: varName, Value: v, Err: fmt.Errorf("must be one of %v", allowed)}
+}

@@ -1,0 +1,115 @@
+// Package database opens a service's MySQL/MariaDB database through gorm,
+// creating the database first when it does not exist.
+package database
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Config is the database part of a service configuration. The database name
+// is not here: each service owns its own and passes it to Open.
+type Config struct {
+	Addr            string        `env:"MYSQL_ADDR" default:"127.0.0.1:3306" usage:"MySQL/MariaDB host:port"`
+	User            string        `env:"MYSQL_USER" default:"root" usage:"MySQL user"`
+	Password        string        `env:"MYSQL_PASSWORD" default:"" usage:"MySQL password (empty for the local dev server)"`
+	MaxOpenConns    int           `env:"MYSQL_MAX_OPEN_CONNS" default:"32" usage:"connection pool size"`
+	MaxIdleConns    int           `env:"MYSQL_MAX_IDLE_CONNS" default:"16" usage:"idle connections kept in the pool"`
+	ConnMaxLifetime time.Duration `env:"MYSQL_CONN_MAX_LIFETIME" default:"5m" usage:"recycle connections after this long"`
+
+	// DriverName selects a registered database/sql driver other than "mysql",
+	// such as the fault-injecting wrapper from pkg/fault. Not read from the
+	// environment.
+	DriverName string `env:"-"`
+}
+
+// DSN returns the go-sql-driver DSN for dbName ("" for no default database).
+func (c Config) DSN(dbName string) string {
+	mc := mysql.NewConfig()
+	mc.Net = "tcp"
+	mc.Addr = c.Addr
+	mc.User = c.User
+	mc.Passwd = c.Password
+	mc.DBName = dbName
+	mc.ParseTime = true
+	mc.Loc = time.UTC
+	mc.Params = map[string]string{"charset": "utf8mb4"}
+	mc.Collation = "utf8mb4_unicode_ci"
+	mc.MultiStatements = true
+	mc.Timeout = 5 * time.Second
+	return mc.FormatDSN()
+}
+
+// EnsureDatabase creates dbName if it does not exist.
+func EnsureDatabase(ctx context.Context, cfg Config, dbName string) error {
+	db, err := sql.Open("mysql", cfg.DSN(""))
+	if err != nil {
+		return fmt.Errorf("open mysql %s: %w", cfg.Addr, err)
+	}
+	defer db.Close()
+	q := fmt.Sprintf("CREATE DATABASE IF NOT EXISTS `%s` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci", dbName)
+	if _, err := db.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("create database %s on %s: %w", dbName, cfg.Addr, err)
+	}
+	return nil
+}
+
+// Open creates dbName if needed and returns a pooled gorm handle on it.
+// Slow statements (over 200ms) and errors are logged through log.
+func Open(ctx context.Context, cfg Config, dbName string, log *slog.Logger) (*gorm.DB, error) {
+	if err := EnsureDatabase(ctx, cfg, dbName); err != nil {
+		return nil, err
+	}
+	driver := cfg.DriverName
+	if driver == "" {
+		driver = "mysql"
+	}
+	db, err := gorm.Open(gormmysql.New(gormmysql.Config{DriverName: driver, DSN: cfg.DSN(dbName)}), &gorm.Config{
+		Logger:                 logger.NewSlogLogger(log, logger.Config{SlowThreshold: 200 * time.Millisecond, LogLevel: logger.Warn, IgnoreRecordNotFoundError: true}),
+		SkipDefaultTransaction: true,
+		TranslateError:         true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", dbName, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("database %s handle: %w", dbName, err)
+	}
+	sqlDB.SetMaxOpenConns(cfg.MaxOpenConns)
+	sqlDB.SetMaxIdleConns(cfg.MaxIdleConns)
+	sqlDB.SetConnMaxLifetime(cfg.ConnMaxLifetime)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("ping database %s: %w", dbName, err)
+	}
+	return db, nil
+}
+
+// Close closes the pool behind db.
+func Close(db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// IsDuplicateKey reports whether err is a unique-key violation (MySQL 1062).
+// It is the signal every "insert the unique row" guard in the project relies on.
+func IsDuplicateKey(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1062
+	}
+	return errors.Is(err, gorm.ErrDuplicatedKey)
+}

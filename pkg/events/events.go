@@ -1,0 +1,73 @@
+// Package events is the contract between the services: the JetStream streams,
+// the subjects and the JSON payloads of every event that crosses a service
+// boundary. A service publishes only through its outbox and consumes only
+// through an idempotent consumer; this package holds no behaviour.
+package events
+
+import (
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Subjects. The first token names the publishing service's stream.
+const (
+	OrderCreated     = "order.created"
+	OrderPaid        = "order.paid"
+	PaymentSucceeded = "payment.succeeded"
+	ProductBatchCopy = "product.batch_copy"
+)
+
+// DuplicateWindow is how long JetStream remembers a Nats-Msg-Id and drops a
+// republish of it. The outbox relay's retry span must fit inside it; the
+// consumers' processed-message tables cover anything older.
+const DuplicateWindow = 10 * time.Minute
+
+// StreamConfig returns the stream that carries subjects "<prefix>.>" under
+// name. Services pass their production names; tests pass unique ones.
+func StreamConfig(name, prefix string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:       name,
+		Subjects:   []string{prefix + ".>"},
+		Storage:    jetstream.FileStorage,
+		Retention:  jetstream.LimitsPolicy,
+		MaxAge:     7 * 24 * time.Hour,
+		Duplicates: DuplicateWindow,
+	}
+}
+
+// Production stream names, one per publishing service.
+const (
+	OrderStream   = "ORDER"   // order.>
+	PaymentStream = "PAYMENT" // payment.>
+	ProductStream = "PRODUCT" // product.>
+)
+
+// OrderCreatedV1 is the body of order.created.
+type OrderCreatedV1 struct {
+	OrderNo   string    `json:"order_no"`
+	UserID    uint64    `json:"user_id"`
+	Amount    int64     `json:"amount"` // cents
+	CouponID  *uint64   `json:"coupon_id,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// OrderPaidV1 is the body of order.paid.
+type OrderPaidV1 struct {
+	OrderNo   string    `json:"order_no"`
+	UserID    uint64    `json:"user_id"`
+	Amount    int64     `json:"amount"`
+	CouponID  *uint64   `json:"coupon_id,omitempty"`
+	PaymentNo string    `json:"payment_no"`
+	PaidAt    time.Time `json:"paid_at"`
+}
+
+// PaymentSucceededV1 is the body of payment.succeeded.
+type PaymentSucceededV1 struct {
+	PaymentNo      string    `json:"payment_no"` // out_trade_no
+	OrderNo        string    `json:"order_no"`
+	Amount         int64     `json:"amount"`
+	Channel        string    `json:"channel"`
+	PlatformSerial string    `json:"platform_serial"`
+	PaidAt         time.Time `json:"paid_at"`
+}

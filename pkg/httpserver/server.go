@@ -1,0 +1,133 @@
+// Package httpserver builds the gin HTTP server every service runs: request
+// ids, JSON access logs, Prometheus metrics, panic recovery, a request body
+// limit, problem+json errors, and the /healthz, /readyz and /metrics
+// endpoints.
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/oncemall/oncemall/pkg/problem"
+)
+
+// Config is the HTTP part of a service configuration. Addr is declared by each
+// service, because its default port differs.
+type Config struct {
+	BodyLimitBytes    int64         `env:"HTTP_BODY_LIMIT_BYTES" default:"1048576" usage:"largest request body accepted (bytes)"`
+	ReadHeaderTimeout time.Duration `env:"HTTP_READ_HEADER_TIMEOUT" default:"5s" usage:"time allowed to read request headers"`
+	WriteTimeout      time.Duration `env:"HTTP_WRITE_TIMEOUT" default:"30s" usage:"time allowed to write a response"`
+}
+
+// Check reports whether one dependency is usable.
+type Check func(ctx context.Context) error
+
+// Options wires a Server.
+type Options struct {
+	Addr     string
+	Config   Config
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	// Checks are run by /readyz, each with a short timeout; the map key names
+	// the dependency in the 503 answer ("mysql", "nats", "redis").
+	Checks map[string]Check
+}
+
+// Server is a service's HTTP server.
+type Server struct {
+	engine *gin.Engine
+	srv    *http.Server
+	log    *slog.Logger
+}
+
+// New returns a server with the standard middleware and endpoints installed;
+// the service adds its own routes to Engine().
+func New(opts Options) *Server {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.ContextWithFallback = true
+	m := newMetrics(opts.Registry)
+	e.Use(RequestID(), AccessLog(opts.Logger), m.middleware(), Recovery(opts.Logger), BodyLimit(opts.Config.BodyLimitBytes))
+	e.NoRoute(func(c *gin.Context) { problem.Abort(c, http.StatusNotFound, "no such endpoint") })
+	e.NoMethod(func(c *gin.Context) { problem.Abort(c, http.StatusMethodNotAllowed, "method not allowed on this endpoint") })
+
+	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/readyz", readyz(opts.Checks))
+	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})))
+
+	return &Server{
+		engine: e,
+		log:    opts.Logger,
+		srv: &http.Server{
+			Addr:              opts.Addr,
+			Handler:           e,
+			ReadHeaderTimeout: opts.Config.ReadHeaderTimeout,
+			WriteTimeout:      opts.Config.WriteTimeout,
+		},
+	}
+}
+
+// Engine returns the gin engine to register routes on.
+func (s *Server) Engine() *gin.Engine { return s.engine }
+
+// Handler returns the server's handler, for httptest.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Listen binds the address now, so a port conflict is reported at start-up,
+// and serves in the background. The returned channel yields the serve error
+// (nil after a clean Shutdown).
+func (s *Server) Listen() (<-chan error, error) {
+	ln, err := net.Listen("tcp", s.srv.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", s.srv.Addr, err)
+	}
+	s.log.Info("http listening", "addr", ln.Addr().String())
+	done := make(chan error, 1)
+	go func() {
+		err := s.srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		done <- err
+	}()
+	return done, nil
+}
+
+// Shutdown stops accepting connections and waits for in-flight requests to
+// finish, until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.srv.Shutdown(ctx)
+}
+
+func readyz(checks map[string]Check) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		failed := map[string]string{}
+		for name, check := range checks {
+			ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+			err := check(ctx)
+			cancel()
+			if err != nil {
+				failed[name] = err.Error()
+			}
+		}
+		if len(failed) > 0 {
+			names := make([]string, 0, len(failed))
+			for n := range failed {
+				names = append(names, n)
+			}
+			problem.Write(c, problem.New(http.StatusServiceUnavailable, fmt.Sprintf("not ready: %v unavailable", sortStrings(names))).With("failed", failed))
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	}
+}

@@ -1,0 +1,102 @@
+// Package natsjs connects to NATS and declares JetStream streams idempotently.
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config is the NATS part of a service configuration.
+type Config struct {
+	URL string `env:"NATS_URL" default:"nats://127.0.0.1:4222" usage:"NATS server URL (JetStream enabled)"`
+}
+
+// Conn is a NATS connection with its JetStream context.
+type Conn struct {
+	NC *nats.Conn
+	JS jetstream.JetStream
+}
+
+// Connect dials NATS. After the first successful connection the client
+// reconnects forever, logging every change of state; the first dial must
+// succeed within the context's deadline.
+func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*Conn, error) {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.Timeout(3 * time.Second),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "url", nc.ConnectedUrl())
+		}),
+	}
+	var nc *nats.Conn
+	var err error
+	for {
+		nc, err = nats.Connect(cfg.URL, opts...)
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect nats %s: %w", cfg.URL, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream context: %w", err)
+	}
+	return &Conn{NC: nc, JS: js}, nil
+}
+
+// Ping reports whether the connection is up and JetStream answers.
+func (c *Conn) Ping(ctx context.Context) error {
+	if !c.NC.IsConnected() {
+		return fmt.Errorf("nats: %s", c.NC.Status())
+	}
+	if _, err := c.JS.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	return nil
+}
+
+// Drain lets in-flight messages finish, then closes the connection. It
+// returns when the connection is closed or ctx ends.
+func (c *Conn) Drain(ctx context.Context) error {
+	closed := make(chan struct{})
+	c.NC.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := c.NC.Drain(); err != nil {
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return nil
+		}
+		return fmt.Errorf("drain nats: %w", err)
+	}
+	select {
+	case <-closed:
+		return nil
+	case <-ctx.Done():
+		c.NC.Close()
+		return ctx.Err()
+	}
+}
+
+// EnsureStream creates the stream or updates it to cfg. It is safe to call at
+// every start-up of every replica.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,264 @@
+// Package platform is the plumbing every oncemall service shares: it reads the
+// common configuration, opens MySQL (creating and migrating the service's
+// database), NATS JetStream and Redis, builds the HTTP server with health,
+// readiness and metrics, and shuts everything down in the right order.
+//
+// A service's run function calls Start, wires its domain onto the Runtime,
+// registers what must stop with OnShutdown, and calls Serve.
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/database"
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/logging"
+	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/natsjs"
+	"github.com/oncemall/oncemall/pkg/redisclient"
+)
+
+// Config is the configuration every service shares. Services embed it and add
+// HTTP_ADDR and MYSQL_DATABASE with their own defaults.
+type Config struct {
+	Log             logging.Config
+	MySQL           database.Config
+	NATS            natsjs.Config
+	Redis           redisclient.Config
+	HTTP            httpserver.Config
+	AdminToken      string        `env:"ADMIN_TOKEN" default:"dev-admin-token" usage:"bearer token for /admin endpoints (the default is for local development only)"`
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" default:"15s" usage:"how long a graceful shutdown may take before the process gives up"`
+	StartupTimeout  time.Duration `env:"STARTUP_TIMEOUT" default:"60s" usage:"how long to wait for MySQL, NATS and Redis at start-up"`
+}
+
+// Validate checks the shared settings.
+func (c Config) Validate() error {
+	return errors.Join(
+		c.Log.Validate(),
+		config.CheckAddr("MYSQL_ADDR", c.MySQL.Addr),
+		config.CheckAddr("REDIS_ADDR", c.Redis.Addr),
+		config.CheckPositive("MYSQL_MAX_OPEN_CONNS", c.MySQL.MaxOpenConns),
+		config.CheckPositive("HTTP_BODY_LIMIT_BYTES", c.HTTP.BodyLimitBytes),
+		config.CheckPositive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout),
+		config.CheckPositive("STARTUP_TIMEOUT", c.StartupTimeout),
+	)
+}
+
+// Options names what one service needs from the platform.
+type Options struct {
+	Service    string // "order", "coupon", "payment"
+	HTTPAddr   string
+	DBName     string
+	Migrations []migrate.Source
+	Streams    []jetstream.StreamConfig
+	Logger     *slog.Logger
+}
+
+// Runtime holds a started service's connections and server.
+type Runtime struct {
+	Config   Config
+	Log      *slog.Logger
+	DB       *gorm.DB
+	NATS     *natsjs.Conn
+	Redis    *redis.Client
+	Registry *prometheus.Registry
+	HTTP     *httpserver.Server
+
+	stops []stop
+}
+
+type stop struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// Start opens every dependency, applies the migrations, declares the streams
+// and builds the HTTP server (not yet listening). On error, whatever was
+// opened is closed again.
+func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := config.CheckAddr("HTTP_ADDR", opts.HTTPAddr); err != nil {
+		return nil, err
+	}
+	r := &Runtime{Config: cfg, Log: opts.Logger, Registry: prometheus.NewRegistry()}
+	r.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	defer func() {
+		if err != nil {
+			r.closeDeps()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)
+	defer cancel()
+
+	// MySQL: the service's own database, created if missing, then migrated.
+	if r.DB, err = openDB(ctx, cfg.MySQL, opts.DBName, r.Log); err != nil {
+		return nil, err
+	}
+	if err = MigrateDB(ctx, r.DB, opts.Migrations); err != nil {
+		return nil, err
+	}
+	r.Log.Info("database ready", "database", opts.DBName, "addr", cfg.MySQL.Addr)
+
+	// NATS JetStream: streams are declared idempotently by every replica.
+	if r.NATS, err = natsjs.Connect(ctx, cfg.NATS, "oncemall-"+opts.Service, r.Log); err != nil {
+		return nil, err
+	}
+	for _, sc := range opts.Streams {
+		if _, err = natsjs.EnsureStream(ctx, r.NATS.JS, sc); err != nil {
+			return nil, err
+		}
+	}
+	r.Log.Info("nats ready", "url", cfg.NATS.URL)
+
+	// Redis: the entry layer. It is not required to start; /readyz reports it.
+	r.Redis = redisclient.New(cfg.Redis)
+
+	r.HTTP = httpserver.New(httpserver.Options{
+		Addr:     opts.HTTPAddr,
+		Config:   cfg.HTTP,
+		Logger:   r.Log,
+		Registry: r.Registry,
+		Checks: map[string]httpserver.Check{
+			"mysql": func(ctx context.Context) error {
+				sqlDB, err := r.DB.DB()
+				if err != nil {
+					return err
+				}
+				return sqlDB.PingContext(ctx)
+			},
+			"nats":  r.NATS.Ping,
+			"redis": func(ctx context.Context) error { return r.Redis.Ping(ctx).Err() },
+		},
+	})
+	return r, nil
+}
+
+// openDB retries until MySQL answers or ctx ends, so the services can start
+// before the database in compose.
+func openDB(ctx context.Context, cfg database.Config, name string, log *slog.Logger) (*gorm.DB, error) {
+	for {
+		db, err := database.Open(ctx, cfg, name, log)
+		if err == nil {
+			return db, nil
+		}
+		log.Warn("database not ready, retrying", "addr", cfg.Addr, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// MigrateDB applies sources to db.
+func MigrateDB(ctx context.Context, db *gorm.DB, sources []migrate.Source) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	if err := migrate.Up(ctx, sqlDB, sources...); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// OnShutdown registers fn to run at shutdown. Registered functions run in the
+// reverse order of registration, after the HTTP server has stopped and before
+// NATS, Redis and MySQL are closed: register the relay, then cron, then the
+// consumers, and they stop as consumers, cron, relay.
+func (r *Runtime) OnShutdown(name string, fn func(context.Context) error) {
+	r.stops = append(r.stops, stop{name, fn})
+}
+
+// Serve listens, blocks until ctx is cancelled (SIGTERM) or the server fails,
+// then shuts down in order within ShutdownTimeout: HTTP server (in-flight
+// requests finish), registered components in reverse, NATS drain, Redis, DB.
+func (r *Runtime) Serve(ctx context.Context) error {
+	serveErr, err := r.HTTP.Listen()
+	if err != nil {
+		r.closeDeps()
+		return err
+	}
+	r.Log.Info("service started")
+	var runErr error
+	select {
+	case <-ctx.Done():
+		r.Log.Info("shutdown requested")
+	case runErr = <-serveErr:
+		r.Log.Error("http server failed", "err", runErr)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), r.Config.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(runErr, r.Shutdown(sctx))
+}
+
+// Shutdown stops everything in order; see Serve.
+func (r *Runtime) Shutdown(ctx context.Context) error {
+	var errs []error
+	if err := r.HTTP.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	}
+	for i := len(r.stops) - 1; i >= 0; i-- {
+		s := r.stops[i]
+		if err := s.fn(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", s.name, err))
+		}
+		r.Log.Info("stopped", "component", s.name)
+	}
+	if r.NATS != nil {
+		if err := r.NATS.Drain(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	r.closeDeps()
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	r.Log.Info("shutdown complete")
+	return nil
+}
+
+func (r *Runtime) closeDeps() {
+	if r.NATS != nil {
+		r.NATS.NC.Close()
+	}
+	if r.Redis != nil {
+		_ = r.Redis.Close()
+	}
+	if r.DB != nil {
+		_ = database.Close(r.DB)
+	}
+}
+
+// MigrateOnly opens the service's database, applies its migrations and closes
+// it: the `<service> migrate` command behind `make migrate`.
+func MigrateOnly(ctx context.Context, cfg Config, opts Options) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)
+	defer cancel()
+	db, err := openDB(ctx, cfg.MySQL, opts.DBName, opts.Logger)
+	if err != nil {
+		return err
+	}
+	defer database.Close(db)
+	if err := MigrateDB(ctx, db, opts.Migrations); err != nil {
+		return err
+	}
+	opts.Logger.Info("migrations applied", "database", opts.DBName)
+	return nil
+}

@@ -1,0 +1,201 @@
+// Package testenv gives tests real dependencies: a throwaway MySQL/MariaDB
+// database, a NATS JetStream connection with unique stream names, and a Redis
+// client with a unique key prefix. Addresses come from the same environment
+// variables the services read (MYSQL_ADDR, NATS_URL, REDIS_ADDR), with the
+// same local defaults. An unreachable dependency fails the test at once with
+// the command that starts it; nothing is skipped.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/database"
+	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/natsjs"
+	"github.com/oncemall/oncemall/pkg/redisclient"
+)
+
+// How to start each dependency on a development machine; printed when one is
+// unreachable.
+const (
+	startMariaDB = "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd"
+	startRedis   = `redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no`
+	startNATS    = "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server"
+)
+
+// Env is the dependency configuration tests use.
+type Env struct {
+	MySQL database.Config
+	NATS  natsjs.Config
+	Redis redisclient.Config
+}
+
+var (
+	envOnce sync.Once
+	env     Env
+	envErr  error
+)
+
+// Config returns the dependency configuration, read once from the environment.
+func Config(t testing.TB) Env {
+	t.Helper()
+	envOnce.Do(func() { envErr = config.Load(&env) })
+	if envErr != nil {
+		t.Fatalf("testenv: %v", envErr)
+	}
+	return env
+}
+
+// Logger returns a logger that writes to the test log when -v is given and
+// discards otherwise, so failures stay readable.
+func Logger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// RandomSuffix returns n random hex characters.
+func RandomSuffix(n int) string {
+	b := make([]byte, (n+1)/2)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)[:n]
+}
+
+var unsafeChars = regexp.MustCompile(`[^a-z0-9]+`)
+
+// UniqueName returns a name unique to this test run, made of prefix, a short
+// form of the test name and a random suffix; safe for database, stream,
+// consumer and key names (lowercase letters, digits, underscores).
+func UniqueName(t testing.TB, prefix string) string {
+	short := unsafeChars.ReplaceAllString(strings.ToLower(t.Name()), "_")
+	if len(short) > 30 {
+		short = short[len(short)-30:]
+	}
+	return strings.Trim(prefix+"_"+short, "_") + "_" + RandomSuffix(8)
+}
+
+func requireTCP(t testing.TB, what, addr, start string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatalf("%s is not reachable at %s (%v).\nStart it with:\n  %s", what, addr, err, start)
+	}
+	conn.Close()
+}
+
+// NewDatabase creates an empty throwaway database, dropped when the test ends,
+// and returns the connection settings and its name. Use it when the code under
+// test opens the database itself (a service process, say).
+func NewDatabase(t testing.TB) (database.Config, string) {
+	t.Helper()
+	cfg := Config(t).MySQL
+	requireTCP(t, "MySQL/MariaDB", cfg.Addr, startMariaDB)
+	name := UniqueName(t, "t")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := database.EnsureDatabase(ctx, cfg, name); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("mysql", cfg.DSN(""))
+		if err != nil {
+			return
+		}
+		defer db.Close()
+		if _, err := db.Exec("DROP DATABASE IF EXISTS `" + name + "`"); err != nil {
+			t.Logf("testenv: drop database %s: %v", name, err)
+		}
+	})
+	return cfg, name
+}
+
+// DB returns a gorm handle on a throwaway database with sources migrated.
+func DB(t testing.TB, sources ...migrate.Source) *gorm.DB {
+	t.Helper()
+	cfg, name := NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := database.Open(ctx, cfg, name, Logger(t))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(func() { _ = database.Close(db) })
+	if len(sources) > 0 {
+		sqlDB, _ := db.DB()
+		if err := migrate.Up(ctx, sqlDB, sources...); err != nil {
+			t.Fatalf("testenv: migrate: %v", err)
+		}
+	}
+	return db
+}
+
+// NATS returns a JetStream connection closed when the test ends. Streams the
+// test creates should be named with UniqueName and deleted with DeleteStream.
+func NATS(t testing.TB) *natsjs.Conn {
+	t.Helper()
+	cfg := Config(t).NATS
+	requireTCP(t, "NATS", strings.TrimPrefix(cfg.URL, "nats://"), startNATS)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := natsjs.Connect(ctx, cfg, t.Name(), Logger(t))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(c.NC.Close)
+	return c
+}
+
+// DeleteStreamAtCleanup deletes the named stream when the test ends.
+func DeleteStreamAtCleanup(t testing.TB, js jetstream.JetStream, name string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = js.DeleteStream(ctx, name)
+	})
+}
+
+// Redis returns a client and a key prefix unique to the test; keys under the
+// prefix are deleted when the test ends.
+func Redis(t testing.TB) (*redis.Client, string) {
+	t.Helper()
+	cfg := Config(t).Redis
+	requireTCP(t, "Redis", cfg.Addr, startRedis)
+	rdb := redisclient.New(cfg)
+	prefix := UniqueName(t, "t") + ":"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+		rdb.Close()
+	})
+	return rdb, prefix
+}
+
+// Must fails the test on err.
+func Must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(fmt.Sprint(err))
+	}
+}
