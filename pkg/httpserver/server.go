@@ -77,6 +77,9 @@ func New(opts Options) *Server {
 			Handler:           e,
 			ReadHeaderTimeout: opts.Config.ReadHeaderTimeout,
 			WriteTimeout:      opts.Config.WriteTimeout,
+			// Idle keep-alive connections are closed after a while, so a
+			// client that went away does not hold a descriptor for ever.
+			IdleTimeout: 2 * time.Minute,
 		},
 	}
 }
