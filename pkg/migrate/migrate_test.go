@@ -203,3 +203,41 @@ func TestConcurrentRunnersApplyOnce(t *testing.T) {
 		t.Fatalf("schema_migrations rows: %d, want 3", n)
 	}
 }
+
+// TestLongDatabaseName covers a 64-character database name, the MySQL limit,
+// whose lock name would be too long without truncation. MySQL 8 rejects lock
+// names over 64 characters; MariaDB accepts them, so against MariaDB this
+// passes either way and TestLockNameFitsMySQL carries the proof.
+func TestLongDatabaseName(t *testing.T) {
+	cfg, _ := testenv.NewDatabase(t)
+	name := "t_long_" + testenv.RandomSuffix(8) + strings.Repeat("x", 64-15)
+	admin, err := sql.Open("mysql", cfg.DSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec("CREATE DATABASE `" + name + "`"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS `" + name + "`") })
+	db, err := sql.Open("mysql", cfg.DSN(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := migrate.Up(context.Background(), db, gadgets); err != nil {
+		t.Fatalf("Up on a %d-character database name: %v", len(name), err)
+	}
+}
+
+func TestNoDatabaseSelected(t *testing.T) {
+	cfg, _ := testenv.NewDatabase(t)
+	db, err := sql.Open("mysql", cfg.DSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := migrate.Up(context.Background(), db, gadgets); err == nil || !strings.Contains(err.Error(), "no database selected") {
+		t.Fatalf("Up without a database: %v", err)
+	}
+}
