@@ -22,7 +22,7 @@ stop_timeout=${STOP_TIMEOUT:-30}
 # name | main package | health URL | extra environment
 programs() {
   if [ -d scripts/cmd/faultproxy ]; then
-    echo "faultproxy|scripts/cmd/faultproxy|http://127.0.0.1:8091/healthz|FAULTPROXY_ADDR=:3307 FAULTPROXY_ADMIN_ADDR=:8091"
+    echo "faultproxy|scripts/cmd/faultproxy|http://127.0.0.1:8091/healthz|FAULTPROXY_ADDR=:3307 FAULTPROXY_ADMIN_ADDR=:8091 FAULTPROXY_UPSTREAM=${MYSQL_ADDR:-127.0.0.1:3306}"
   fi
   if [ -d services/payment/cmd/psp-sim ]; then
     echo "psp-sim|services/payment/cmd/psp-sim|http://127.0.0.1:8090/healthz|PSP_HTTP_ADDR=:8090"
