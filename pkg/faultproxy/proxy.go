@@ -1,7 +1,6 @@
 package faultproxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -54,12 +53,12 @@ type Proxy struct {
 	errDropped  atomic.Int64
 	timeouts    atomic.Int64
 
-	mu       sync.Mutex
-	closed   bool
-	ln       net.Listener
-	open     map[net.Conn]struct{} // client and upstream connections, for Close
-	wg       sync.WaitGroup
-	serveErr chan error
+	mu     sync.Mutex
+	closed bool
+	ln     net.Listener
+	open   map[net.Conn]struct{} // client and upstream connections, for Close
+	wg     sync.WaitGroup
+	served chan struct{} // closed when the accept loop ends
 }
 
 // New returns a proxy forwarding to cfg.Upstream. Its counters are exported
@@ -160,15 +159,20 @@ func (p *Proxy) Listen() (net.Addr, error) {
 		return nil, errors.New("faultproxy: already listening or closed")
 	}
 	p.ln = ln
-	p.serveErr = make(chan error, 1)
+	p.served = make(chan struct{})
 	p.mu.Unlock()
 	p.log.Info("faultproxy listening", "addr", ln.Addr().String(), "upstream", p.cfg.Upstream)
-	go func() { p.serveErr <- p.serve(ln) }()
+	go func() {
+		defer close(p.served)
+		p.serve(ln)
+	}()
 	return ln.Addr(), nil
 }
 
 // Close stops accepting clients, cuts every open connection and waits for
-// their goroutines to end.
+// their goroutines to end. There is no gentler shutdown: database clients keep
+// pooled connections open indefinitely, so waiting for them to leave would
+// only delay the same cut.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -181,51 +185,30 @@ func (p *Proxy) Close() error {
 		c.Close()
 	}
 	p.mu.Unlock()
-	var err error
 	if ln != nil {
 		ln.Close()
-		err = <-p.serveErr
+		<-p.served
 	}
 	p.wg.Wait()
-	return err
+	return nil
 }
 
-// Shutdown stops accepting clients and waits for the open connections to end
-// on their own until ctx is done, then cuts the rest. Clients holding pooled
-// connections rarely close them, so expect the cut.
-func (p *Proxy) Shutdown(ctx context.Context) error {
-	p.mu.Lock()
-	ln := p.ln
-	p.mu.Unlock()
-	if ln != nil {
-		ln.Close()
-	}
-	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	return p.Close()
-}
-
-func (p *Proxy) serve(ln net.Listener) error {
+func (p *Proxy) serve(ln net.Listener) {
 	for {
 		client, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
-				return nil
+				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return fmt.Errorf("faultproxy: accept: %w", err)
+			// Anything else (out of file descriptors, say) passes; keep
+			// serving after a pause, as net/http does.
+			p.log.Warn("faultproxy: accept failed; retrying", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
 		if !p.track(client) {
 			client.Close()
-			return nil
+			return
 		}
 		p.wg.Add(1)
 		go func() {
