@@ -25,7 +25,7 @@ import (
 // startProxy runs a proxy in front of the test MySQL server on a free port and
 // returns it with the database settings that go through it and those that go
 // straight to the server, both on one fresh database.
-func startProxy(t *testing.T) (p *faultproxy.Proxy, via, direct database.Config, dbName string) {
+func startProxy(t testing.TB) (p *faultproxy.Proxy, via, direct database.Config, dbName string) {
 	t.Helper()
 	direct, dbName = testenv.NewDatabase(t)
 	cfg := faultproxy.DefaultConfig()
