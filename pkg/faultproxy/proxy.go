@@ -313,8 +313,9 @@ func (s *session) clientToServer() (dropped bool) {
 					if _, err := s.server.Write(b[:n]); err != nil {
 						s.log.Warn("faultproxy: forwarding an armed COMMIT failed", "err", err)
 						s.server.Close()
+					} else {
+						s.log.Info("faultproxy: COMMIT forwarded, its reply will be dropped")
 					}
-					s.log.Info("faultproxy: COMMIT forwarded, its reply will be dropped")
 					// Anything the client sent after the COMMIT belongs to a
 					// connection that is about to die; it is not forwarded.
 					return true
