@@ -116,7 +116,7 @@ func TestAdminArmDisarmAndStats(t *testing.T) {
 	}
 
 	for _, bad := range []string{``, `{}`, `{"drop_commit_acks": 0}`, `{"drop_commit_acks": -1}`, `{"drop_commit_acks": 1001}`,
-		`{"drop_commit_acks": "1"}`, `{"drops": 1}`, `{"drop_commit_acks": 1} {}`, `not json`} {
+		`{"drop_commit_acks": "1"}`, `{"drops": 1}`, `{"drop_commit_acks": 1, "match": "` + strings.Repeat("m", 257) + `"}`, `{"drop_commit_acks": 1} {}`, `not json`} {
 		code, hdr, body := a.do(http.MethodPost, "/arm", testToken, bad)
 		if code != http.StatusBadRequest || hdr.Get("Content-Type") != problem.ContentType {
 			t.Errorf("POST /arm %q = %d %s, want 400 problem+json", bad, code, body)
@@ -142,8 +142,11 @@ func TestAdminArmDropsARealCommitAck(t *testing.T) {
 	_, err = db.Exec("CREATE TABLE t (id INT PRIMARY KEY)")
 	testenv.Must(t, err)
 
-	if code, _, body := a.do(http.MethodPost, "/arm", testToken, `{"drop_commit_acks": 1}`); code != http.StatusOK {
+	if code, _, body := a.do(http.MethodPost, "/arm", testToken, `{"drop_commit_acks": 1, "match": "INTO t "}`); code != http.StatusOK {
 		t.Fatalf("POST /arm = %d %s", code, body)
+	}
+	if st := a.stats(); st.Armed != 1 || st.Match != "INTO t " {
+		t.Fatalf("stats after arming = %+v", st)
 	}
 	tx, err := db.Begin()
 	testenv.Must(t, err)

@@ -36,6 +36,9 @@ type Stats struct {
 	// Armed is the number of upcoming COMMITs whose acknowledgement will be
 	// dropped.
 	Armed int64 `json:"armed"`
+	// Match is the statement text an armed drop waits for ("" for any
+	// COMMIT).
+	Match string `json:"match,omitempty"`
 }
 
 // Proxy is a MySQL-protocol-aware TCP proxy that can drop the server's
@@ -44,7 +47,14 @@ type Proxy struct {
 	cfg Config
 	log *slog.Logger
 
-	armed       atomic.Int64
+	// armMu guards armed and match together; pattern mirrors match for the
+	// scanners, which read it on every command without the lock.
+	armMu   sync.Mutex
+	armed   int64
+	match   string
+	pattern atomic.Pointer[[]byte]
+	armedG  atomic.Int64 // armed, for the metric
+
 	conns       atomic.Int64
 	active      atomic.Int64
 	opaque      atomic.Int64
@@ -96,7 +106,7 @@ func (p *Proxy) registerMetrics(reg prometheus.Registerer) error {
 		counter("faultproxy_commit_acks_dropped_total", "Committed transactions whose OK reply was dropped and client connection cut.", &p.acksDropped),
 		counter("faultproxy_commit_error_replies_dropped_total", "Armed COMMITs refused by the server, whose ERR reply was dropped.", &p.errDropped),
 		counter("faultproxy_commit_reply_timeouts_total", "Armed COMMITs whose reply did not arrive in time.", &p.timeouts),
-		gauge("faultproxy_armed", "COMMIT acknowledgements still to drop.", &p.armed),
+		gauge("faultproxy_armed", "COMMIT acknowledgements still to drop.", &p.armedG),
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("faultproxy: register metrics: %w", err)
@@ -108,18 +118,58 @@ func (p *Proxy) registerMetrics(reg prometheus.Registerer) error {
 // Arm makes the proxy drop the acknowledgement of the next n COMMITs, across
 // all connections, replacing any earlier arming. n <= 0 disarms.
 func (p *Proxy) Arm(n int) {
-	p.armed.Store(max(int64(n), 0))
-	p.log.Info("faultproxy armed", "drop_commit_acks", max(n, 0))
+	p.ArmMatching(n, "")
+}
+
+// ArmMatching is Arm restricted to COMMITs of transactions that sent a
+// statement containing match (case-sensitive, in its first 4 KiB), such as a
+// table name; other COMMITs pass and do not use up the arming. A statement
+// counts when it is sent after the arming, on the same connection, since that
+// connection's last COMMIT or ROLLBACK. It keeps a scenario deterministic when
+// background work commits through the proxy too.
+func (p *Proxy) ArmMatching(n int, match string) {
+	p.armMu.Lock()
+	defer p.armMu.Unlock()
+	p.setArming(max(int64(n), 0), match)
+	p.log.Info("faultproxy armed", "drop_commit_acks", p.armed, "match", p.match)
 }
 
 // Disarm cancels the drops still armed.
 func (p *Proxy) Disarm() {
-	p.armed.Store(0)
+	p.armMu.Lock()
+	defer p.armMu.Unlock()
+	p.setArming(0, "")
 	p.log.Info("faultproxy disarmed")
+}
+
+// setArming updates the arming; armMu must be held.
+func (p *Proxy) setArming(n int64, match string) {
+	if n == 0 {
+		match = ""
+	}
+	p.armed, p.match = n, match
+	p.armedG.Store(n)
+	if match == "" {
+		p.pattern.Store(nil)
+	} else {
+		b := []byte(match)
+		p.pattern.Store(&b)
+	}
+}
+
+// currentPattern returns the statement text armed drops wait for, or nil.
+func (p *Proxy) currentPattern() []byte {
+	if b := p.pattern.Load(); b != nil {
+		return *b
+	}
+	return nil
 }
 
 // Stats returns the counters.
 func (p *Proxy) Stats() Stats {
+	p.armMu.Lock()
+	armed, match := p.armed, p.match
+	p.armMu.Unlock()
 	return Stats{
 		Connections:         p.conns.Load(),
 		ActiveConnections:   p.active.Load(),
@@ -128,21 +178,22 @@ func (p *Proxy) Stats() Stats {
 		AcksDropped:         p.acksDropped.Load(),
 		ErrorRepliesDropped: p.errDropped.Load(),
 		ReplyTimeouts:       p.timeouts.Load(),
-		Armed:               p.armed.Load(),
+		Armed:               armed,
+		Match:               match,
 	}
 }
 
-// takeDrop consumes one armed drop, if any is left.
-func (p *Proxy) takeDrop() bool {
-	for {
-		n := p.armed.Load()
-		if n <= 0 {
-			return false
-		}
-		if p.armed.CompareAndSwap(n, n-1) {
-			return true
-		}
+// takeDrop consumes one armed drop for a COMMIT, if any is left and the
+// COMMIT qualifies (matched tells whether its transaction sent the armed
+// statement text).
+func (p *Proxy) takeDrop(matched bool) bool {
+	p.armMu.Lock()
+	defer p.armMu.Unlock()
+	if p.armed <= 0 || (p.match != "" && !matched) {
+		return false
 	}
+	p.setArming(p.armed-1, p.match)
+	return true
 }
 
 // Listen binds cfg.Addr and serves clients in the background until Close.
@@ -295,7 +346,7 @@ func (s *session) run() {
 // It reports true when it stopped after forwarding a COMMIT whose reply is to
 // be dropped; the other pump then finishes the job.
 func (s *session) clientToServer() (dropped bool) {
-	sc := newScanner()
+	sc := newScanner(s.p.currentPattern)
 	buf := make([]byte, 64<<10)
 	countedOpaque := false
 	for {
@@ -305,7 +356,7 @@ func (s *session) clientToServer() (dropped bool) {
 			n, commit := sc.next(b)
 			if commit {
 				s.p.commits.Add(1)
-				if s.p.takeDrop() {
+				if s.p.takeDrop(sc.commitMatched) {
 					s.dropping.Store(true)
 					// The reply wait is bounded, so a server that never
 					// answers cannot hold the connection open forever.

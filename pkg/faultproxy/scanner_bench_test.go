@@ -16,7 +16,7 @@ func BenchmarkScanner(b *testing.B) {
 	b.SetBytes(int64(len(stream)))
 	b.ResetTimer()
 	for b.Loop() {
-		s := newScanner()
+		s := newScanner(nil)
 		s.handshakeDone = true
 		for off := 0; off < len(stream); {
 			chunk := stream[off:min(off+16<<10, len(stream))]
