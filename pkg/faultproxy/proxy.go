@@ -329,6 +329,10 @@ func (s *session) run() {
 	go func() {
 		defer close(upDone)
 		s.serverToClient()
+		// The server side ended (the server closed the connection, or a
+		// drop was completed): the client must see its connection end too,
+		// or it would wait on it forever.
+		s.client.Close()
 	}()
 	dropped := s.clientToServer()
 	if !dropped {
