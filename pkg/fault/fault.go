@@ -104,21 +104,19 @@ func New() *Injector {
 	return &Injector{}
 }
 
-// registerMu makes the check-then-register in Register atomic; database/sql's
-// driver registry is process-wide, and sql.Register panics on a duplicate.
-var registerMu sync.Mutex
-
 // Register returns a new Injector registered with database/sql under name, so
 // sql.Open(name, dsn) and gorm's mysql dialector with DriverName: name open
 // pools that go through it. The DSN is go-sql-driver/mysql's. Names are
 // process-wide and cannot be unregistered: tests use a unique name each.
-func Register(name string) (*Injector, error) {
-	registerMu.Lock()
-	defer registerMu.Unlock()
-	if slices.Contains(sql.Drivers(), name) {
-		return nil, fmt.Errorf("fault: a database/sql driver named %q is already registered", name)
-	}
-	inj := New()
+func Register(name string) (inj *Injector, err error) {
+	inj = New()
+	// sql.Register panics on a name already taken; that is a caller's
+	// mistake worth an error, not a crash.
+	defer func() {
+		if r := recover(); r != nil {
+			inj, err = nil, fmt.Errorf("fault: register database/sql driver %q: %v", name, r)
+		}
+	}()
 	sql.Register(name, inj.Driver())
 	return inj, nil
 }
