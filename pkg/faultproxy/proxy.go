@@ -334,16 +334,13 @@ func (s *session) run() {
 		// or it would wait on it forever.
 		s.client.Close()
 	}()
-	dropped := s.clientToServer()
-	if !dropped {
-		// The client went away or the server did: close both sides so the
-		// other pump ends too.
-		s.client.Close()
+	if !s.clientToServer() {
+		// The client went away, or the server could not be written to:
+		// closing the server side ends the other pump. After a drop, that
+		// pump ends by itself once the reply came.
 		s.server.Close()
 	}
 	<-upDone
-	s.client.Close()
-	s.server.Close()
 }
 
 // clientToServer forwards client bytes to the server, watching for COMMITs.
@@ -402,7 +399,7 @@ func (s *session) serverToClient() {
 		nr, rerr := s.server.Read(buf)
 		if s.dropping.Load() {
 			reply = append(reply, buf[:nr]...)
-			if len(reply) >= 5 && len(reply) >= 4+int(reply[0])|int(reply[1])<<8|int(reply[2])<<16 {
+			if len(reply) >= 5 && len(reply) >= 4+payloadLen(reply) {
 				// The server answered: the COMMIT's outcome is final. The
 				// client must never learn it.
 				if reply[4] == 0xff {
@@ -445,4 +442,10 @@ func (s *session) serverToClient() {
 func (s *session) cut() {
 	s.client.Close()
 	s.server.Close()
+}
+
+// payloadLen returns the payload length in the packet header at the start of b
+// (at least 3 bytes).
+func payloadLen(b []byte) int {
+	return int(b[0]) | int(b[1])<<8 | int(b[2])<<16
 }

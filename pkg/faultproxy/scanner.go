@@ -83,7 +83,7 @@ func (s *scanner) next(b []byte) (n int, found bool) {
 			if s.hdrN < 4 {
 				return n, false
 			}
-			s.size = int(s.hdr[0]) | int(s.hdr[1])<<8 | int(s.hdr[2])<<16
+			s.size = payloadLen(s.hdr[:])
 			s.left = s.size
 			if !s.cont {
 				// A new logical payload begins.
