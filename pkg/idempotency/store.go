@@ -139,8 +139,11 @@ func (s *Store) Claim(ctx context.Context, scope, key, fp string, lockTTL, reten
 			// Past retention but not archived yet: the key is forgotten, and
 			// the next request may reuse it whatever its body.
 			ok, err := s.takeOver(ctx, rec, claim, now, lockTTL, retention, "expire_time <= ?", now)
-			if err != nil || ok {
-				return ClaimResult{Outcome: Claimed, Claim: claim}, err
+			if err != nil {
+				return ClaimResult{}, err
+			}
+			if ok {
+				return ClaimResult{Outcome: Claimed, Claim: claim}, nil
 			}
 		case rec.Fingerprint != fp:
 			return ClaimResult{Outcome: Mismatch}, nil
@@ -152,8 +155,11 @@ func (s *Store) Claim(ctx context.Context, scope, key, fp string, lockTTL, reten
 			// The holder's lock ran out (it crashed or hangs): take over.
 			ok, err := s.takeOver(ctx, rec, claim, now, lockTTL, retention,
 				"status = ? AND locked_until <= ?", StatusProcessing, now)
-			if err != nil || ok {
-				return ClaimResult{Outcome: Claimed, Claim: claim}, err
+			if err != nil {
+				return ClaimResult{}, err
+			}
+			if ok {
+				return ClaimResult{Outcome: Claimed, Claim: claim}, nil
 			}
 		}
 		// Someone else changed the row between our read and our update.
