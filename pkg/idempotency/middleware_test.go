@@ -324,3 +324,25 @@ func TestEntryLayerAnswers(t *testing.T) {
 		t.Fatalf("another caller's key collided: %v", got)
 	}
 }
+
+// TestConcurrentTakeOverOfAStaleClaimHasOneWinner leaves a claim behind as a
+// crashed request would, lets its lock run out, and races 30 retries at it:
+// the conditional take-over must let exactly one of them run.
+func TestConcurrentTakeOverOfAStaleClaimHasOneWinner(t *testing.T) {
+	app := newTestApp(t)
+	app.delay = 30 * time.Millisecond
+	req := app.order(idempotencytest.NewKey(), "u1", orderBody)
+
+	// The crashed request's claim: PROCESSING, its lock already run out.
+	testenv.Must(t, app.db.Exec(`INSERT INTO idempotency_record
+		(scope, idem_key, fingerprint, status, owner, locked_until, expire_time, created_at, updated_at)
+		VALUES (?, ?, ?, 'PROCESSING', 'crashed-owner-0000000000000000', ?, ?, ?, ?)`,
+		"u1 POST /orders", req.Key, idempotency.Fingerprint(http.MethodPost, "/orders", req.Body),
+		time.Now().UTC().Add(-time.Second), time.Now().UTC().Add(time.Hour), time.Now().UTC(), time.Now().UTC()).Error)
+
+	rs := idempotencytest.Race(app.handler, 30, req)
+	if n := app.orders(t); n != 1 {
+		t.Fatalf("%d orders after racing a stale claim, want 1", n)
+	}
+	idempotencytest.CheckOneEffect(t, rs, http.StatusCreated)
+}

@@ -82,6 +82,9 @@ type ClaimResult struct {
 type Store struct {
 	db  *gorm.DB
 	now func() time.Time
+	// afterRead, when set (by tests), runs between a claim's read and its
+	// conditional update, so a test can line racers up in that window.
+	afterRead func()
 }
 
 // NewStore returns a store over db, which must have Migrations applied.
@@ -133,6 +136,9 @@ func (s *Store) Claim(ctx context.Context, scope, key, fp string, lockTTL, reten
 		}
 		if err != nil {
 			return ClaimResult{}, err
+		}
+		if s.afterRead != nil {
+			s.afterRead()
 		}
 		switch {
 		case !rec.ExpireTime.After(now):
