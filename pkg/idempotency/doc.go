@@ -96,5 +96,14 @@
 // statement of its own.
 //
 // Package idempotencytest races requests at any http.Handler and checks the
-// answers, so a service can run this package's tests against its real route.
+// answers; its RunSuite runs this package's core checks (50-way race, retries,
+// 422, 400, two callers) on a service's real route:
+//
+//	idempotencytest.RunSuite(t, idempotencytest.Target{
+//		Handler:    srv.Handler(),
+//		Request:    func(key, user string, variant int) idempotencytest.Request { … },
+//		Effects:    func(t testing.TB) int { … SELECT COUNT(*) FROM orders … },
+//		WantStatus: http.StatusCreated,
+//		Callers:    [2]string{"1", "2"},
+//	})
 package idempotency
