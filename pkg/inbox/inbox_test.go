@@ -90,8 +90,10 @@ func effect(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
 // other 49 are acknowledged as duplicates.
 func TestSameMessageFiftyConcurrentDeliveriesOneEffect(t *testing.T) {
 	f := newFixture(t)
+	var commits atomic.Int64
 	c := f.consumer("c", inbox.Config{}, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
 		time.Sleep(5 * time.Millisecond) // widen the race window
+		inbox.OnCommit(ctx, func() { commits.Add(1) })
 		return effect(ctx, tx, msg)
 	})
 	var wg sync.WaitGroup
@@ -118,6 +120,9 @@ func TestSameMessageFiftyConcurrentDeliveriesOneEffect(t *testing.T) {
 	}
 	if n := f.count("SELECT COUNT(*) FROM effect"); n != 1 {
 		t.Fatalf("%d effects, want 1", n)
+	}
+	if commits.Load() != 1 {
+		t.Fatalf("OnCommit callbacks ran %d times, want 1 (only the committed delivery)", commits.Load())
 	}
 }
 
