@@ -229,3 +229,42 @@ func TestTwoFilterSubjectsRefusedOnNATS29(t *testing.T) {
 		t.Fatalf("server %s supports several filter subjects: %v", version, err)
 	}
 }
+
+// Stopping the consumer lets a handler already running commit and ack: no
+// rollback, no redelivery after a clean shutdown.
+func TestRunStopsAfterInFlightHandlerCommits(t *testing.T) {
+	f := newFixture(t)
+	started := make(chan struct{})
+	var once sync.Once
+	c := f.consumer("c", inbox.Config{}, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+		once.Do(func() { close(started) })
+		time.Sleep(300 * time.Millisecond)
+		return effect(ctx, tx, msg)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	f.publish("m-1", `{}`)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler never started")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		testenv.Must(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if n := f.count("SELECT COUNT(*) FROM effect"); n != 1 {
+		t.Fatalf("%d effects after shutdown, want the in-flight one committed", n)
+	}
+	cons, err := f.nc.JS.Consumer(context.Background(), f.stream, "c")
+	testenv.Must(t, err)
+	info, err := cons.Info(context.Background())
+	testenv.Must(t, err)
+	if info.NumAckPending != 0 || info.AckFloor.Stream != 1 {
+		t.Fatalf("after shutdown: %d pending acks, ack floor %d; want the message acked", info.NumAckPending, info.AckFloor.Stream)
+	}
+}
