@@ -52,7 +52,7 @@ type CopyJob struct {
 }
 
 // CopyChunk is one message's worth of a job: the unit a worker processes in
-// one transaction, and the unit all-or-nothing applies to.
+// one transaction. An all-or-nothing job is a single chunk.
 type CopyChunk struct {
 	JobID       string   `json:"job_id"`
 	Seq         int      `json:"seq"`

@@ -21,9 +21,13 @@ import (
 
 // Config tunes the catalog's use cases.
 type Config struct {
-	// ChunkSize is how many products one batch-copy message carries: the
-	// unit of one worker's transaction and of all-or-nothing.
+	// ChunkSize is how many products one batch-copy message carries when
+	// duplicates are skipped: the unit of one worker's transaction.
 	ChunkSize int
+	// MaxAllOrNothing bounds an all-or-nothing (on_duplicate=fail) job.
+	// Such a job travels as one message and is created in one transaction,
+	// so that one duplicate anywhere fails the whole batch.
+	MaxAllOrNothing int
 	// MaxPageSize bounds GET /products?brand= pages.
 	MaxPageSize int
 }
@@ -32,6 +36,9 @@ type Config struct {
 func (c Config) Validate() error {
 	if c.ChunkSize <= 0 || c.ChunkSize > 1000 {
 		return fmt.Errorf("catalog: ChunkSize must be in 1..1000, got %d", c.ChunkSize)
+	}
+	if c.MaxAllOrNothing <= 0 || c.MaxAllOrNothing > 5000 {
+		return fmt.Errorf("catalog: MaxAllOrNothing must be in 1..5000, got %d", c.MaxAllOrNothing)
 	}
 	if c.MaxPageSize <= 0 {
 		return errors.New("catalog: MaxPageSize must be positive")

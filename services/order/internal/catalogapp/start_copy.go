@@ -37,7 +37,16 @@ func (a *App) StartCopy(ctx context.Context, r catalog.CopyRequest) (_ catalog.C
 		Total:       len(ids),
 		CreatedAt:   time.Now().UTC(),
 	}
-	chunks := catalog.SplitChunks(job, ids, a.cfg.ChunkSize)
+	size := a.cfg.ChunkSize
+	if onDup == catalog.FailOnDuplicate {
+		// All or nothing is one transaction over the whole batch, hence one
+		// message; its size is bounded so that transaction stays short.
+		if len(ids) > a.cfg.MaxAllOrNothing {
+			return catalog.CopyJob{}, false, catalog.ErrInvalidf("an all-or-nothing batch copies at most %d products, this one has %d: split it or use on_duplicate=skip", a.cfg.MaxAllOrNothing, len(ids))
+		}
+		size = len(ids)
+	}
+	chunks := catalog.SplitChunks(job, ids, size)
 	job.Chunks = len(chunks)
 	job, existed, err = a.store.CreateCopyJob(ctx, job, chunks)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+	"gorm.io/gorm/logger"
 
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/services/order/internal/catalog"
@@ -197,9 +198,11 @@ func (s *ProductStore) copyWithDedup(ctx context.Context, p chunkPlan, onDup cat
 	db := s.db.WithContext(ctx)
 	keys := p.keys()
 	for attempt := range copyAttempts {
-		// The first look is a plain read of the transaction's snapshot; after
-		// a lost race the winner committed after that snapshot, so later
-		// looks are locking reads, which see the latest committed rows.
+		// The first look is a plain read. After a lost race the winner has
+		// committed, but a REPEATABLE READ snapshot taken earlier would not
+		// show it, so later looks are locking reads, which always see the
+		// latest committed rows. (The inbox runs READ COMMITTED, where both
+		// see it; the store does not rely on that.)
 		existing, err := s.dedupOwners(ctx, db, keys, attempt > 0)
 		if err != nil {
 			return catalog.ChunkResult{}, err
@@ -291,10 +294,16 @@ func (s *ProductStore) insertProducts(db *gorm.DB, items []copyItem, dedup bool)
 	for i, r := range rows {
 		dedupRows[i] = productDedupRow{ProductID: r.ID, Name: r.Name, Model: r.Model, CreatedAt: now}
 	}
-	if err := db.Create(&dedupRows).Error; err != nil {
+	if err := quiet(db).Create(&dedupRows).Error; err != nil {
 		return nil, fmt.Errorf("insert %d product keys: %w", len(dedupRows), err)
 	}
 	return created, nil
+}
+
+// quiet returns db without statement error logging: a duplicate key on a
+// dedup row is the expected answer of a lost race, not an error to log.
+func quiet(db *gorm.DB) *gorm.DB {
+	return db.Session(&gorm.Session{Logger: db.Logger.LogMode(logger.Silent)})
 }
 
 // keyTuples renders keys as "(name, model) IN ((?,?),...)" arguments.

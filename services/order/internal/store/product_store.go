@@ -78,7 +78,7 @@ func (s *ProductStore) CreateProduct(ctx context.Context, p catalog.Product) (ca
 			if err := tx.Create(&row).Error; err != nil {
 				return err
 			}
-			return tx.Create(&productDedupRow{ProductID: row.ID, Name: row.Name, Model: row.Model, CreatedAt: row.CreatedAt}).Error
+			return quiet(tx).Create(&productDedupRow{ProductID: row.ID, Name: row.Name, Model: row.Model, CreatedAt: row.CreatedAt}).Error
 		})
 		if err == nil {
 			return toCatalogProduct(row), nil
@@ -249,7 +249,7 @@ func (s *ProductStore) CreateCopyJob(ctx context.Context, job catalog.CopyJob, c
 	}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row := toDBCopyJob(job)
-		if err := tx.Create(&row).Error; err != nil {
+		if err := quiet(tx).Create(&row).Error; err != nil {
 			return err
 		}
 		if err := tx.CreateInBatches(&chunkRows, 500).Error; err != nil {
