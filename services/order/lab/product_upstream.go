@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // CopyRecord is one row of the upstream system's request-record table: a
@@ -103,10 +104,11 @@ func (u Upstream) CreateProduct(ctx context.Context, p NewProduct) (CreateResult
 	return CreateResult{Status: status, ID: out.ID, ExistingID: out.ExistingID}, nil
 }
 
-// CreateWhileCopying starts the batch copy of rec and, at the same moment,
-// creates products by hand through POST /products: the second entry point
-// racing the first. It returns the copy's job id and every create's answer.
-func (u Upstream) CreateWhileCopying(ctx context.Context, rec CopyRecord, products []NewProduct) (string, []CreateResult, error) {
+// CreateWhileCopying starts the batch copy of rec and, delay later, creates
+// products by hand through POST /products: the second entry point racing
+// the first while its workers run. It returns the copy's job id and every
+// create's answer.
+func (u Upstream) CreateWhileCopying(ctx context.Context, rec CopyRecord, products []NewProduct, delay time.Duration) (string, []CreateResult, error) {
 	var (
 		wg      sync.WaitGroup
 		jobIDs  []string
@@ -122,6 +124,7 @@ func (u Upstream) CreateWhileCopying(ctx context.Context, rec CopyRecord, produc
 	for i, p := range products {
 		wg.Go(func() {
 			<-start
+			time.Sleep(delay)
 			results[i], errs[i] = u.CreateProduct(ctx, p)
 		})
 	}
