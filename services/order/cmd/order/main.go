@@ -14,8 +14,14 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/robfig/cron/v3"
+
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/migrations"
@@ -44,8 +50,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		Service:    "order",
 		HTTPAddr:   cfg.HTTPAddr,
 		DBName:     cfg.DBName,
-		Migrations: []migrate.Source{migrations.Source},
-		Logger:     log,
+		Migrations: []migrate.Source{migrations.Source, outbox.Migrations, inbox.Migrations},
+		Streams: []jetstream.StreamConfig{
+			// Products: batch-copy chunks (incident 3).
+			events.StreamConfig(cfg.Products.Stream, cfg.Products.SubjectPrefix),
+		},
+		Logger: log,
 	}
 	if len(args) > 0 {
 		switch args[0] {
@@ -59,6 +69,25 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	// Platform: MySQL (migrated), NATS JetStream, Redis, HTTP server.
 	rt, err := platform.Start(ctx, cfg.Platform, opts)
 	if err != nil {
+		return err
+	}
+
+	// Outbox relay: publishes this database's local_message rows, woken
+	// after each commit that queued messages and by a cron safety-net poll.
+	relay, err := outbox.NewRelay(rt.DB, rt.NATS.JS, outbox.Config{}, log, rt.Registry)
+	if err != nil {
+		return err
+	}
+	runUntilShutdown(ctx, rt, "outbox relay", relay.Run)
+	jobs := cron.New()
+	if err := relay.Schedule(jobs); err != nil {
+		return err
+	}
+	jobs.Start()
+	rt.OnShutdown("cron", func(context.Context) error { <-jobs.Stop().Done(); return nil })
+
+	// Products: catalog and batch copy (incident 3), see products.go.
+	if err := startProducts(ctx, rt, cfg.Products, relay); err != nil {
 		return err
 	}
 

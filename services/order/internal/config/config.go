@@ -13,6 +13,9 @@ type Config struct {
 	Platform platform.Config
 	HTTPAddr string `env:"HTTP_ADDR" default:":8081" usage:"listen address of the order service"`
 	DBName   string `env:"MYSQL_DATABASE" default:"oncemall_order" usage:"the order service's own database (created if missing)"`
+
+	// Products configures the catalog and its batch copy (product.go).
+	Products Products
 }
 
 // Load reads the configuration from the environment and validates it.
@@ -29,5 +32,6 @@ func (c Config) Validate() error {
 	return errors.Join(
 		c.Platform.Validate(),
 		pkgconfig.CheckAddr("HTTP_ADDR", c.HTTPAddr),
+		c.Products.Validate(),
 	)
 }
