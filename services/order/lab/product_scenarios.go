@@ -82,11 +82,28 @@ func duplicateBatchScenario(variant, suffix string, mode catalog.Mode, onDup cat
 		if err != nil {
 			return res, err
 		}
-		if _, err := rig.WaitJobs(ctx, scenarioTimeout, jobs...); err != nil {
+		progress, err := rig.WaitJobs(ctx, scenarioTimeout, jobs...)
+		if err != nil {
 			return res, err
 		}
 		if res.Count, err = rig.ExtraLiveProducts(ctx); err != nil {
 			return res, err
+		}
+		// The jobs' counters must agree with the database in every mode:
+		// each product a job reports created exists, and no other.
+		created := 0
+		for _, p := range progress {
+			created += p.Created
+			if p.Created+p.Skipped+p.Failed != p.Job.Total {
+				return res, fmt.Errorf("job %s counts %d+%d+%d of %d products", p.Job.ID, p.Created, p.Skipped, p.Failed, p.Job.Total)
+			}
+		}
+		var live int64
+		if err := rig.DB.WithContext(ctx).Table("products").Where("deleted = 0").Count(&live).Error; err != nil {
+			return res, err
+		}
+		if int64(created) != live {
+			return res, fmt.Errorf("jobs report %d products created, the database holds %d", created, live)
 		}
 		res.Holds = res.Count == 0
 		return res, nil
