@@ -14,8 +14,11 @@ import (
 // embed it in its configuration (pkg/config), so every service reads the
 // same OUTBOX_* variables.
 type Config struct {
-	// BatchSize is how many rows one claim locks and publishes (default 500).
-	BatchSize int `env:"OUTBOX_BATCH_SIZE" default:"500" usage:"outbox rows claimed and published per batch"`
+	// BatchSize is how many rows one claim locks and publishes (default
+	// 1000). BatchSize × Workers messages are in flight at once per relay;
+	// keep it within the JetStream context's PublishAsyncMaxPending (4000 by
+	// default) or publishes stall.
+	BatchSize int `env:"OUTBOX_BATCH_SIZE" default:"1000" usage:"outbox rows claimed and published per batch"`
 	// Workers is how many claim loops run in one relay (default 2), so one
 	// batch is published while the next is claimed.
 	Workers int `env:"OUTBOX_WORKERS" default:"2" usage:"outbox claim loops per relay"`
@@ -49,7 +52,7 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultBatchSize       = 500
+	DefaultBatchSize       = 1000
 	DefaultWorkers         = 2
 	DefaultPublishTimeout  = 5 * time.Second
 	DefaultBaseBackoff     = time.Second
