@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"gorm.io/gorm"
@@ -63,16 +64,23 @@ func (s *ProductStore) WithTx(tx *gorm.DB) *ProductStore {
 	return &c
 }
 
-// createAttempts bounds the retries of a create that lost a race to a
-// product deleted again before its key could be read back.
+// createAttempts bounds the retries of a create or delete that was chosen as
+// a deadlock victim, or lost a race to a product deleted again before its
+// key could be read back.
 const createAttempts = 5
+
+// pause waits a little longer after each failed attempt, with jitter, so
+// the transactions that collided do not collide again in step.
+func pause(attempt int) {
+	time.Sleep(time.Duration(attempt+1) * time.Duration(1+rand.IntN(5)) * time.Millisecond)
+}
 
 // CreateProduct creates p the way the configured mode does.
 func (s *ProductStore) CreateProduct(ctx context.Context, p catalog.Product) (catalog.Product, error) {
 	if s.cfg.Mode != catalog.ModeFixed {
 		return s.createCheckThenInsert(ctx, p)
 	}
-	for range createAttempts {
+	for attempt := range createAttempts {
 		row := toDBProduct(p, s.now())
 		err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			if err := tx.Create(&row).Error; err != nil {
@@ -82,6 +90,13 @@ func (s *ProductStore) CreateProduct(ctx context.Context, p catalog.Product) (ca
 		})
 		if err == nil {
 			return toCatalogProduct(row), nil
+		}
+		if database.IsDeadlock(err) {
+			// Concurrent inserts of one key whose dedup row was just deleted
+			// can deadlock on it; InnoDB rolled this one back, so run it
+			// again: the next round finds the winner's key.
+			pause(attempt)
+			continue
 		}
 		if !database.IsDuplicateKey(err) {
 			return catalog.Product{}, fmt.Errorf("create product %s: %w", p.Key(), err)
@@ -151,6 +166,17 @@ func (s *ProductStore) ProductsByBrand(ctx context.Context, brand string, afterI
 // row in the same transaction, so its key is free for a new product the
 // moment the deletion commits, and never before.
 func (s *ProductStore) DeleteProduct(ctx context.Context, id uint64) error {
+	var err error
+	for attempt := range createAttempts {
+		if err = s.deleteProduct(ctx, id); !database.IsDeadlock(err) {
+			return err
+		}
+		pause(attempt)
+	}
+	return err
+}
+
+func (s *ProductStore) deleteProduct(ctx context.Context, id uint64) error {
 	now := s.now()
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&productRow{}).Where("id = ? AND deleted = 0", id).
