@@ -355,3 +355,35 @@ func TestChunkRedeliveryCountsOnce(t *testing.T) {
 		t.Fatalf("after a redelivery: created %d skipped %d, %d products", p.Created, p.Skipped, count(t, rig, "SELECT COUNT(*) FROM products"))
 	}
 }
+
+// TestAllOrNothingLimit copies the largest all-or-nothing batch allowed in
+// its single transaction, and refuses one product more before writing
+// anything.
+func TestAllOrNothingLimit(t *testing.T) {
+	const limit = 5000 // the rig's MaxAllOrNothing
+	rig := startRig(t, catalog.ModeFixed, 4, 100)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ids, err := rig.SeedTemplates(ctx, "big", "big", limit+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, doc := call(t, http.MethodPost, rig.URL+"/products/batch-copy", jsonBody(t, CopyRecord{RecordID: "too-big", SourceBrand: "big", TargetBrand: "shop", OnDuplicate: "fail"}))
+	if status != http.StatusBadRequest || !strings.Contains(fmt.Sprint(doc["detail"]), "at most 5000") {
+		t.Fatalf("all-or-nothing over the limit: %d %v, want 400", status, doc)
+	}
+	if n := count(t, rig, "SELECT COUNT(*) FROM product_copy_jobs"); n != 0 {
+		t.Fatalf("a refused request wrote %d jobs", n)
+	}
+	status, acc := call(t, http.MethodPost, rig.URL+"/products/batch-copy", jsonBody(t, CopyRecord{RecordID: "at-limit", TemplateIDs: ids[:limit], TargetBrand: "shop", OnDuplicate: "fail"}))
+	if status != http.StatusAccepted || num(acc["chunks"]) != 1 {
+		t.Fatalf("all-or-nothing at the limit: %d %v", status, acc)
+	}
+	p, err := rig.WaitJobs(ctx, 45*time.Second, acc["job_id"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p[0].Created != limit || count(t, rig, "SELECT COUNT(*) FROM product_dedup") != limit {
+		t.Fatalf("created %d, %d dedup rows; want %d of each", p[0].Created, count(t, rig, "SELECT COUNT(*) FROM product_dedup"), limit)
+	}
+}

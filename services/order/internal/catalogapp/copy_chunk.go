@@ -17,6 +17,9 @@ func (a *App) CopyChunk(ctx context.Context, cs catalog.ChunkStore, c catalog.Co
 		a.log.InfoContext(ctx, "batch copy chunk already processed", "job_id", c.JobID, "seq", c.Seq)
 		return nil
 	}
+	// Counted before the message's transaction commits: a commit that fails
+	// afterwards gets the chunk redelivered and counted again, so the metric
+	// can run slightly ahead of the database. The job's counters cannot.
 	a.metrics.copied.WithLabelValues("created").Add(float64(res.Created))
 	a.metrics.copied.WithLabelValues("skipped").Add(float64(res.Skipped))
 	a.metrics.copied.WithLabelValues("failed").Add(float64(res.Failed))
