@@ -92,8 +92,8 @@ func TestCopyRequestValidate(t *testing.T) {
 }
 
 func TestDuplicatesErrorNamesEveryDuplicate(t *testing.T) {
-	msg := DuplicatesError([]Duplicate{{Name: "A", Model: "1", ExistingID: 7}, {Name: "B", Model: "2", ExistingID: 9}})
-	for _, want := range []string{"2 duplicate", `("A", "1") exists as product 7`, `("B", "2") exists as product 9`} {
+	msg := DuplicatesError([]Duplicate{{Name: "A", Model: "1", ExistingID: 7}, {Name: "B", Model: "2", ExistingID: 9}, {Name: "C", Model: "3"}})
+	for _, want := range []string{"3 duplicate", `("A", "1") exists as product 7`, `("B", "2") exists as product 9`, `("C", "3") appears more than once`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q does not contain %q", msg, want)
 		}

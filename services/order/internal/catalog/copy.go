@@ -81,7 +81,8 @@ func SplitChunks(job CopyJob, templateIDs []uint64, size int) []CopyChunk {
 	return chunks
 }
 
-// Duplicate is one product a batch met that already existed.
+// Duplicate is one product a batch met that already existed. ExistingID is
+// 0 for an all-or-nothing batch that lists the same product twice.
 type Duplicate struct {
 	TemplateID uint64 `json:"template_id"`
 	Name       string `json:"name"`
@@ -107,6 +108,10 @@ func DuplicatesError(dups []Duplicate) string {
 		if i == 10 {
 			fmt.Fprintf(&b, " and %d more", len(dups)-i)
 			break
+		}
+		if d.ExistingID == 0 {
+			fmt.Fprintf(&b, " %s appears more than once in the batch;", Key{d.Name, d.Model})
+			continue
 		}
 		fmt.Fprintf(&b, " %s exists as product %d;", Key{d.Name, d.Model}, d.ExistingID)
 	}
