@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/services/order/internal/catalog"
 )
 
@@ -385,5 +386,28 @@ func TestAllOrNothingLimit(t *testing.T) {
 	}
 	if p[0].Created != limit || count(t, rig, "SELECT COUNT(*) FROM product_dedup") != limit {
 		t.Fatalf("created %d, %d dedup rows; want %d of each", p[0].Created, count(t, rig, "SELECT COUNT(*) FROM product_dedup"), limit)
+	}
+}
+
+// TestUnusableChunkMessagesAreDead hands the consumer a chunk message that
+// cannot be read and one for a job that does not exist: redelivery cannot
+// help either, so both are dead at once and create nothing.
+func TestUnusableChunkMessagesAreDead(t *testing.T) {
+	rig := startRig(t, catalog.ModeFixed, 4, 100)
+	ctx := context.Background()
+	for id, body := range map[string]string{
+		"garbled":     `{"job_id": 12`,
+		"unknown-job": `{"job_id":"no-such-job","seq":0,"target_brand":"shop","on_duplicate":"skip","template_ids":[1]}`,
+	} {
+		out, err := rig.Consumer.Process(ctx, inbox.Message{ID: id, Subject: "x.product.batch_copy", Body: []byte(body)})
+		if out != inbox.Dead || err == nil {
+			t.Errorf("%s: outcome %s, err %v; want dead", id, out, err)
+		}
+	}
+	if n := count(t, rig, "SELECT COUNT(*) FROM dead_message"); n != 2 {
+		t.Fatalf("%d dead messages, want 2", n)
+	}
+	if n := count(t, rig, "SELECT COUNT(*) FROM products"); n != 0 {
+		t.Fatalf("unusable messages created %d products", n)
 	}
 }

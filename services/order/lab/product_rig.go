@@ -40,6 +40,8 @@ type ProductRig struct {
 	DB    *gorm.DB
 	Store *store.ProductStore
 	App   *catalogapp.App
+	// Consumer is the batch-copy consumer (running).
+	Consumer *inbox.Consumer
 	// URL is the base URL of the catalog's HTTP API.
 	URL string
 
@@ -99,6 +101,7 @@ func StartProductRig(ctx context.Context, env lab.Env, suffix string, cfg Produc
 	if err != nil {
 		return nil, err
 	}
+	r.Consumer = consumer
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
