@@ -7,7 +7,13 @@ replace github.com/oncemall/oncemall/pkg => ../pkg
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/oncemall/oncemall/pkg v0.0.0
+	github.com/oncemall/oncemall/services/order v0.0.0
 	github.com/prometheus/client_golang v1.25.0
+)
+
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
 )
 
 require (
@@ -60,3 +66,5 @@ require (
 	gorm.io/driver/mysql v1.6.0 // indirect
 	gorm.io/gorm v1.31.2 // indirect
 )
+
+replace github.com/oncemall/oncemall/services/order => ../services/order
