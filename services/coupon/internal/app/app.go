@@ -67,7 +67,7 @@ func (c Config) Validate() error {
 
 func checkNotLess(name string, v, min time.Duration) error {
 	if v < min {
-		return fmt.Errorf("%s: %s is less than the base backoff %s", name, v, min)
+		return &pkgconfig.Error{Var: name, Value: v.String(), Err: fmt.Errorf("must not be less than the base backoff %s", min)}
 	}
 	return nil
 }
