@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -85,23 +86,24 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		log.Warn("COUPON_DEDUCTION_MODE=broken: running the incident 1 deduction that deducts twice on a lost COMMIT ack; lab use only")
 	}
 
-	// Use cases and HTTP routes.
-	a, err := app.New(store.New(rt.DB), cfg.App(), log, rt.Registry)
-	if err != nil {
-		return errors.Join(err, rt.Shutdown(context.Background()))
-	}
-	httpapi.Register(rt.HTTP.Engine(), a, cfg.Platform.AdminToken, log)
-
 	// Outbox relay: publishes coupon.used. Registered first, so it stops
 	// last, after everything that writes to the outbox.
 	relay, err := outbox.NewRelay(rt.DB, rt.NATS.JS, outbox.Config{}, log, rt.Registry)
 	if err != nil {
 		return errors.Join(err, rt.Shutdown(context.Background()))
 	}
-	rt.OnShutdown("outbox relay", background(ctx, "outbox relay", relay.Run))
+	rt.OnShutdown("outbox relay", background(ctx, log, "outbox relay", relay.Run))
 
-	// Cron: the retry pass over coupon_message and the record archive.
-	sched, err := jobs.New(a, cfg.Jobs(), log)
+	// Use cases and HTTP routes.
+	a, err := app.New(store.New(rt.DB), relay.Wake, cfg.App(), log, rt.Registry)
+	if err != nil {
+		return errors.Join(err, rt.Shutdown(context.Background()))
+	}
+	httpapi.Register(rt.HTTP.Engine(), a, cfg.Platform.AdminToken, log)
+
+	// Cron: the retry pass over coupon_message, the record archive, and the
+	// relay's safety-net poll and cleanup.
+	sched, err := jobs.New(a, cfg.Jobs(), log, relay.Schedule)
 	if err != nil {
 		return errors.Join(err, rt.Shutdown(context.Background()))
 	}
@@ -121,7 +123,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return errors.Join(err, rt.Shutdown(context.Background()))
 	}
-	rt.OnShutdown("order.paid consumer", background(ctx, "order.paid consumer", consumer.Run))
+	rt.OnShutdown("order.paid consumer", background(ctx, log, "order.paid consumer", consumer.Run))
 
 	// Serve until SIGTERM, then shut down in order: HTTP, consumer, cron,
 	// relay, NATS, Redis, MySQL.
@@ -130,10 +132,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 // background starts run on its own context and returns the shutdown function
 // that cancels it and waits for it to return (or for the shutdown deadline).
-func background(parent context.Context, name string, run func(context.Context) error) func(context.Context) error {
+func background(parent context.Context, log *slog.Logger, name string, run func(context.Context) error) func(context.Context) error {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
+	go func() {
+		err := run(ctx)
+		if err != nil && ctx.Err() == nil {
+			// A component that dies on its own is logged at once; the
+			// service keeps serving and /readyz keeps reporting the deps.
+			log.Error("component stopped unexpectedly", "component", name, "err", err)
+		}
+		done <- err
+	}()
 	return func(sctx context.Context) error {
 		cancel()
 		select {

@@ -79,10 +79,14 @@ type App struct {
 	log     *slog.Logger
 	metrics *metrics
 	now     func() time.Time
+	wake    func()
 }
 
-// New returns the use cases. Metrics are registered on reg.
-func New(store coupon.Store, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*App, error) {
+// New returns the use cases. wake, if not nil, is called after a transaction
+// that queued an outbox event committed (the relay's Wake), so the event is
+// published at once instead of at the relay's next poll. Metrics are
+// registered on reg.
+func New(store coupon.Store, wake func(), cfg Config, log *slog.Logger, reg prometheus.Registerer) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -90,7 +94,10 @@ func New(store coupon.Store, cfg Config, log *slog.Logger, reg prometheus.Regist
 	if err != nil {
 		return nil, err
 	}
-	return &App{store: store, cfg: cfg, log: log, metrics: m, now: func() time.Time { return time.Now().UTC() }}, nil
+	if wake == nil {
+		wake = func() {}
+	}
+	return &App{store: store, cfg: cfg, log: log, metrics: m, wake: wake, now: func() time.Time { return time.Now().UTC() }}, nil
 }
 
 // Mode reports which deduction the app runs.

@@ -73,6 +73,7 @@ func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, erro
 		return "", fmt.Errorf("deduct coupon %d for order %s: %w", c.ID, m.OrderNo, err)
 	}
 	a.metrics.deductions.WithLabelValues(string(coupon.ModeBroken)).Inc()
+	a.wake()
 
 	// BROKEN (3): the message status is not part of the deduction's
 	// transaction.

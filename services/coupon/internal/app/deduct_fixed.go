@@ -85,6 +85,7 @@ func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error
 			"coupon_id", m.CouponID, "message_id", m.MessageID)
 	case Deducted:
 		a.metrics.deductions.WithLabelValues(string(coupon.ModeFixed)).Inc()
+		a.wake()
 	}
 	return out, nil
 }

@@ -43,8 +43,9 @@ type Scheduler struct {
 	cancel context.CancelFunc
 }
 
-// New schedules the jobs on a; call Start to run them.
-func New(a *app.App, cfg Config, log *slog.Logger) (*Scheduler, error) {
+// New schedules the jobs on a, plus whatever the schedulers in more add to
+// the same cron (the outbox relay's poll and cleanup); call Start to run them.
+func New(a *app.App, cfg Config, log *slog.Logger, more ...func(*cron.Cron) error) (*Scheduler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -78,6 +79,12 @@ func New(a *app.App, cfg Config, log *slog.Logger) (*Scheduler, error) {
 	}); err != nil {
 		cancel()
 		return nil, fmt.Errorf("schedule archive job: %w", err)
+	}
+	for _, add := range more {
+		if err := add(c); err != nil {
+			cancel()
+			return nil, err
+		}
 	}
 	return &Scheduler{cron: c, ctx: ctx, cancel: cancel}, nil
 }

@@ -362,3 +362,6 @@ func notFound(err error, format string, args ...any) error {
 	}
 	return fmt.Errorf("read %s: %w", what, err)
 }
+
+// DB returns the underlying handle, for tests and the lab that count rows.
+func (s *Store) DB() *gorm.DB { return s.db }
