@@ -112,14 +112,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	// order.paid consumer: lands events in coupon_message. Registered last,
 	// so it stops first and no event lands while cron is stopping.
+	orderPaid := cfg.OrderStreamSubj + ".paid" // events.OrderPaid with the default prefix
 	consumer, err := inbox.NewConsumer(rt.DB, rt.NATS.JS, inbox.Config{
 		Name:           cfg.ConsumerName,
 		Stream:         cfg.OrderStream,
-		FilterSubjects: []string{cfg.OrderStreamSubj + ".paid"},
+		FilterSubjects: []string{orderPaid},
 		Workers:        cfg.ConsumerWorkers,
 		MaxDeliver:     cfg.ConsumerDeliver,
 		AckWait:        cfg.ConsumerAckWait,
-	}, messaging.OrderPaidHandler(a), log, rt.Registry)
+	}, messaging.OrderPaidHandler(a, orderPaid), log, rt.Registry)
 	if err != nil {
 		return errors.Join(err, rt.Shutdown(context.Background()))
 	}

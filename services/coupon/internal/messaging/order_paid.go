@@ -4,8 +4,6 @@ package messaging
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"gorm.io/gorm"
 
@@ -19,15 +17,17 @@ import (
 // OrderPaidHandler returns the inbox handler for order.paid. It only lands
 // the event (one row in coupon_message, in the inbox's transaction); the
 // deduction runs later from the retry job, which is what the incident's
-// pipeline did. Other subjects of the stream are acknowledged and ignored.
-func OrderPaidHandler(a *app.App) inbox.Handler {
+// pipeline did. subject is the order.paid subject (events.OrderPaid in
+// production; tests use their own prefix); other subjects are acknowledged
+// and ignored.
+func OrderPaidHandler(a *app.App, subject string) inbox.Handler {
 	return func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
-		if msg.Subject != events.OrderPaid {
+		if msg.Subject != subject {
 			return nil
 		}
 		var e events.OrderPaidV1
-		if err := json.Unmarshal(msg.Body, &e); err != nil {
-			return inbox.Permanent(fmt.Errorf("decode order.paid %s: %w", msg.ID, err))
+		if err := inbox.DecodeJSON(msg, &e); err != nil {
+			return err
 		}
 		in := app.OrderPaid{MessageID: msg.ID, OrderNo: e.OrderNo, UserID: e.UserID}
 		if e.CouponID != nil {
