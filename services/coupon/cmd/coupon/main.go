@@ -95,7 +95,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	rt.OnShutdown("outbox relay", background(ctx, log, "outbox relay", relay.Run))
 
 	// Use cases and HTTP routes.
-	a, err := app.New(store.New(rt.DB), relay.Wake, cfg.App(), log, rt.Registry)
+	st := store.New(rt.DB).WithEventPrefix(cfg.EventStreamSubj)
+	a, err := app.New(st, relay.Wake, cfg.App(), log, rt.Registry)
 	if err != nil {
 		return errors.Join(err, rt.Shutdown(context.Background()))
 	}
@@ -120,7 +121,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		Workers:        cfg.ConsumerWorkers,
 		MaxDeliver:     cfg.ConsumerDeliver,
 		AckWait:        cfg.ConsumerAckWait,
-	}, messaging.OrderPaidHandler(a, orderPaid), log, rt.Registry)
+	}, messaging.OrderPaidHandler(a, st, orderPaid), log, rt.Registry)
 	if err != nil {
 		return errors.Join(err, rt.Shutdown(context.Background()))
 	}

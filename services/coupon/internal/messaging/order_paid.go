@@ -20,7 +20,7 @@ import (
 // pipeline did. subject is the order.paid subject (events.OrderPaid in
 // production; tests use their own prefix); other subjects are acknowledged
 // and ignored.
-func OrderPaidHandler(a *app.App, subject string) inbox.Handler {
+func OrderPaidHandler(a *app.App, st *store.Store, subject string) inbox.Handler {
 	return func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
 		if msg.Subject != subject {
 			return nil
@@ -33,7 +33,7 @@ func OrderPaidHandler(a *app.App, subject string) inbox.Handler {
 		if e.CouponID != nil {
 			in.CouponID = *e.CouponID
 		}
-		if err := a.LandOrderPaid(ctx, store.BindTx(tx), in); err != nil {
+		if err := a.LandOrderPaid(ctx, st.BindTx(tx), in); err != nil {
 			if coupon.IsPermanent(err) {
 				return inbox.Permanent(err)
 			}

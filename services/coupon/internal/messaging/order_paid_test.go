@@ -49,7 +49,7 @@ func TestOrderPaidFlowsFromJetStreamToOneDeduction(t *testing.T) {
 	cons, err := inbox.NewConsumer(db, conn.JS, inbox.Config{
 		Name: testenv.UniqueName(t, "coupon"), Stream: streamName, FilterSubjects: []string{subject},
 		Workers: 2, MaxDeliver: 3, AckWait: 5 * time.Second,
-	}, messaging.OrderPaidHandler(a, subject), testenv.Logger(t), prometheus.NewRegistry())
+	}, messaging.OrderPaidHandler(a, st, subject), testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)

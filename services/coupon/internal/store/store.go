@@ -19,13 +19,24 @@ import (
 
 // Store is the MySQL coupon.Store.
 type Store struct {
-	db *gorm.DB
+	db          *gorm.DB
+	usedSubject string
 }
 
 var _ coupon.Store = (*Store)(nil)
 
-// New returns a Store over db.
-func New(db *gorm.DB) *Store { return &Store{db: db} }
+// New returns a Store over db that queues coupon.used events under
+// events.CouponUsed.
+func New(db *gorm.DB) *Store { return &Store{db: db, usedSubject: events.CouponUsed} }
+
+// WithEventPrefix returns a copy of s that queues its events under prefix
+// instead of "coupon" (prefix + ".used"), for a service or test running on
+// its own stream.
+func (s *Store) WithEventPrefix(prefix string) *Store {
+	c := *s
+	c.usedSubject = prefix + ".used"
+	return &c
+}
 
 // CreateTemplate inserts t and sets its ID.
 func (s *Store) CreateTemplate(ctx context.Context, t *coupon.Template) error {
@@ -142,7 +153,7 @@ func (s *Store) MarkMessage(ctx context.Context, id uint64, status coupon.Messag
 // which is the one that a lost COMMIT acknowledgement produces.
 func (s *Store) InTx(ctx context.Context, fn func(coupon.Tx) error) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return fn(&Tx{db: tx})
+		return fn(&Tx{db: tx, usedSubject: s.usedSubject})
 	})
 }
 
@@ -235,14 +246,15 @@ func (s *Store) ArchiveIdempotentRecords(ctx context.Context, now time.Time, bat
 
 // Tx is coupon.Tx on one gorm transaction.
 type Tx struct {
-	db *gorm.DB
+	db          *gorm.DB
+	usedSubject string
 }
 
 var _ coupon.Tx = (*Tx)(nil)
 
 // BindTx returns the coupon.Tx view of a transaction someone else opened,
 // such as the inbox consumer's.
-func BindTx(tx *gorm.DB) *Tx { return &Tx{db: tx} }
+func (s *Store) BindTx(tx *gorm.DB) *Tx { return &Tx{db: tx, usedSubject: s.usedSubject} }
 
 // Template implements coupon.Tx.
 func (t *Tx) Template(ctx context.Context, id uint64) (coupon.Template, error) {
@@ -336,7 +348,7 @@ func (t *Tx) PublishCouponUsed(ctx context.Context, e coupon.CouponUsed) error {
 	if err != nil {
 		return fmt.Errorf("encode coupon.used: %w", err)
 	}
-	if err := outbox.Add(t.db.WithContext(ctx), outbox.Message{Subject: events.CouponUsed, Body: body}); err != nil {
+	if err := outbox.Add(t.db.WithContext(ctx), outbox.Message{Subject: t.usedSubject, Body: body}); err != nil {
 		return fmt.Errorf("queue coupon.used for order %s: %w", e.OrderNo, err)
 	}
 	return nil
