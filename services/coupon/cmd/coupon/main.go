@@ -24,6 +24,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/redislock"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/config"
 	"github.com/oncemall/oncemall/services/coupon/internal/httpapi"
@@ -102,9 +103,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	httpapi.Register(rt.HTTP.Engine(), a, cfg.Platform.AdminToken, log)
 
-	// Cron: the retry pass over coupon_message, the record archive, and the
-	// relay's safety-net poll and cleanup.
-	sched, err := jobs.New(a, cfg.Jobs(), log, relay.Schedule)
+	// Cron: the retry pass over coupon_message and the record archive, one
+	// replica at a time under a Redis lock, plus the relay's safety-net poll
+	// and cleanup.
+	locks := redislock.New(rt.Redis, "oncemall:lock:")
+	sched, err := jobs.New(a, cfg.Jobs(), locks, log, relay.Schedule)
 	if err != nil {
 		return errors.Join(err, rt.Shutdown(context.Background()))
 	}

@@ -40,6 +40,7 @@ type Config struct {
 	NoticeRetention time.Duration `env:"COUPON_NOTICE_RETENTION" default:"720h" usage:"how long a biz_idempotent_record row stays online before archiving"`
 	ArchiveSchedule string        `env:"COUPON_ARCHIVE_SCHEDULE" default:"@every 1h" usage:"cron spec of the idempotent record archive job"`
 	ArchiveBatch    int           `env:"COUPON_ARCHIVE_BATCH" default:"500" usage:"records one archive transaction moves"`
+	JobLockTTL      time.Duration `env:"COUPON_JOB_LOCK_TTL" default:"30s" usage:"expiry of the Redis lock that lets one replica run a cron pass at a time (refreshed while it runs)"`
 }
 
 // Load reads the configuration from the environment and validates it.
@@ -65,7 +66,7 @@ func (c Config) App() app.Config {
 
 // Jobs returns the cron schedules.
 func (c Config) Jobs() jobs.Config {
-	return jobs.Config{RetrySchedule: c.RetrySchedule, ArchiveSchedule: c.ArchiveSchedule}
+	return jobs.Config{RetrySchedule: c.RetrySchedule, ArchiveSchedule: c.ArchiveSchedule, LockTTL: c.JobLockTTL}
 }
 
 // Validate reports every unusable setting, each naming its variable.
