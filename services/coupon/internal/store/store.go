@@ -3,6 +3,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,6 +99,14 @@ func (s *Store) Message(ctx context.Context, id uint64) (coupon.Message, error) 
 	return row.toDomain(), nil
 }
 
+// readCommitted is the isolation of the queue-style transactions (claims and
+// archive batches). Under MySQL's default REPEATABLE READ, a locking scan of
+// the (status, next_retry_time) index also locks the gaps between rows; moving
+// a claimed row's next_retry_time then inserts into a gap another claimer
+// holds, and two claimers deadlock. READ COMMITTED takes record locks only,
+// which is all SKIP LOCKED needs.
+var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
 // ClaimDueMessages implements coupon.Store. The claim is a short transaction
 // of its own: SELECT ... FOR UPDATE SKIP LOCKED keeps two replicas from
 // picking the same rows at the same moment, and moving next_retry_time past
@@ -126,7 +135,7 @@ func (s *Store) ClaimDueMessages(ctx context.Context, now time.Time, limit int, 
 			return fmt.Errorf("claimed %d messages but extended %d leases", len(rows), res.RowsAffected)
 		}
 		return nil
-	})
+	}, readCommitted)
 	if err != nil {
 		return nil, fmt.Errorf("claim due messages: %w", err)
 	}
@@ -237,7 +246,7 @@ func (s *Store) ArchiveIdempotentRecords(ctx context.Context, now time.Time, bat
 		}
 		moved = len(ids)
 		return nil
-	})
+	}, readCommitted)
 	if err != nil {
 		return 0, fmt.Errorf("archive idempotent records: %w", err)
 	}
