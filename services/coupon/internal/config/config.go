@@ -24,7 +24,7 @@ type Config struct {
 
 	// The order.paid consumer.
 	OrderStream     string        `env:"COUPON_ORDER_STREAM" default:"ORDER" usage:"JetStream stream carrying order.> (declared if missing)"`
-	OrderStreamSubj string        `env:"COUPON_ORDER_SUBJECT_PREFIX" default:"order" usage:"subject prefix of that stream; order.paid is read as <prefix>.paid"`
+	OrderStreamSubj string        `env:"COUPON_ORDER_SUBJECT_PREFIX" default:"order" usage:"subject prefix of that stream; order.paid is read as PREFIX.paid"`
 	ConsumerName    string        `env:"COUPON_CONSUMER_NAME" default:"coupon-order-paid" usage:"durable consumer name, also the inbox deduplication scope"`
 	ConsumerWorkers int           `env:"COUPON_CONSUMER_WORKERS" default:"4" usage:"order.paid handlers running at once per replica"`
 	ConsumerDeliver int           `env:"COUPON_CONSUMER_MAX_DELIVER" default:"10" usage:"deliveries of one event before it is recorded dead"`
