@@ -174,6 +174,8 @@ func (c *Consumer) Process(ctx context.Context, msg Message) (Outcome, error) {
 		return c.bury(ctx, msg, "message has no id"), errors.New("inbox: message without id")
 	}
 	errDup := errors.New("duplicate")
+	var afterCommit []func()
+	hctx := context.WithValue(ctx, onCommitKey{}, &afterCommit)
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec("INSERT INTO processed_message (consumer, message_id, processed_at) VALUES (?, ?, ?)",
 			c.cfg.Name, msg.ID, time.Now().UTC()).Error; err != nil {
@@ -182,11 +184,14 @@ func (c *Consumer) Process(ctx context.Context, msg Message) (Outcome, error) {
 			}
 			return fmt.Errorf("record processed message: %w", err)
 		}
-		return c.h(ctx, tx, msg)
+		return c.h(hctx, tx, msg)
 	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	c.m.duration.WithLabelValues(c.cfg.Name).Observe(time.Since(start).Seconds())
 	switch {
 	case err == nil:
+		for _, fn := range afterCommit {
+			fn()
+		}
 		return c.count(Processed), nil
 	case errors.Is(err, errDup):
 		c.log.Debug("inbox duplicate acked without effect", "message_id", msg.ID, "subject", msg.Subject)

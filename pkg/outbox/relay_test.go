@@ -308,8 +308,10 @@ func TestCleanupDeletesOldSentRowsOnly(t *testing.T) {
 	f := newFixture(t)
 	f.addMessages(25, 25)
 	old := time.Now().UTC().Add(-48 * time.Hour)
-	testenv.Must(t, f.db.Exec("UPDATE local_message SET status = 'sent', sent_at = ? WHERE id <= (SELECT m FROM (SELECT MIN(id) + 19 AS m FROM local_message) x)", old).Error)
+	testenv.Must(t, f.db.Exec("UPDATE local_message SET status = 'sent', sent_at = ?, created_at = ? WHERE id <= (SELECT m FROM (SELECT MIN(id) + 19 AS m FROM local_message) x)", old, old).Error)
 	testenv.Must(t, f.db.Exec("UPDATE local_message SET status = 'failed' WHERE status = 'pending' LIMIT 2").Error)
+	// Every row is old now: the pending and failed ones must survive anyway.
+	testenv.Must(t, f.db.Exec("UPDATE local_message SET created_at = ?", old).Error)
 	r := f.relay(f.nc.JS, outbox.Config{Retention: 24 * time.Hour, CleanupBatch: 6})
 	n, err := r.Cleanup(context.Background())
 	testenv.Must(t, err)
