@@ -30,6 +30,20 @@ type conn struct {
 	// broken is set once a commit's acknowledgement was dropped; the
 	// connection then behaves like one whose socket died.
 	broken atomic.Bool
+	// stmts holds the SQL texts run in the open transaction, for
+	// LoseCommitAcksMatching. database/sql uses a connection from one
+	// goroutine at a time, so it needs no lock.
+	stmts []string
+	inTx  bool
+}
+
+// maxTxStmts bounds the statements remembered per transaction.
+const maxTxStmts = 1024
+
+func (c *conn) record(query string) {
+	if c.inTx && len(c.stmts) < maxTxStmts {
+		c.stmts = append(c.stmts, query)
+	}
 }
 
 var _ baseConn = (*conn)(nil)
@@ -38,6 +52,7 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 	if c.broken.Load() {
 		return nil, driver.ErrBadConn
 	}
+	c.record(query)
 	return c.base.Prepare(query)
 }
 
@@ -45,6 +60,7 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 	if c.broken.Load() {
 		return nil, driver.ErrBadConn
 	}
+	c.record(query)
 	return c.base.PrepareContext(ctx, query)
 }
 
@@ -64,6 +80,7 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 	if err != nil {
 		return nil, err
 	}
+	c.inTx, c.stmts = true, c.stmts[:0]
 	return &tx{conn: c, base: t}, nil
 }
 
@@ -71,6 +88,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if c.broken.Load() {
 		return nil, driver.ErrBadConn
 	}
+	c.record(query)
 	return c.base.ExecContext(ctx, query, args)
 }
 
@@ -78,6 +96,7 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if c.broken.Load() {
 		return nil, driver.ErrBadConn
 	}
+	c.record(query)
 	return c.base.QueryContext(ctx, query, args)
 }
 
@@ -118,12 +137,14 @@ type tx struct {
 // acknowledgement can only be lost for a transaction that committed.
 func (t *tx) Commit() error {
 	inj := t.conn.inj
+	stmts := t.conn.stmts
+	t.conn.inTx = false
 	if err := t.base.Commit(); err != nil {
 		inj.commitErrors.Add(1)
 		return err
 	}
 	inj.commits.Add(1)
-	if !inj.takeTurn() {
+	if !inj.takeTurn(stmts) {
 		return nil
 	}
 	inj.acksLost.Add(1)
@@ -135,5 +156,6 @@ func (t *tx) Commit() error {
 }
 
 func (t *tx) Rollback() error {
+	t.conn.inTx = false
 	return t.base.Rollback()
 }

@@ -16,6 +16,7 @@
 //	cfg.DriverName = "mysql-fault-coupon"
 //	db, err := database.Open(ctx, cfg, "oncemall_coupon", log)
 //	inj.LoseCommitAcks(1) // the next COMMIT is applied, and reported failed
+//	inj.LoseCommitAcksMatching(1, "INTO coupon_deduction") // only that transaction's
 //
 // While unarmed the wrapper only forwards calls. Armed, a transaction's Commit
 // first runs the real COMMIT on the server; only when that succeeded does it
@@ -39,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -77,13 +79,19 @@ type Stats struct {
 	// Armed is the number of upcoming commits whose acknowledgement will be
 	// lost.
 	Armed int64 `json:"armed"`
+	// Match is the statement text an armed failure waits for ("" for any
+	// commit).
+	Match string `json:"match,omitempty"`
 }
 
 // Injector decides which commits lose their acknowledgement. It is safe for
 // concurrent use: arming from one goroutine while others commit is the
 // intended use.
 type Injector struct {
-	armed        atomic.Int64
+	mu    sync.Mutex
+	armed int64
+	match string
+
 	commits      atomic.Int64
 	acksLost     atomic.Int64
 	commitErrors atomic.Int64
@@ -96,21 +104,19 @@ func New() *Injector {
 	return &Injector{}
 }
 
-// registerMu makes the check-then-register in Register atomic; database/sql's
-// driver registry is process-wide, and sql.Register panics on a duplicate.
-var registerMu sync.Mutex
-
 // Register returns a new Injector registered with database/sql under name, so
 // sql.Open(name, dsn) and gorm's mysql dialector with DriverName: name open
 // pools that go through it. The DSN is go-sql-driver/mysql's. Names are
 // process-wide and cannot be unregistered: tests use a unique name each.
-func Register(name string) (*Injector, error) {
-	registerMu.Lock()
-	defer registerMu.Unlock()
-	if slices.Contains(sql.Drivers(), name) {
-		return nil, fmt.Errorf("fault: a database/sql driver named %q is already registered", name)
-	}
-	inj := New()
+func Register(name string) (inj *Injector, err error) {
+	inj = New()
+	// sql.Register panics on a name already taken; that is a caller's
+	// mistake worth an error, not a crash.
+	defer func() {
+		if r := recover(); r != nil {
+			inj, err = nil, fmt.Errorf("fault: register database/sql driver %q: %v", name, r)
+		}
+	}()
 	sql.Register(name, inj.Driver())
 	return inj, nil
 }
@@ -119,36 +125,61 @@ func Register(name string) (*Injector, error) {
 // are reported failed after the server applied them. It replaces any earlier
 // arming; n <= 0 disarms.
 func (i *Injector) LoseCommitAcks(n int) {
-	i.armed.Store(max(int64(n), 0))
+	i.LoseCommitAcksMatching(n, "")
+}
+
+// LoseCommitAcksMatching is LoseCommitAcks restricted to transactions that
+// ran a statement whose SQL text contains substr (case-sensitive), such as a
+// table name: other commits pass untouched and do not use up the arming. It
+// keeps a test or lab deterministic when background work (an outbox relay, a
+// cron job) commits through the same pool. Only the first 1024 statements of
+// a transaction are looked at.
+func (i *Injector) LoseCommitAcksMatching(n int, substr string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.armed = max(int64(n), 0)
+	i.match = substr
+	if i.armed == 0 {
+		i.match = ""
+	}
 }
 
 // Disarm cancels any armed failures; commits already in flight are not
 // affected once they took their turn.
 func (i *Injector) Disarm() {
-	i.armed.Store(0)
+	i.LoseCommitAcks(0)
 }
 
 // Stats returns the counters.
 func (i *Injector) Stats() Stats {
+	i.mu.Lock()
+	armed, match := i.armed, i.match
+	i.mu.Unlock()
 	return Stats{
 		Commits:        i.commits.Load(),
 		CommitAcksLost: i.acksLost.Load(),
 		CommitErrors:   i.commitErrors.Load(),
-		Armed:          i.armed.Load(),
+		Armed:          armed,
+		Match:          match,
 	}
 }
 
-// takeTurn consumes one armed failure, if any is left.
-func (i *Injector) takeTurn() bool {
-	for {
-		n := i.armed.Load()
-		if n <= 0 {
-			return false
-		}
-		if i.armed.CompareAndSwap(n, n-1) {
-			return true
-		}
+// takeTurn consumes one armed failure, if any is left and the transaction,
+// which ran stmts, qualifies.
+func (i *Injector) takeTurn(stmts []string) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.armed <= 0 {
+		return false
 	}
+	if i.match != "" && !slices.ContainsFunc(stmts, func(q string) bool { return strings.Contains(q, i.match) }) {
+		return false
+	}
+	i.armed--
+	if i.armed == 0 {
+		i.match = ""
+	}
+	return true
 }
 
 // Driver returns a database/sql driver that opens go-sql-driver/mysql

@@ -253,3 +253,35 @@ func TestRegisterRefusesADuplicateName(t *testing.T) {
 		t.Fatal("Register over the mysql driver succeeded")
 	}
 }
+
+func TestMatchingArmingWaitsForItsTransaction(t *testing.T) {
+	db, inj := openFaultDB(t)
+	testenv.Must(t, db.Exec("CREATE TABLE deduction (id BIGINT AUTO_INCREMENT PRIMARY KEY, order_no VARCHAR(32) NOT NULL)").Error)
+	deduct := func(orderNo string) error {
+		return db.Transaction(func(tx *gorm.DB) error {
+			return tx.Exec("INSERT INTO deduction (order_no) VALUES (?)", orderNo).Error
+		})
+	}
+
+	inj.LoseCommitAcksMatching(1, "INTO deduction")
+	// Unrelated commits, as a relay or a cron job would make, pass and leave
+	// the arming in place.
+	for range 3 {
+		testenv.Must(t, insert(db, "background"))
+	}
+	if st := inj.Stats(); st.Armed != 1 || st.Match != "INTO deduction" {
+		t.Fatalf("stats after unrelated commits = %+v, want still armed for the match", st)
+	}
+	if err := deduct("o-1"); !errors.Is(err, fault.ErrCommitAckLost) {
+		t.Fatalf("matching commit: err = %v, want the injected one", err)
+	}
+	testenv.Must(t, deduct("o-2"))
+	var n int64
+	testenv.Must(t, db.Table("deduction").Count(&n).Error)
+	if n != 2 {
+		t.Fatalf("deductions = %d, want 2: the failed one committed", n)
+	}
+	if st := inj.Stats(); st.CommitAcksLost != 1 || st.Armed != 0 || st.Match != "" {
+		t.Fatalf("stats = %+v, want 1 lost, disarmed", st)
+	}
+}

@@ -25,6 +25,10 @@ type ArmRequest struct {
 	// DropCommitAcks is how many upcoming COMMITs lose their acknowledgement
 	// (1 to 1000). It replaces any earlier arming.
 	DropCommitAcks *int `json:"drop_commit_acks"`
+	// Match, when set, restricts the drops to COMMITs of transactions that
+	// sent a statement containing this text (a table name, say). See
+	// Proxy.ArmMatching.
+	Match string `json:"match,omitempty"`
 }
 
 // NewAdminServer returns the admin HTTP server on cfg.AdminAddr: the standard
@@ -85,7 +89,7 @@ func (p *Proxy) handleArm(c *gin.Context) {
 		problem.Abort(c, http.StatusBadRequest, err.Error())
 		return
 	}
-	p.Arm(*req.DropCommitAcks)
+	p.ArmMatching(*req.DropCommitAcks, req.Match)
 	c.JSON(http.StatusOK, p.Stats())
 }
 
@@ -95,6 +99,8 @@ func (r ArmRequest) validate() error {
 		return errors.New("drop_commit_acks is required")
 	case *r.DropCommitAcks < 1 || *r.DropCommitAcks > maxArm:
 		return fmt.Errorf("drop_commit_acks must be from 1 to %d (use POST /disarm to disarm)", maxArm)
+	case len(r.Match) > 256:
+		return errors.New("match must be at most 256 bytes")
 	}
 	return nil
 }

@@ -17,6 +17,11 @@
 // reports an error (go-sql-driver: "invalid connection"). That is the
 // "committed, but the caller thinks it failed" state the incident is about.
 //
+// Arming with a match (ArmMatching, or "match" in the /arm body) restricts
+// the drops to COMMITs of transactions that sent a statement containing that
+// text, a table name for instance, so background commits of the same service
+// (relay, cron jobs) neither take the drop nor lose their acknowledgement.
+//
 // Limits, by design:
 //   - TLS and protocol compression are not supported. A connection that asks
 //     for either in its handshake is forwarded untouched, its COMMITs unseen
@@ -39,7 +44,7 @@
 // must lose its acknowledgement:
 //
 //	curl -X POST -H "Authorization: Bearer $ADMIN_TOKEN" \
-//	     -d '{"drop_commit_acks": 1}' http://localhost:8091/arm
+//	     -d '{"drop_commit_acks": 1, "match": "coupon_deduction"}' http://localhost:8091/arm
 //	curl -H "Authorization: Bearer $ADMIN_TOKEN" http://localhost:8091/stats
 //
 // Tests run the proxy in process, on a free port:

@@ -1,7 +1,6 @@
 package faultproxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +36,9 @@ type Stats struct {
 	// Armed is the number of upcoming COMMITs whose acknowledgement will be
 	// dropped.
 	Armed int64 `json:"armed"`
+	// Match is the statement text an armed drop waits for ("" for any
+	// COMMIT).
+	Match string `json:"match,omitempty"`
 }
 
 // Proxy is a MySQL-protocol-aware TCP proxy that can drop the server's
@@ -45,7 +47,14 @@ type Proxy struct {
 	cfg Config
 	log *slog.Logger
 
-	armed       atomic.Int64
+	// armMu guards armed and match together; pattern mirrors match for the
+	// scanners, which read it on every command without the lock.
+	armMu   sync.Mutex
+	armed   int64
+	match   string
+	pattern atomic.Pointer[[]byte]
+	armedG  atomic.Int64 // armed, for the metric
+
 	conns       atomic.Int64
 	active      atomic.Int64
 	opaque      atomic.Int64
@@ -54,12 +63,12 @@ type Proxy struct {
 	errDropped  atomic.Int64
 	timeouts    atomic.Int64
 
-	mu       sync.Mutex
-	closed   bool
-	ln       net.Listener
-	open     map[net.Conn]struct{} // client and upstream connections, for Close
-	wg       sync.WaitGroup
-	serveErr chan error
+	mu     sync.Mutex
+	closed bool
+	ln     net.Listener
+	open   map[net.Conn]struct{} // client and upstream connections, for Close
+	wg     sync.WaitGroup
+	served chan struct{} // closed when the accept loop ends
 }
 
 // New returns a proxy forwarding to cfg.Upstream. Its counters are exported
@@ -97,7 +106,7 @@ func (p *Proxy) registerMetrics(reg prometheus.Registerer) error {
 		counter("faultproxy_commit_acks_dropped_total", "Committed transactions whose OK reply was dropped and client connection cut.", &p.acksDropped),
 		counter("faultproxy_commit_error_replies_dropped_total", "Armed COMMITs refused by the server, whose ERR reply was dropped.", &p.errDropped),
 		counter("faultproxy_commit_reply_timeouts_total", "Armed COMMITs whose reply did not arrive in time.", &p.timeouts),
-		gauge("faultproxy_armed", "COMMIT acknowledgements still to drop.", &p.armed),
+		gauge("faultproxy_armed", "COMMIT acknowledgements still to drop.", &p.armedG),
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("faultproxy: register metrics: %w", err)
@@ -109,18 +118,58 @@ func (p *Proxy) registerMetrics(reg prometheus.Registerer) error {
 // Arm makes the proxy drop the acknowledgement of the next n COMMITs, across
 // all connections, replacing any earlier arming. n <= 0 disarms.
 func (p *Proxy) Arm(n int) {
-	p.armed.Store(max(int64(n), 0))
-	p.log.Info("faultproxy armed", "drop_commit_acks", max(n, 0))
+	p.ArmMatching(n, "")
+}
+
+// ArmMatching is Arm restricted to COMMITs of transactions that sent a
+// statement containing match (case-sensitive, in its first 4 KiB), such as a
+// table name; other COMMITs pass and do not use up the arming. A statement
+// counts when it is sent after the arming, on the same connection, since that
+// connection's last COMMIT or ROLLBACK. It keeps a scenario deterministic when
+// background work commits through the proxy too.
+func (p *Proxy) ArmMatching(n int, match string) {
+	p.armMu.Lock()
+	defer p.armMu.Unlock()
+	p.setArming(max(int64(n), 0), match)
+	p.log.Info("faultproxy armed", "drop_commit_acks", p.armed, "match", p.match)
 }
 
 // Disarm cancels the drops still armed.
 func (p *Proxy) Disarm() {
-	p.armed.Store(0)
+	p.armMu.Lock()
+	defer p.armMu.Unlock()
+	p.setArming(0, "")
 	p.log.Info("faultproxy disarmed")
+}
+
+// setArming updates the arming; armMu must be held.
+func (p *Proxy) setArming(n int64, match string) {
+	if n == 0 {
+		match = ""
+	}
+	p.armed, p.match = n, match
+	p.armedG.Store(n)
+	if match == "" {
+		p.pattern.Store(nil)
+	} else {
+		b := []byte(match)
+		p.pattern.Store(&b)
+	}
+}
+
+// currentPattern returns the statement text armed drops wait for, or nil.
+func (p *Proxy) currentPattern() []byte {
+	if b := p.pattern.Load(); b != nil {
+		return *b
+	}
+	return nil
 }
 
 // Stats returns the counters.
 func (p *Proxy) Stats() Stats {
+	p.armMu.Lock()
+	armed, match := p.armed, p.match
+	p.armMu.Unlock()
 	return Stats{
 		Connections:         p.conns.Load(),
 		ActiveConnections:   p.active.Load(),
@@ -129,21 +178,22 @@ func (p *Proxy) Stats() Stats {
 		AcksDropped:         p.acksDropped.Load(),
 		ErrorRepliesDropped: p.errDropped.Load(),
 		ReplyTimeouts:       p.timeouts.Load(),
-		Armed:               p.armed.Load(),
+		Armed:               armed,
+		Match:               match,
 	}
 }
 
-// takeDrop consumes one armed drop, if any is left.
-func (p *Proxy) takeDrop() bool {
-	for {
-		n := p.armed.Load()
-		if n <= 0 {
-			return false
-		}
-		if p.armed.CompareAndSwap(n, n-1) {
-			return true
-		}
+// takeDrop consumes one armed drop for a COMMIT, if any is left and the
+// COMMIT qualifies (matched tells whether its transaction sent the armed
+// statement text).
+func (p *Proxy) takeDrop(matched bool) bool {
+	p.armMu.Lock()
+	defer p.armMu.Unlock()
+	if p.armed <= 0 || (p.match != "" && !matched) {
+		return false
 	}
+	p.setArming(p.armed-1, p.match)
+	return true
 }
 
 // Listen binds cfg.Addr and serves clients in the background until Close.
@@ -160,15 +210,20 @@ func (p *Proxy) Listen() (net.Addr, error) {
 		return nil, errors.New("faultproxy: already listening or closed")
 	}
 	p.ln = ln
-	p.serveErr = make(chan error, 1)
+	p.served = make(chan struct{})
 	p.mu.Unlock()
 	p.log.Info("faultproxy listening", "addr", ln.Addr().String(), "upstream", p.cfg.Upstream)
-	go func() { p.serveErr <- p.serve(ln) }()
+	go func() {
+		defer close(p.served)
+		p.serve(ln)
+	}()
 	return ln.Addr(), nil
 }
 
 // Close stops accepting clients, cuts every open connection and waits for
-// their goroutines to end.
+// their goroutines to end. There is no gentler shutdown: database clients keep
+// pooled connections open indefinitely, so waiting for them to leave would
+// only delay the same cut.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -181,51 +236,30 @@ func (p *Proxy) Close() error {
 		c.Close()
 	}
 	p.mu.Unlock()
-	var err error
 	if ln != nil {
 		ln.Close()
-		err = <-p.serveErr
+		<-p.served
 	}
 	p.wg.Wait()
-	return err
+	return nil
 }
 
-// Shutdown stops accepting clients and waits for the open connections to end
-// on their own until ctx is done, then cuts the rest. Clients holding pooled
-// connections rarely close them, so expect the cut.
-func (p *Proxy) Shutdown(ctx context.Context) error {
-	p.mu.Lock()
-	ln := p.ln
-	p.mu.Unlock()
-	if ln != nil {
-		ln.Close()
-	}
-	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	return p.Close()
-}
-
-func (p *Proxy) serve(ln net.Listener) error {
+func (p *Proxy) serve(ln net.Listener) {
 	for {
 		client, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
-				return nil
+				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return fmt.Errorf("faultproxy: accept: %w", err)
+			// Anything else (out of file descriptors, say) passes; keep
+			// serving after a pause, as net/http does.
+			p.log.Warn("faultproxy: accept failed; retrying", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
 		if !p.track(client) {
 			client.Close()
-			return nil
+			return
 		}
 		p.wg.Add(1)
 		go func() {
@@ -295,24 +329,25 @@ func (s *session) run() {
 	go func() {
 		defer close(upDone)
 		s.serverToClient()
-	}()
-	dropped := s.clientToServer()
-	if !dropped {
-		// The client went away or the server did: close both sides so the
-		// other pump ends too.
+		// The server side ended (the server closed the connection, or a
+		// drop was completed): the client must see its connection end too,
+		// or it would wait on it forever.
 		s.client.Close()
+	}()
+	if !s.clientToServer() {
+		// The client went away, or the server could not be written to:
+		// closing the server side ends the other pump. After a drop, that
+		// pump ends by itself once the reply came.
 		s.server.Close()
 	}
 	<-upDone
-	s.client.Close()
-	s.server.Close()
 }
 
 // clientToServer forwards client bytes to the server, watching for COMMITs.
 // It reports true when it stopped after forwarding a COMMIT whose reply is to
 // be dropped; the other pump then finishes the job.
 func (s *session) clientToServer() (dropped bool) {
-	sc := newScanner()
+	sc := newScanner(s.p.currentPattern)
 	buf := make([]byte, 64<<10)
 	countedOpaque := false
 	for {
@@ -322,7 +357,7 @@ func (s *session) clientToServer() (dropped bool) {
 			n, commit := sc.next(b)
 			if commit {
 				s.p.commits.Add(1)
-				if s.p.takeDrop() {
+				if s.p.takeDrop(sc.commitMatched) {
 					s.dropping.Store(true)
 					// The reply wait is bounded, so a server that never
 					// answers cannot hold the connection open forever.
@@ -330,8 +365,9 @@ func (s *session) clientToServer() (dropped bool) {
 					if _, err := s.server.Write(b[:n]); err != nil {
 						s.log.Warn("faultproxy: forwarding an armed COMMIT failed", "err", err)
 						s.server.Close()
+					} else {
+						s.log.Info("faultproxy: COMMIT forwarded, its reply will be dropped")
 					}
-					s.log.Info("faultproxy: COMMIT forwarded, its reply will be dropped")
 					// Anything the client sent after the COMMIT belongs to a
 					// connection that is about to die; it is not forwarded.
 					return true
@@ -363,7 +399,7 @@ func (s *session) serverToClient() {
 		nr, rerr := s.server.Read(buf)
 		if s.dropping.Load() {
 			reply = append(reply, buf[:nr]...)
-			if len(reply) >= 5 && len(reply) >= 4+int(reply[0])|int(reply[1])<<8|int(reply[2])<<16 {
+			if len(reply) >= 5 && len(reply) >= 4+payloadLen(reply) {
 				// The server answered: the COMMIT's outcome is final. The
 				// client must never learn it.
 				if reply[4] == 0xff {
@@ -406,4 +442,10 @@ func (s *session) serverToClient() {
 func (s *session) cut() {
 	s.client.Close()
 	s.server.Close()
+}
+
+// payloadLen returns the payload length in the packet header at the start of b
+// (at least 3 bytes).
+func payloadLen(b []byte) int {
+	return int(b[0]) | int(b[1])<<8 | int(b[2])<<16
 }

@@ -25,7 +25,7 @@ import (
 // startProxy runs a proxy in front of the test MySQL server on a free port and
 // returns it with the database settings that go through it and those that go
 // straight to the server, both on one fresh database.
-func startProxy(t *testing.T) (p *faultproxy.Proxy, via, direct database.Config, dbName string) {
+func startProxy(t testing.TB) (p *faultproxy.Proxy, via, direct database.Config, dbName string) {
 	t.Helper()
 	direct, dbName = testenv.NewDatabase(t)
 	cfg := faultproxy.DefaultConfig()
@@ -345,5 +345,42 @@ func TestCloseCutsOpenConnections(t *testing.T) {
 	}
 	if err := db.Ping(); err == nil {
 		t.Fatal("ping through a closed proxy succeeded")
+	}
+}
+
+func TestArmMatchingDropsOnlyTheMatchingTransaction(t *testing.T) {
+	p, via, direct, dbName := startProxy(t)
+	db := openGorm(t, via, dbName)
+	directDB := openSQL(t, direct, dbName)
+	testenv.Must(t, db.Exec("CREATE TABLE t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(32) NOT NULL)").Error)
+	testenv.Must(t, db.Exec("CREATE TABLE coupon_deduction (id BIGINT AUTO_INCREMENT PRIMARY KEY, order_no VARCHAR(32) NOT NULL)").Error)
+	background := func() error {
+		return db.Transaction(func(tx *gorm.DB) error { return tx.Exec("INSERT INTO t (v) VALUES ('bg')").Error })
+	}
+	deduct := func(no string) error {
+		return db.Transaction(func(tx *gorm.DB) error {
+			return tx.Exec("INSERT INTO coupon_deduction (order_no) VALUES (?)", no).Error
+		})
+	}
+
+	p.ArmMatching(1, "coupon_deduction")
+	for range 3 {
+		testenv.Must(t, background())
+	}
+	if st := p.Stats(); st.Armed != 1 || st.Match != "coupon_deduction" {
+		t.Fatalf("stats after unrelated commits = %+v, want still armed", st)
+	}
+	if err := deduct("o-1"); !errors.Is(err, mysql.ErrInvalidConn) {
+		t.Fatalf("matching transaction: err = %v, want %v", err, mysql.ErrInvalidConn)
+	}
+	testenv.Must(t, deduct("o-2"))
+	testenv.Must(t, background())
+	var n int
+	testenv.Must(t, directDB.QueryRow("SELECT COUNT(*) FROM coupon_deduction").Scan(&n))
+	if n != 2 {
+		t.Fatalf("deductions = %d, want 2: the one whose ack was lost committed", n)
+	}
+	if st := p.Stats(); st.AcksDropped != 1 || st.Armed != 0 || st.Match != "" || st.CommitsSeen != 6 {
+		t.Fatalf("stats = %+v, want 1 dropped of 6 commits, disarmed", st)
 	}
 }

@@ -1,6 +1,9 @@
 package faultproxy
 
-import "encoding/binary"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // MySQL client/server protocol facts the scanner relies on.
 const (
@@ -50,10 +53,19 @@ type scanner struct {
 
 	caps   uint32
 	opaque bool
+
+	// pattern returns the statement text an armed drop waits for, or nil.
+	// A command whose first prefixCap bytes contain it marks the current
+	// transaction as matched; a ROLLBACK or COMMIT clears the mark.
+	pattern func() []byte
+	matched bool
+	// commitMatched tells, after next found a COMMIT, whether its
+	// transaction was matched.
+	commitMatched bool
 }
 
-func newScanner() *scanner {
-	return &scanner{prefix: make([]byte, 0, prefixCap)}
+func newScanner(pattern func() []byte) *scanner {
+	return &scanner{prefix: make([]byte, 0, prefixCap), pattern: pattern}
 }
 
 // next scans b until the end of the first complete COMMIT command in it. It
@@ -71,7 +83,7 @@ func (s *scanner) next(b []byte) (n int, found bool) {
 			if s.hdrN < 4 {
 				return n, false
 			}
-			s.size = int(s.hdr[0]) | int(s.hdr[1])<<8 | int(s.hdr[2])<<16
+			s.size = payloadLen(s.hdr[:])
 			s.left = s.size
 			if !s.cont {
 				// A new logical payload begins.
@@ -109,16 +121,26 @@ func (s *scanner) next(b []byte) (n int, found bool) {
 			}
 			continue
 		}
-		if isCommitCommand(s.prefix, s.caps) {
+		if isQueryOf(s.prefix, s.caps, "commit") {
+			s.commitMatched, s.matched = s.matched, false
 			return n, true
+		}
+		if isQueryOf(s.prefix, s.caps, "rollback") {
+			s.matched = false
+			continue
+		}
+		if s.pattern != nil {
+			if pat := s.pattern(); len(pat) > 0 && bytes.Contains(s.prefix, pat) {
+				s.matched = true
+			}
 		}
 	}
 	return n, false
 }
 
-// isCommitCommand reports whether payload, the start of a command payload,
-// is a COM_QUERY whose statement is a COMMIT.
-func isCommitCommand(payload []byte, caps uint32) bool {
+// isQueryOf reports whether payload, the start of a command payload, is a
+// COM_QUERY whose statement begins with the keyword kw (lower case).
+func isQueryOf(payload []byte, caps uint32, kw string) bool {
 	if len(payload) == 0 || payload[0] != comQuery {
 		return false
 	}
@@ -135,7 +157,7 @@ func isCommitCommand(payload []byte, caps uint32) bool {
 		}
 		q = rest
 	}
-	return isCommitStatement(q)
+	return isStatement(q, kw)
 }
 
 // readLenEncInt reads a length-encoded integer.
@@ -166,14 +188,14 @@ func readLenEncInt(b []byte) (v uint64, rest []byte, ok bool) {
 	}
 }
 
-// isCommitStatement reports whether the SQL text q is a COMMIT statement
-// ("COMMIT", "commit work", "/* tx */ COMMIT;", "COMMIT AND NO CHAIN"...).
-// Leading whitespace and comments are skipped; the keyword matches in any
-// case and must end at a non-identifier character. MySQL's executable
-// comments (/*! ... */) are not skipped, since the server runs their content.
-func isCommitStatement(q []byte) bool {
+// isStatement reports whether the SQL text q is a statement starting with the
+// keyword kw, given in lower case: for "commit", "COMMIT", "commit work",
+// "/* tx */ COMMIT;", "COMMIT AND NO CHAIN"... Leading whitespace and comments
+// are skipped; the keyword matches in any case and must end at a
+// non-identifier character. MySQL's executable comments (/*! ... */) are not
+// skipped, since the server runs their content.
+func isStatement(q []byte, kw string) bool {
 	q = skipSpaceAndComments(q)
-	const kw = "commit"
 	if len(q) < len(kw) {
 		return false
 	}

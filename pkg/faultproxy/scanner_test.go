@@ -41,7 +41,7 @@ const plainCaps = 0x000fa68d // what go-sql-driver sends: no SSL, no compression
 // and returns the stream offsets at which COMMITs ended.
 func scanAll(t *testing.T, stream []byte, chunks []int) []int {
 	t.Helper()
-	s := newScanner()
+	s := newScanner(nil)
 	var ends []int
 	off := 0
 	for i := 0; off < len(stream); i++ {
@@ -99,24 +99,24 @@ func TestIsCommitStatement(t *testing.T) {
 		{"START TRANSACTION", false},
 	}
 	for _, tt := range tests {
-		if got := isCommitStatement([]byte(tt.sql)); got != tt.want {
-			t.Errorf("isCommitStatement(%q) = %v, want %v", tt.sql, got, tt.want)
+		if got := isStatement([]byte(tt.sql), "commit"); got != tt.want {
+			t.Errorf("isStatement(%q, commit) = %v, want %v", tt.sql, got, tt.want)
 		}
 	}
 }
 
-func TestIsCommitCommand(t *testing.T) {
-	if isCommitCommand([]byte("\x16COMMIT"), 0) {
+func TestIsQueryOf(t *testing.T) {
+	if isQueryOf([]byte("\x16COMMIT"), 0, "commit") {
 		t.Error("COM_STMT_PREPARE of COMMIT taken for a COMMIT query")
 	}
-	if !isCommitCommand([]byte("\x03COMMIT"), 0) {
+	if !isQueryOf([]byte("\x03COMMIT"), 0, "commit") {
 		t.Error("COM_QUERY COMMIT not recognised")
 	}
 	// With CLIENT_QUERY_ATTRIBUTES, parameter count 0 and set count 1 come first.
-	if !isCommitCommand([]byte("\x03\x00\x01COMMIT"), capClientQueryAttributes) {
+	if !isQueryOf([]byte("\x03\x00\x01COMMIT"), capClientQueryAttributes, "commit") {
 		t.Error("COM_QUERY COMMIT with query attributes not recognised")
 	}
-	if isCommitCommand([]byte("\x03\x01\x01...COMMIT"), capClientQueryAttributes) {
+	if isQueryOf([]byte("\x03\x01\x01...COMMIT"), capClientQueryAttributes, "commit") {
 		t.Error("COM_QUERY with attributes recognised as COMMIT")
 	}
 }
@@ -202,5 +202,43 @@ func TestScannerIgnoresTheHandshakeResponse(t *testing.T) {
 	stream := append(hs, query("COMMIT")...)
 	if got := scanAll(t, stream, []int{len(stream)}); !slices.Equal(got, []int{len(stream)}) {
 		t.Fatalf("COMMIT ends at %v, want %d", got, len(stream))
+	}
+}
+
+func TestScannerMarksTransactionsThatSentThePattern(t *testing.T) {
+	pat := []byte("coupon_deduction")
+	var stream []byte
+	var want []bool
+	commit := func(matched bool) {
+		stream = append(stream, query("COMMIT")...)
+		want = append(want, matched)
+	}
+	stream = append(stream, handshake(plainCaps)...)
+	stream = append(stream, query("INSERT INTO local_message (id) VALUES (1)")...)
+	commit(false)
+	stream = append(stream, query("START TRANSACTION")...)
+	// A server-side prepared statement, as go-sql-driver sends for arguments.
+	stream = append(stream, packets(0, []byte("\x16INSERT INTO coupon_deduction (order_no) VALUES (?)"))...)
+	stream = append(stream, packets(0, []byte("\x17\x01\x00\x00\x00"))...) // COM_STMT_EXECUTE
+	commit(true)
+	commit(false) // the mark does not outlive its COMMIT
+	stream = append(stream, query("UPDATE coupon_deduction SET x = 1")...)
+	stream = append(stream, query("ROLLBACK")...)
+	commit(false) // nor a ROLLBACK
+
+	for _, sizes := range [][]int{{len(stream)}, {1}, {5}} {
+		s := newScanner(func() []byte { return pat })
+		var got []bool
+		for off := 0; off < len(stream); {
+			chunk := stream[off:min(off+sizes[0], len(stream))]
+			n, found := s.next(chunk)
+			off += n
+			if found {
+				got = append(got, s.commitMatched)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("chunk size %d: commits matched %v, want %v", sizes[0], got, want)
+		}
 	}
 }
