@@ -40,12 +40,24 @@ var testAppMigrations = migrate.Source{Name: "testapp", FS: fstest.MapFS{
 		UNIQUE KEY uk_test_order_no (order_no)
 	) ENGINE=InnoDB`)},
 	"000001_test_order.down.sql": {Data: []byte(`DROP TABLE test_order`)},
+	// test_message stands for the outbox row (order.created) the real
+	// POST /orders writes in the same transaction as the order.
+	"000002_test_message.up.sql": {Data: []byte(`CREATE TABLE test_message (
+		id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		message_no CHAR(32) NOT NULL,
+		subject VARCHAR(64) NOT NULL,
+		body JSON NOT NULL,
+		created_at DATETIME(3) NOT NULL,
+		UNIQUE KEY uk_test_message_no (message_no)
+	) ENGINE=InnoDB`)},
+	"000002_test_message.down.sql": {Data: []byte(`DROP TABLE test_message`)},
 }}
 
 const callerHeader = "X-User-ID"
 
-// testApp is a small service: POST /orders writes an order and completes the
-// idempotency record in the same transaction, the way the order service does.
+// testApp is a small service: POST /orders writes an order and its
+// order.created message and completes the idempotency record in the same
+// transaction, the way the order service does.
 type testApp struct {
 	db      *gorm.DB
 	rdb     *redis.Client
@@ -96,6 +108,8 @@ func newTestApp(t testing.TB, opts ...appOption) *testApp {
 	e.Use(httpserver.Recovery(log))
 	e.POST("/orders", a.mw.Handler(), a.createOrder)
 	e.POST("/notes", a.mw.Handler(), a.createNote)
+	// The same order handler without the middleware, for the benchmark.
+	e.POST("/unguarded/orders", a.createOrder)
 	a.handler = e
 	return a
 }
@@ -132,6 +146,14 @@ func (a *testApp) createOrder(c *gin.Context) {
 			orderNo, c.GetHeader(callerHeader), req.SKU, req.Quantity, time.Now().UTC()).Error; err != nil {
 			return err
 		}
+		var err error
+		if body, err = json.Marshal(orderResponse{OrderNo: orderNo, SKU: req.SKU, Quantity: req.Quantity}); err != nil {
+			return err
+		}
+		if err := tx.Exec(`INSERT INTO test_message (message_no, subject, body, created_at) VALUES (?, 'order.created', ?, ?)`,
+			orderNo, body, time.Now().UTC()).Error; err != nil {
+			return err
+		}
 		if a.hold != nil {
 			hold, entered := a.hold, a.entered
 			a.hold = nil
@@ -141,10 +163,6 @@ func (a *testApp) createOrder(c *gin.Context) {
 		time.Sleep(a.delay)
 		if a.failures.Add(-1) >= 0 {
 			return errInjected
-		}
-		var err error
-		if body, err = json.Marshal(orderResponse{OrderNo: orderNo, SKU: req.SKU, Quantity: req.Quantity}); err != nil {
-			return err
 		}
 		return idempotency.CompleteInTx(ctx, tx, http.StatusCreated, body)
 	})
@@ -211,4 +229,3 @@ func (a *testApp) metric(t testing.TB, name, outcome string) int {
 func (a *testApp) order(key, user string, body string) idempotencytest.Request {
 	return idempotencytest.Request{Path: "/orders", Key: key, CallerHeader: callerHeader, Caller: user, Body: []byte(body)}
 }
-
