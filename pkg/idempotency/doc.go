@@ -16,7 +16,7 @@
 //     canonical body (JSON re-encoded with sorted keys; other bodies as sent).
 //     The same key with another fingerprint: 422.
 //   - The same key while the first request is still running: 409 with
-//     Retry-After (the seconds left on its lock).
+//     Retry-After: 1.
 //   - The same key after it completed: the stored status, the headers listed
 //     in Config.ReplayHeaders and the body, plus Idempotent-Replayed: true.
 //   - Terminal outcomes are stored: 1xx–3xx (SUCCEEDED) and the 4xx a retry
