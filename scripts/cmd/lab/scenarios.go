@@ -2,10 +2,12 @@ package main
 
 import (
 	pkglab "github.com/oncemall/oncemall/pkg/lab"
+	couponlab "github.com/oncemall/oncemall/services/coupon/lab"
 )
 
 // all lists every incident's scenarios, in incident order.
 func all() []pkglab.Scenario {
 	var out []pkglab.Scenario
+	out = append(out, couponlab.Scenarios()...) // incident 1: lost commit ACK
 	return out
 }

@@ -58,5 +58,5 @@ func LostAckProxy(ctx context.Context, env lab.Env, mode coupon.Mode) (lab.Resul
 	if err != nil {
 		return lab.Result{}, err
 	}
-	return result(mode, "proxy", "1 lost COMMIT ACK (MySQL proxy), then the scheduled retry", f.Message.OrderNo, n), nil
+	return result(mode, "proxy", "1 lost COMMIT ACK (MySQL proxy), then the scheduled retry", n), nil
 }
