@@ -33,8 +33,13 @@ func newFixture(t *testing.T, mode coupon.Mode) *fixture {
 	return newFixtureOn(t, mode, nil)
 }
 
-// newFixtureOn builds the app on st, or on a fresh database when st is nil.
-func newFixtureOn(t *testing.T, mode coupon.Mode, wrap func(*store.Store) coupon.Store) *fixture {
+func newFixtureB(b *testing.B, mode coupon.Mode) *fixture {
+	b.Helper()
+	return newFixtureOn(b, mode, nil)
+}
+
+// newFixtureOn builds the app on a fresh database, through wrap when given.
+func newFixtureOn(t testing.TB, mode coupon.Mode, wrap func(*store.Store) coupon.Store) *fixture {
 	t.Helper()
 	st := store.New(testenv.DB(t, migrations.Source, outbox.Migrations))
 	var s coupon.Store = st
@@ -52,7 +57,7 @@ func newFixtureOn(t *testing.T, mode coupon.Mode, wrap func(*store.Store) coupon
 	return &fixture{app: a, store: st, reg: reg, tpl: tpl}
 }
 
-func (f *fixture) issue(t *testing.T, userID uint64) coupon.Coupon {
+func (f *fixture) issue(t testing.TB, userID uint64) coupon.Coupon {
 	t.Helper()
 	c, err := f.app.IssueCoupon(ctx, f.tpl.ID, userID)
 	testenv.Must(t, err)
