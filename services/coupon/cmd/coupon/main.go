@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/robfig/cron/v3"
 
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
@@ -105,9 +106,21 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	// Cron: the retry pass over coupon_message and the record archive, one
 	// replica at a time under a Redis lock, plus the relay's safety-net poll
-	// and cleanup.
+	// and cleanup, and the inbox's cleanup of processed ids (on the archive
+	// schedule; a batched DELETE that any number of replicas may run).
 	locks := redislock.New(rt.Redis, "oncemall:lock:")
-	sched, err := jobs.New(a, cfg.Jobs(), locks, log, relay.Schedule)
+	inboxCleanup := func(c *cron.Cron) error {
+		_, err := c.AddFunc(cfg.ArchiveSchedule, func() {
+			n, err := inbox.CleanupProcessed(ctx, rt.DB, cfg.InboxRetention, cfg.ArchiveBatch)
+			if err != nil {
+				log.Error("inbox cleanup failed", "deleted", n, "err", err)
+			} else if n > 0 {
+				log.Info("inbox cleanup", "deleted", n)
+			}
+		})
+		return err
+	}
+	sched, err := jobs.New(a, cfg.Jobs(), locks, log, relay.Schedule, inboxCleanup)
 	if err != nil {
 		return errors.Join(err, rt.Shutdown(context.Background()))
 	}

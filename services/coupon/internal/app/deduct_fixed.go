@@ -25,6 +25,7 @@ import (
 // Behind the state machine, the ledger row carries the per-order unique key
 // (order_guard) and the conditional update's rows affected are checked, so a
 // mistake in the check above still cannot write a second deduction.
+// Walkthrough: docs/incidents/ (incident 1); proof: services/coupon/lab.
 func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error) {
 	out := Deducted
 	err := a.store.InTx(ctx, func(tx coupon.Tx) error {

@@ -40,6 +40,7 @@ type Config struct {
 	NoticeRetention time.Duration `env:"COUPON_NOTICE_RETENTION" default:"720h" usage:"how long a biz_idempotent_record row stays online before archiving"`
 	ArchiveSchedule string        `env:"COUPON_ARCHIVE_SCHEDULE" default:"@every 1h" usage:"cron spec of the idempotent record archive job"`
 	ArchiveBatch    int           `env:"COUPON_ARCHIVE_BATCH" default:"500" usage:"records one archive transaction moves"`
+	InboxRetention  time.Duration `env:"COUPON_INBOX_RETENTION" default:"168h" usage:"how long processed order.paid ids are kept for deduplication (at least the ORDER stream's max age)"`
 	JobLockTTL      time.Duration `env:"COUPON_JOB_LOCK_TTL" default:"30s" usage:"expiry of the Redis lock that lets one replica run a cron pass at a time (refreshed while it runs)"`
 }
 
@@ -84,6 +85,7 @@ func (c Config) Validate() error {
 		pkgconfig.CheckPositive("COUPON_CONSUMER_WORKERS", c.ConsumerWorkers),
 		pkgconfig.CheckPositive("COUPON_CONSUMER_MAX_DELIVER", c.ConsumerDeliver),
 		pkgconfig.CheckPositive("COUPON_CONSUMER_ACK_WAIT", c.ConsumerAckWait),
+		pkgconfig.CheckPositive("COUPON_INBOX_RETENTION", c.InboxRetention),
 	)
 }
 
