@@ -136,6 +136,19 @@ func CountDeductions(ctx context.Context, db *gorm.DB, orderNo string) (int, err
 	return int(n), err
 }
 
+// committedDespiteError checks that the injected failure is the incident's:
+// the client got an error, yet the deduction is in the database.
+func committedDespiteError(ctx context.Context, f *Fixture) error {
+	n, err := CountDeductions(ctx, f.DB, f.Message.OrderNo)
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("after the lost COMMIT ack the ledger holds %d rows for the order, want the 1 that committed", n)
+	}
+	return nil
+}
+
 // drainRetries runs passes of the retry job, as the cron would, until no
 // message is due any more (bounded, so a bug cannot loop forever).
 func drainRetries(ctx context.Context, a *app.App) error {
@@ -188,6 +201,9 @@ func LostAckDriver(ctx context.Context, env lab.Env, mode coupon.Mode) (lab.Resu
 		return lab.Result{}, fmt.Errorf("the attempt did not see the lost COMMIT ack")
 	}
 	env.Note("first attempt saw: %v", attemptErr)
+	if err := committedDespiteError(ctx, f); err != nil {
+		return lab.Result{}, err
+	}
 	if err := drainRetries(ctx, f.App); err != nil {
 		return lab.Result{}, err
 	}

@@ -51,6 +51,9 @@ func LostAckProxy(ctx context.Context, env lab.Env, mode coupon.Mode) (lab.Resul
 		return lab.Result{}, fmt.Errorf("the attempt did not see the lost COMMIT ack")
 	}
 	env.Note("first attempt saw: %v", attemptErr)
+	if err := committedDespiteError(ctx, f); err != nil {
+		return lab.Result{}, err
+	}
 	if err := drainRetries(ctx, f.App); err != nil {
 		return lab.Result{}, err
 	}
