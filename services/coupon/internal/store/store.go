@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -107,13 +108,36 @@ func (s *Store) Message(ctx context.Context, id uint64) (coupon.Message, error) 
 // which is all SKIP LOCKED needs.
 var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
+// queueTx runs fn in a READ COMMITTED transaction and runs it again, up to
+// three times in all, when InnoDB picks it as a deadlock victim. The claim
+// and archive transactions are safe to repeat (a rolled-back claim claimed
+// nothing), and on a small table the optimizer may answer "WHERE id IN (…)"
+// with a scan that waits on rows another claimer holds, so two claimers can
+// deadlock even on disjoint rows.
+func (s *Store) queueTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	var err error
+	for range 3 {
+		err = s.db.WithContext(ctx).Transaction(fn, readCommitted)
+		if !isDeadlock(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
+}
+
 // ClaimDueMessages implements coupon.Store. The claim is a short transaction
 // of its own: SELECT ... FOR UPDATE SKIP LOCKED keeps two replicas from
 // picking the same rows at the same moment, and moving next_retry_time past
 // the lease keeps them from picking the rows again while they are processed.
 func (s *Store) ClaimDueMessages(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]coupon.Message, error) {
 	var rows []messageRow
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.queueTx(ctx, func(tx *gorm.DB) error {
+		rows = nil
 		err := tx.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
 			Where("status = ? AND next_retry_time <= ?", string(coupon.MessagePending), now).
 			Order("next_retry_time, id").Limit(limit).Find(&rows).Error
@@ -135,7 +159,7 @@ func (s *Store) ClaimDueMessages(ctx context.Context, now time.Time, limit int, 
 			return fmt.Errorf("claimed %d messages but extended %d leases", len(rows), res.RowsAffected)
 		}
 		return nil
-	}, readCommitted)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("claim due messages: %w", err)
 	}
@@ -222,7 +246,8 @@ func (s *Store) Reconcile(ctx context.Context) ([]coupon.Anomaly, error) {
 // different batches without waiting on each other.
 func (s *Store) ArchiveIdempotentRecords(ctx context.Context, now time.Time, batch int) (int, error) {
 	var moved int
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.queueTx(ctx, func(tx *gorm.DB) error {
+		moved = 0
 		var ids []uint64
 		if err := tx.Model(&idempotentRow{}).Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
 			Where("expire_time < ?", now).Order("expire_time, id").Limit(batch).Pluck("id", &ids).Error; err != nil {
@@ -246,7 +271,7 @@ func (s *Store) ArchiveIdempotentRecords(ctx context.Context, now time.Time, bat
 		}
 		moved = len(ids)
 		return nil
-	}, readCommitted)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("archive idempotent records: %w", err)
 	}

@@ -289,3 +289,49 @@ func TestReconcileFindsEachAnomaly(t *testing.T) {
 		t.Fatalf("anomalies:\n got %+v\nwant %+v", as, want)
 	}
 }
+
+// TestConcurrentArchiversMoveEachRecordOnce races archivers as several
+// replicas' jobs would (without the Redis lock): every expired record ends in
+// the archive exactly once, and no archiver fails.
+func TestConcurrentArchiversMoveEachRecordOnce(t *testing.T) {
+	s := newStore(t)
+	now := time.Now().UTC()
+	const total = 120
+	testenv.Must(t, s.InTx(ctx, func(tx coupon.Tx) error {
+		for i := range total {
+			if _, err := tx.InsertIdempotentRecord(ctx, coupon.IdempotentRecord{Key: fmt.Sprintf("k%d", i), BizType: 1, BizNo: "o",
+				CreatedAt: now, ExpireTime: now.Add(-time.Minute)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	moved := 0
+	for range 6 {
+		wg.Go(func() {
+			for {
+				n, err := s.ArchiveIdempotentRecords(ctx, now, 7)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				moved += n
+				mu.Unlock()
+				if n == 0 {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var online, archived, distinct int64
+	testenv.Must(t, s.DB().Table("biz_idempotent_record").Count(&online).Error)
+	testenv.Must(t, s.DB().Table("biz_idempotent_record_archive").Count(&archived).Error)
+	testenv.Must(t, s.DB().Table("biz_idempotent_record_archive").Distinct("idempotent_key").Count(&distinct).Error)
+	if moved != total || online != 0 || archived != total || distinct != total {
+		t.Fatalf("moved %d, online %d, archived %d (%d distinct); want %d moved and archived once", moved, online, archived, distinct, total)
+	}
+}
