@@ -110,3 +110,15 @@ type idempotentRow struct {
 }
 
 func (idempotentRow) TableName() string { return "biz_idempotent_record" }
+
+type archivedRow struct {
+	ID            uint64 `gorm:"primaryKey;autoIncrement:false"`
+	IdempotentKey string
+	BizType       uint8
+	BizNo         string
+	CreatedAt     time.Time `gorm:"autoCreateTime:false"`
+	ExpireTime    time.Time
+	ArchivedAt    time.Time
+}
+
+func (archivedRow) TableName() string { return "biz_idempotent_record_archive" }

@@ -243,33 +243,41 @@ func (s *Store) Reconcile(ctx context.Context) ([]coupon.Anomaly, error) {
 // ArchiveIdempotentRecords implements coupon.Store: one transaction copies a
 // batch of expired rows to the archive and deletes them, so a row is always in
 // exactly one of the two tables. SKIP LOCKED lets two replicas archive
-// different batches without waiting on each other.
+// different batches without waiting on each other. After the locking read,
+// every statement touches only the rows this transaction locked: the archive
+// rows are inserted from the values read, and each row is deleted by its
+// primary key. (A "DELETE ... WHERE id IN (...)" may be answered with a scan
+// that waits on another archiver's rows, and the two deadlock.)
 func (s *Store) ArchiveIdempotentRecords(ctx context.Context, now time.Time, batch int) (int, error) {
 	var moved int
 	err := s.queueTx(ctx, func(tx *gorm.DB) error {
 		moved = 0
-		var ids []uint64
-		if err := tx.Model(&idempotentRow{}).Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
-			Where("expire_time < ?", now).Order("expire_time, id").Limit(batch).Pluck("id", &ids).Error; err != nil {
+		var rows []idempotentRow
+		if err := tx.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
+			Where("expire_time < ?", now).Order("expire_time, id").Limit(batch).Find(&rows).Error; err != nil {
 			return err
 		}
-		if len(ids) == 0 {
+		if len(rows) == 0 {
 			return nil
 		}
-		ins := tx.Exec(`INSERT INTO biz_idempotent_record_archive
-			(id, idempotent_key, biz_type, biz_no, created_at, expire_time, archived_at)
-			SELECT id, idempotent_key, biz_type, biz_no, created_at, expire_time, ? FROM biz_idempotent_record WHERE id IN ?`, now, ids)
-		if ins.Error != nil {
-			return ins.Error
+		archive := make([]archivedRow, len(rows))
+		for i, r := range rows {
+			archive[i] = archivedRow{ID: r.ID, IdempotentKey: r.IdempotentKey, BizType: r.BizType, BizNo: r.BizNo,
+				CreatedAt: r.CreatedAt, ExpireTime: r.ExpireTime, ArchivedAt: now}
 		}
-		del := tx.Where("id IN ?", ids).Delete(&idempotentRow{})
-		if del.Error != nil {
-			return del.Error
+		if err := tx.Create(&archive).Error; err != nil {
+			return err
 		}
-		if ins.RowsAffected != int64(len(ids)) || del.RowsAffected != int64(len(ids)) {
-			return fmt.Errorf("archived %d and deleted %d of %d locked records", ins.RowsAffected, del.RowsAffected, len(ids))
+		for _, r := range rows {
+			del := tx.Delete(&idempotentRow{}, r.ID)
+			if del.Error != nil {
+				return del.Error
+			}
+			if del.RowsAffected != 1 {
+				return fmt.Errorf("idempotent record %d vanished while locked", r.ID)
+			}
 		}
-		moved = len(ids)
+		moved = len(rows)
 		return nil
 	})
 	if err != nil {
