@@ -30,8 +30,9 @@ import (
 // The ledger row is written without the per-order unique key (order_guard
 // stays NULL), as in the incident's schema, so nothing in the database stops
 // the second row. The "coupon used" notification, on the other hand, goes
-// through biz_idempotent_record even here, which is why the lab shows two
-// ledger rows but one notification.
+// through biz_idempotent_record even here: the broken path writes several
+// ledger rows for one order but queues one coupon.used event
+// (TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix counts both).
 func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, error) {
 	// BROKEN (1): a plain read outside any transaction; by the time the
 	// transaction below runs, another attempt may have deducted.
