@@ -76,6 +76,9 @@ type testApp struct {
 	failures atomic.Int32
 	// panics is the number of upcoming executions that panic.
 	panics atomic.Int32
+	// lostAcks is the number of upcoming executions that commit but then
+	// answer 500, as when the COMMIT acknowledgement is lost on the wire.
+	lostAcks atomic.Int32
 	// hold, when set, parks the next execution inside its transaction until
 	// it is closed; entered is signalled once it is parked.
 	hold, entered chan struct{}
@@ -187,6 +190,9 @@ func (a *testApp) createOrder(c *gin.Context) {
 		}
 		return idempotency.CompleteInTx(ctx, tx, http.StatusCreated, body)
 	})
+	if err == nil && a.lostAcks.Add(-1) >= 0 {
+		err = errors.New("invalid connection") // what the driver reports when the ACK never comes
+	}
 	if err != nil {
 		problem.Abort(c, http.StatusInternalServerError, "could not create the order")
 		return

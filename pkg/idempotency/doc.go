@@ -27,6 +27,10 @@
 //   - A request that holds its key longer than Config.LockTTL (it crashed or
 //     hangs) loses it to the next retry; its own completion then fails with
 //     ErrClaimLost and its transaction rolls back.
+//   - Lock and retention times come from the application clock: replicas are
+//     assumed NTP-synchronised, with a skew far below Config.LockTTL. The
+//     lock is not renewed while the handler runs, so LockTTL must exceed the
+//     longest request (the HTTP write timeout is a good floor).
 //   - Records are kept for Config.Retention after completion (24 h by
 //     default); past it the key is forgotten, and the Archiver deletes the
 //     row in bounded batches, on one replica at a time (pkg/redislock).
@@ -92,5 +96,14 @@
 // statement of its own.
 //
 // Package idempotencytest races requests at any http.Handler and checks the
-// answers, so a service can run this package's tests against its real route.
+// answers; its RunSuite runs this package's core checks (50-way race, retries,
+// 422, 400, two callers) on a service's real route:
+//
+//	idempotencytest.RunSuite(t, idempotencytest.Target{
+//		Handler:    srv.Handler(),
+//		Request:    func(key, user string, variant int) idempotencytest.Request { … },
+//		Effects:    func(t testing.TB) int { … SELECT COUNT(*) FROM orders … },
+//		WantStatus: http.StatusCreated,
+//		Callers:    [2]string{"1", "2"},
+//	})
 package idempotency

@@ -82,6 +82,9 @@ type ClaimResult struct {
 type Store struct {
 	db  *gorm.DB
 	now func() time.Time
+	// afterRead, when set (by tests), runs between a claim's read and its
+	// conditional update, so a test can line racers up in that window.
+	afterRead func()
 }
 
 // NewStore returns a store over db, which must have Migrations applied.
@@ -134,13 +137,19 @@ func (s *Store) Claim(ctx context.Context, scope, key, fp string, lockTTL, reten
 		if err != nil {
 			return ClaimResult{}, err
 		}
+		if s.afterRead != nil {
+			s.afterRead()
+		}
 		switch {
 		case !rec.ExpireTime.After(now):
 			// Past retention but not archived yet: the key is forgotten, and
 			// the next request may reuse it whatever its body.
 			ok, err := s.takeOver(ctx, rec, claim, now, lockTTL, retention, "expire_time <= ?", now)
-			if err != nil || ok {
-				return ClaimResult{Outcome: Claimed, Claim: claim}, err
+			if err != nil {
+				return ClaimResult{}, err
+			}
+			if ok {
+				return ClaimResult{Outcome: Claimed, Claim: claim}, nil
 			}
 		case rec.Fingerprint != fp:
 			return ClaimResult{Outcome: Mismatch}, nil
@@ -152,8 +161,11 @@ func (s *Store) Claim(ctx context.Context, scope, key, fp string, lockTTL, reten
 			// The holder's lock ran out (it crashed or hangs): take over.
 			ok, err := s.takeOver(ctx, rec, claim, now, lockTTL, retention,
 				"status = ? AND locked_until <= ?", StatusProcessing, now)
-			if err != nil || ok {
-				return ClaimResult{Outcome: Claimed, Claim: claim}, err
+			if err != nil {
+				return ClaimResult{}, err
+			}
+			if ok {
+				return ClaimResult{Outcome: Claimed, Claim: claim}, nil
 			}
 		}
 		// Someone else changed the row between our read and our update.

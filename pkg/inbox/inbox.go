@@ -27,6 +27,15 @@
 // services) each apply it once. processed_message must be kept at least as
 // long as a duplicate can arrive: the stream's MaxAge plus the longest
 // outbox redrive delay; CleanupProcessed deletes older rows.
+//
+// # Wiring
+//
+// Apply Migrations with the service's own. NewConsumer declares the durable
+// consumer (one filter subject on NATS 2.9); Run it in a goroutine and stop
+// it first at shutdown: it stops pulling, lets the handlers in flight commit
+// and ack, then returns. A handler decodes with DecodeJSON, writes through
+// tx only, adds its own events with outbox.Add(tx, …), wakes its relay with
+// OnCommit, and returns Permanent for what no retry can fix.
 package inbox
 
 import (

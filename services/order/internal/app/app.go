@@ -44,10 +44,11 @@ type Store interface {
 // Waker is the outbox relay as the use cases see it.
 type Waker interface{ Wake() }
 
-// TxHook runs inside a use case's transaction after its own writes; an
-// error rolls the whole transaction back. The Idempotency-Key middleware
-// uses one to complete its record atomically with the order.
-type TxHook func(tx *gorm.DB) error
+// TxHook runs last inside CreateOrder's transaction, after the order and
+// its event are written, with the order as created; an error rolls the whole
+// transaction back. The HTTP handler uses it to build its response and
+// complete the Idempotency-Key record atomically with the order.
+type TxHook func(tx *gorm.DB, o order.Order) error
 
 // App is the set of use cases.
 type App struct {

@@ -26,8 +26,9 @@ type CreateOrder struct {
 func OrderCreatedEventID(orderNo string) string { return "order-created-" + orderNo }
 
 // CreateOrder validates cmd and, in one transaction, inserts the order (in
-// WAIT_PAY), its order.created event and whatever hooks write; then wakes
-// the relay. Invalid input returns order.ErrInvalid with nothing written.
+// WAIT_PAY), its order.created event and whatever the hooks write (they run
+// last, in order); then wakes the relay. Invalid input returns
+// order.ErrInvalid with nothing written.
 func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook) (order.Order, error) {
 	now := a.now()
 	no, err := newOrderNo(now)
@@ -55,7 +56,7 @@ func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook)
 			if h == nil {
 				continue
 			}
-			if err := h(tx); err != nil {
+			if err := h(tx, o); err != nil {
 				return err
 			}
 		}

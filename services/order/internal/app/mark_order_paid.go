@@ -58,12 +58,17 @@ func (a *App) MarkOrderPaid(ctx context.Context, tx *gorm.DB, ev events.PaymentS
 		if err != nil {
 			return false, err
 		}
-		if out, err := now.CheckPayment(ev.PaymentNo, ev.Amount); err == nil && out == order.AlreadyPaidBySame {
-			return false, nil
-		} else if err != nil {
+		out, err := now.CheckPayment(ev.PaymentNo, ev.Amount)
+		switch {
+		case err != nil:
 			return false, err
+		case out == order.AlreadyPaidBySame:
+			return false, nil
+		default:
+			// WAIT_PAY under lock right after an update that matched no
+			// row cannot happen; refuse rather than guess.
+			return false, fmt.Errorf("%w: order %s is %s after a conditional update that changed nothing", order.ErrConflict, now.No, now.Status)
 		}
-		return false, fmt.Errorf("%w: order %s is %s after a failed conditional update", order.ErrConflict, now.No, now.Status)
 	}
 	msg, err := outbox.JSON(OrderPaidEventID(o.No), events.OrderPaid, events.OrderPaidV1{
 		OrderNo: o.No, UserID: o.UserID, Amount: o.Amount, CouponID: o.CouponID, PaymentNo: ev.PaymentNo, PaidAt: paidAt,

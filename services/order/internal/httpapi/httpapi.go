@@ -5,6 +5,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/problem"
@@ -31,12 +33,22 @@ const UserIDHeader = "X-User-ID"
 
 // Options wires the handlers.
 type Options struct {
-	// TxHook, when set, is asked for a hook to run inside the create-order
-	// transaction of each request (nil answer: none). The Idempotency-Key
-	// middleware plugs in here to complete its record in the same
-	// transaction as the order.
-	TxHook func(c *gin.Context) app.TxHook
+	// CompleteInTx, when set, is called last inside the create-order
+	// transaction with the response about to be sent (201 and its JSON
+	// body); an error rolls the order back. It has the signature of
+	// idempotency.CompleteInTx, which plugs in here so the Idempotency-Key
+	// record completes atomically with the order:
+	//
+	//	httpapi.New(orders, log, httpapi.Options{CompleteInTx: idempotency.CompleteInTx})
+	//
+	// and the route is mounted behind the middleware's Handler.
+	CompleteInTx func(ctx context.Context, tx *gorm.DB, status int, body []byte) error
 }
+
+// JSONContentType is the Content-Type of the create-order response: the
+// body is written as built inside the transaction, byte for byte, so a
+// replayed response and the first one are identical.
+const JSONContentType = "application/json"
 
 // Handler serves the order endpoints.
 type Handler struct {
@@ -111,17 +123,26 @@ func (h *Handler) CreateOrder(c *gin.Context) {
 	for _, it := range req.Items {
 		cmd.Items = append(cmd.Items, order.Item(it))
 	}
-	var hook app.TxHook
-	if h.opts.TxHook != nil {
-		hook = h.opts.TxHook(c)
-	}
-	o, err := h.app.CreateOrder(c.Request.Context(), cmd, hook)
+	// The response body is built inside the transaction, from the order as
+	// committed, so a hook can store exactly what the client receives.
+	var body []byte
+	ctx := c.Request.Context()
+	o, err := h.app.CreateOrder(ctx, cmd, func(tx *gorm.DB, o order.Order) error {
+		var err error
+		if body, err = json.Marshal(toResponse(o)); err != nil {
+			return err
+		}
+		if h.opts.CompleteInTx != nil {
+			return h.opts.CompleteInTx(ctx, tx, http.StatusCreated, body)
+		}
+		return nil
+	})
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
 	c.Header("Location", "/orders/"+o.No)
-	c.JSON(http.StatusCreated, toResponse(o))
+	c.Data(http.StatusCreated, JSONContentType, body)
 }
 
 // GetOrder serves GET /orders/:no.

@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -137,33 +139,30 @@ func TestCreateOrderBadInputWritesNothing(t *testing.T) {
 	}
 }
 
-// The TxHook seam runs inside the create transaction: its write commits
-// with the order, and its failure rolls back the order and the event.
-func TestCreateOrderTxHookSharesTheTransaction(t *testing.T) {
+// The CompleteInTx seam (idempotency.CompleteInTx's signature) runs inside
+// the create transaction with the exact response: its write commits with the
+// order, its failure rolls back the order and the event, and the client gets
+// byte for byte the body it was given.
+func TestCreateOrderCompleteInTxSharesTheTransaction(t *testing.T) {
 	fail := false
-	s := newServer(t, httpapi.Options{TxHook: func(c *gin.Context) app.TxHook {
-		key := c.GetHeader("Idempotency-Key")
-		return func(tx *gorm.DB) error {
-			if fail {
-				return errors.New("idempotency record conflict")
-			}
-			return tx.Exec("INSERT INTO hook_record (k) VALUES (?)", key).Error
+	var stored []byte
+	s := newServer(t, httpapi.Options{CompleteInTx: func(ctx context.Context, tx *gorm.DB, status int, body []byte) error {
+		if fail {
+			return errors.New("idempotency claim lost")
 		}
+		stored = body
+		return tx.Exec("INSERT INTO hook_record (status, body) VALUES (?, ?)", status, body).Error
 	}})
-	testenv.Must(t, s.db.Exec("CREATE TABLE hook_record (k VARCHAR(64) PRIMARY KEY)").Error)
-	req := func() *httptest.ResponseRecorder {
-		r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"amount":100}`))
-		r.Header.Set(httpapi.UserIDHeader, "1")
-		r.Header.Set("Idempotency-Key", "k1")
-		rec := httptest.NewRecorder()
-		s.e.ServeHTTP(rec, r)
-		return rec
-	}
-	if rec := req(); rec.Code != http.StatusCreated || s.count(t, "hook_record") != 1 {
+	testenv.Must(t, s.db.Exec("CREATE TABLE hook_record (id INT AUTO_INCREMENT PRIMARY KEY, status INT, body BLOB)").Error)
+	rec := s.do(http.MethodPost, "/orders", "1", `{"amount":100}`)
+	if rec.Code != http.StatusCreated || s.count(t, "hook_record") != 1 {
 		t.Fatalf("hook write not committed with the order: %d", rec.Code)
 	}
+	if !bytes.Equal(rec.Body.Bytes(), stored) || rec.Header().Get("Content-Type") != httpapi.JSONContentType {
+		t.Fatalf("response %q (%s) differs from the stored body %q", rec.Body, rec.Header().Get("Content-Type"), stored)
+	}
 	fail = true
-	if rec := req(); rec.Code != http.StatusInternalServerError {
+	if rec := s.do(http.MethodPost, "/orders", "1", `{"amount":100}`); rec.Code != http.StatusInternalServerError {
 		t.Fatalf("failing hook: %d", rec.Code)
 	}
 	if o, m := s.count(t, "orders"), s.count(t, "local_message"); o != 1 || m != 1 {
