@@ -7,6 +7,7 @@ replace github.com/oncemall/oncemall/pkg => ../pkg
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/oncemall/oncemall/pkg v0.0.0
+	github.com/oncemall/oncemall/services/order v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 )
 
@@ -68,3 +69,5 @@ require (
 )
 
 replace github.com/oncemall/oncemall/services/coupon => ../services/coupon
+
+replace github.com/oncemall/oncemall/services/order => ../services/order

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -118,16 +117,11 @@ func (s *Store) queueTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	var err error
 	for range 3 {
 		err = s.db.WithContext(ctx).Transaction(fn, readCommitted)
-		if !isDeadlock(err) {
+		if !database.IsDeadlock(err) {
 			return err
 		}
 	}
 	return err
-}
-
-func isDeadlock(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1213
 }
 
 // ClaimDueMessages implements coupon.Store. The claim is a short transaction

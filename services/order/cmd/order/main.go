@@ -69,6 +69,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		Streams: []jetstream.StreamConfig{
 			events.StreamConfig(events.OrderStream, "order"),
 			events.StreamConfig(events.PaymentStream, "payment"),
+			// Products: batch-copy chunks, published and consumed here (incident 3).
+			events.StreamConfig(cfg.Products.Stream, cfg.Products.SubjectPrefix),
 		},
 		Logger: log,
 	}
@@ -130,6 +132,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	})
 	rt.OnShutdown("payment.succeeded consumer", background(log, "payment.succeeded consumer", consumer.Run))
+
+	// Products: catalog routes and the batch-copy consumer (incident 3),
+	// see products.go. Registered after cron like the other consumer.
+	copier, err := startProducts(rt, cfg.Products, cfg.Inbox, relay)
+	if err != nil {
+		return fail(err)
+	}
+	rt.OnShutdown("product copy consumer", background(log, "product copy consumer", copier.Run))
 
 	// Serve until SIGTERM, then shut down in order.
 	return rt.Serve(ctx)

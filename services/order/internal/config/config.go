@@ -20,6 +20,9 @@ type Config struct {
 	Outbox outbox.Config
 	// Inbox tunes the payment.succeeded consumer (INBOX_* variables).
 	Inbox inbox.Settings
+
+	// Products configures the catalog and its batch copy (product.go).
+	Products Products
 }
 
 // Load reads the configuration from the environment and validates it.
@@ -40,5 +43,6 @@ func (c Config) Validate() error {
 		pkgconfig.CheckPositive("INBOX_WORKERS", c.Inbox.Workers),
 		pkgconfig.CheckPositive("INBOX_MAX_DELIVER", c.Inbox.MaxDeliver),
 		pkgconfig.CheckPositive("INBOX_ACK_WAIT", c.Inbox.AckWait),
+		c.Products.Validate(),
 	)
 }
