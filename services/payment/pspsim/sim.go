@@ -56,8 +56,9 @@ type Simulator struct {
 	wg     sync.WaitGroup
 	seq    atomic.Int64
 
-	mu      sync.Mutex
-	charges map[string]*Charge // by platform serial
+	mu        sync.Mutex
+	charges   map[string]*Charge // by platform serial
+	byTradeNo map[string]string  // out_trade_no → platform serial
 }
 
 // New returns a simulator; Close stops its deliveries.
@@ -68,15 +69,16 @@ func New(cfg Config, log *slog.Logger) (*Simulator, error) {
 	schedule, _ := cfg.Schedule()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Simulator{
-		cfg:      cfg,
-		secret:   []byte(cfg.Secret),
-		schedule: schedule,
-		log:      log,
-		client:   &http.Client{Timeout: cfg.NotifyTimeout},
-		now:      time.Now,
-		ctx:      ctx,
-		cancel:   cancel,
-		charges:  map[string]*Charge{},
+		cfg:       cfg,
+		secret:    []byte(cfg.Secret),
+		schedule:  schedule,
+		log:       log,
+		client:    &http.Client{Timeout: cfg.NotifyTimeout},
+		now:       time.Now,
+		ctx:       ctx,
+		cancel:    cancel,
+		charges:   map[string]*Charge{},
+		byTradeNo: map[string]string{},
 	}, nil
 }
 
@@ -153,6 +155,16 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.now()
 	serial := fmt.Sprintf("T%s%06d", now.UTC().Format("20060102150405"), s.seq.Add(1))
+	// Like real platforms, charges are keyed by out_trade_no: charging the
+	// same payment again returns the first transaction and starts nothing.
+	s.mu.Lock()
+	if prev, ok := s.byTradeNo[req.OutTradeNo]; ok {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, psp.ChargeResponse{PlatformSerial: prev, OutTradeNo: req.OutTradeNo, Amount: req.Amount})
+		return
+	}
+	s.byTradeNo[req.OutTradeNo] = serial
+	s.mu.Unlock()
 	n := psp.Notification{
 		Channel:        psp.Channel,
 		PlatformSerial: serial,

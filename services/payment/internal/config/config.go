@@ -3,6 +3,7 @@ package config
 
 import (
 	"errors"
+	"time"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/platform"
@@ -13,6 +14,19 @@ type Config struct {
 	Platform platform.Config
 	HTTPAddr string `env:"HTTP_ADDR" default:":8083" usage:"listen address of the payment service"`
 	DBName   string `env:"MYSQL_DATABASE" default:"oncemall_payment" usage:"the payment service's own database (created if missing)"`
+
+	PSPURL       string        `env:"PSP_URL" default:"http://127.0.0.1:8090" usage:"base URL of the payment platform (the simulator, psp-sim)"`
+	PSPSecret    string        `env:"PSP_SECRET" default:"dev-psp-secret-not-for-production" usage:"HMAC-SHA256 key shared with the payment platform (the default is for local development only)"`
+	PSPNotifyURL string        `env:"PSP_NOTIFY_URL" usage:"notify_url sent with each charge; empty lets the platform use its own PSP_CALLBACK_URL"`
+	PSPTimeout   time.Duration `env:"PSP_TIMEOUT" default:"5s" usage:"timeout of a charge call to the platform"`
+	OrderURL     string        `env:"ORDER_URL" default:"http://127.0.0.1:8081" usage:"base URL of the order service, asked for an order's amount"`
+	OrderTimeout time.Duration `env:"ORDER_TIMEOUT" default:"3s" usage:"timeout of a call to the order service"`
+
+	CallbackMode    string        `env:"PAYMENT_CALLBACK_MODE" default:"fixed" usage:"platform callback handler: fixed, or broken to reproduce incident 2 (never in production)"`
+	SignatureWindow time.Duration `env:"PAYMENT_CALLBACK_WINDOW" default:"5m" usage:"how far a notification's X-PSP-Timestamp may be from now before it is refused (401)"`
+
+	ReconcileSchedule string        `env:"PAYMENT_RECONCILE_SCHEDULE" default:"@every 1m" usage:"cron spec of the reconciliation job that logs findings and sets payment_reconcile_findings"`
+	ReconcileLookback time.Duration `env:"PAYMENT_RECONCILE_LOOKBACK" default:"72h" usage:"how far back reconciliation looks; keep it below the outbox retention of sent rows (7 days)"`
 }
 
 // Load reads the configuration from the environment and validates it.
@@ -26,8 +40,27 @@ func Load() (Config, error) {
 
 // Validate reports every unusable setting, each naming its variable.
 func (c Config) Validate() error {
+	var secretErr error
+	if c.PSPSecret == "" {
+		secretErr = &pkgconfig.Error{Var: "PSP_SECRET", Err: errors.New("must not be empty")}
+	}
 	return errors.Join(
 		c.Platform.Validate(),
 		pkgconfig.CheckAddr("HTTP_ADDR", c.HTTPAddr),
+		secretErr,
+		checkURL("PSP_URL", c.PSPURL),
+		checkURL("ORDER_URL", c.OrderURL),
+		pkgconfig.CheckPositive("PSP_TIMEOUT", c.PSPTimeout),
+		pkgconfig.CheckPositive("ORDER_TIMEOUT", c.OrderTimeout),
+		pkgconfig.CheckOneOf("PAYMENT_CALLBACK_MODE", c.CallbackMode, "fixed", "broken"),
+		pkgconfig.CheckPositive("PAYMENT_CALLBACK_WINDOW", c.SignatureWindow),
+		pkgconfig.CheckPositive("PAYMENT_RECONCILE_LOOKBACK", c.ReconcileLookback),
 	)
+}
+
+func checkURL(name, v string) error {
+	if v == "" {
+		return &pkgconfig.Error{Var: name, Err: errors.New("must not be empty")}
+	}
+	return nil
 }
