@@ -2,23 +2,36 @@
 //
 // Usage:
 //
-//	payment           serve HTTP and consume events until SIGTERM or SIGINT
+//	payment           serve HTTP and relay events until SIGTERM or SIGINT
 //	payment migrate   apply the database migrations and exit
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/robfig/cron/v3"
+
+	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/config"
+	"github.com/oncemall/oncemall/services/payment/internal/httpapi"
+	"github.com/oncemall/oncemall/services/payment/internal/jobs"
+	"github.com/oncemall/oncemall/services/payment/internal/orderclient"
+	"github.com/oncemall/oncemall/services/payment/internal/store"
 	"github.com/oncemall/oncemall/services/payment/migrations"
+	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 func main() {
@@ -44,7 +57,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		Service:    "payment",
 		HTTPAddr:   cfg.HTTPAddr,
 		DBName:     cfg.DBName,
-		Migrations: []migrate.Source{migrations.Source},
+		Migrations: []migrate.Source{migrations.Source, outbox.Migrations},
+		Streams:    []jetstream.StreamConfig{events.StreamConfig(events.PaymentStream, "payment")},
 		Logger:     log,
 	}
 	if len(args) > 0 {
@@ -56,12 +70,84 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 
-	// Platform: MySQL (migrated), NATS JetStream, Redis, HTTP server.
+	// Platform: MySQL (migrated), NATS JetStream with the PAYMENT stream,
+	// Redis, HTTP server.
 	rt, err := platform.Start(ctx, cfg.Platform, opts)
 	if err != nil {
 		return err
 	}
 
-	// Serve until SIGTERM, then shut down in order.
+	// Outbox relay: publishes payment.succeeded rows committed by the
+	// callback handler. It starts first and stops after cron.
+	relay, err := outbox.NewRelay(rt.DB, rt.NATS.JS, outbox.Config{}, log, rt.Registry)
+	if err != nil {
+		return errors.Join(fmt.Errorf("outbox relay: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- relay.Run(relayCtx) }()
+	rt.OnShutdown("outbox relay", func(ctx context.Context) error {
+		stopRelay()
+		select {
+		case err := <-relayDone:
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+
+	// Use cases over the store, the order service and the platform.
+	a, err := app.New(
+		store.New(rt.DB, cfg.ReconcileLookback),
+		orderclient.New(cfg.OrderURL, &http.Client{Timeout: cfg.OrderTimeout}),
+		psp.NewClient(cfg.PSPURL, &http.Client{Timeout: cfg.PSPTimeout}),
+		relay,
+		app.Config{NotifyURL: cfg.PSPNotifyURL},
+		log,
+	)
+	if err != nil {
+		return errors.Join(err, rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+
+	// Cron: the reconciliation job. It stops before the relay.
+	reconcile, err := jobs.NewReconcile(a, log, rt.Registry)
+	if err == nil {
+		c := cron.New()
+		if err = reconcile.Schedule(c, cfg.ReconcileSchedule); err == nil {
+			c.Start()
+			rt.OnShutdown("cron", func(ctx context.Context) error {
+				select {
+				case <-c.Stop().Done():
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+		}
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("reconcile job: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+
+	// HTTP routes. The Idempotency-Key middleware (pkg/idempotency) plugs
+	// into Options.Idempotency; until then POST /payments only requires the
+	// header and stays idempotent per order through the unique order_no.
+	if err := httpapi.Register(rt.HTTP.Engine(), httpapi.Options{
+		App:             a,
+		Secret:          []byte(cfg.PSPSecret),
+		SignatureWindow: cfg.SignatureWindow,
+		CallbackMode:    cfg.CallbackMode,
+		AdminToken:      cfg.Platform.AdminToken,
+		Registerer:      rt.Registry,
+		Log:             log,
+	}); err != nil {
+		return errors.Join(err, rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+
+	// Serve until SIGTERM, then shut down in order: HTTP, cron, relay,
+	// NATS, Redis, MySQL.
 	return rt.Serve(ctx)
 }
