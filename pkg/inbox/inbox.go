@@ -3,25 +3,46 @@
 // (consumer, message id) in processed_message under a unique key, so a
 // redelivered or republished message is acknowledged without a second effect.
 //
-// CONTRACT (fixed by the foundation; the outbox issue implements it and may
-// add to it, never change it): Message, Handler, Permanent, Migrations,
-// Config, NewConsumer, (*Consumer).Run.
+// # Guarantees
+//
+// JetStream delivers at least once: a message is redelivered when its ack is
+// lost, when AckWait passes, or when the publisher's outbox republishes it
+// outside the stream's duplicate window. The Consumer turns that into one
+// business effect per message id:
+//
+//   - The processed_message row is inserted first, in the handler's own
+//     transaction. A second delivery of the same id either waits on the
+//     unique key until the first commits and then sees a duplicate (acked,
+//     no effect), or proceeds if the first rolled back. The row and the
+//     effect commit or vanish together; there is no window between them.
+//   - The ack is sent after the commit. If the process dies in between, the
+//     redelivery hits the duplicate key and is acked: at most one effect.
+//   - A handler error rolls everything back and the message is nak'd with a
+//     growing delay (Config.Backoff), up to MaxDeliver deliveries.
+//   - A Permanent error, a message without Nats-Msg-Id, or the last allowed
+//     delivery failing, terminates the message (no more redelivery) and
+//     records it in dead_message with the reason, for an operator.
+//
+// The dedup scope is the consumer name: two consumers of one event (say, two
+// services) each apply it once. processed_message must be kept at least as
+// long as a duplicate can arrive: the stream's MaxAge plus the longest
+// outbox redrive delay; CleanupProcessed deletes older rows.
 package inbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
-	"log/slog"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/inbox/migrations"
 	"github.com/oncemall/oncemall/pkg/migrate"
 )
-
-var errNotImplemented = errors.New("inbox: not implemented yet")
 
 // Message is one delivered event.
 type Message struct {
@@ -36,32 +57,133 @@ type Message struct {
 // commits the effect together with the processed-message row; returning an
 // error rolls both back and the message is redelivered later, unless the
 // error is Permanent.
+//
+// A Handler must do all its writes through tx and must not ack, publish or
+// call remote services that cannot take part in the transaction; an event it
+// emits goes through outbox.Add(tx, …).
 type Handler func(ctx context.Context, tx *gorm.DB, msg Message) error
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
 
 // Permanent wraps err to say that redelivery cannot help (malformed payload,
 // business rule refusal): the message is terminated and recorded as dead.
-func Permanent(err error) error { return err }
+// Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, came from Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+// DecodeJSON decodes msg.Body into v, unknown fields refused; a failure is
+// Permanent, since no redelivery will make the payload readable.
+func DecodeJSON(msg Message, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(msg.Body)))
+	if err := dec.Decode(v); err != nil {
+		return Permanent(fmt.Errorf("decode %s %s: %w", msg.Subject, msg.ID, err))
+	}
+	return nil
+}
 
 // Migrations creates processed_message and dead_message.
-var Migrations = migrate.Source{Name: "inbox"}
+var Migrations = migrate.Source{Name: "inbox", FS: migrations.Files}
 
 // Config tunes a Consumer.
 type Config struct {
-	Name           string   // durable consumer name, also the dedup scope
-	Stream         string   // stream to consume
-	FilterSubjects []string // subjects within the stream
-	Workers        int
-	MaxDeliver     int
-	AckWait        time.Duration
+	Name   string // durable consumer name, also the dedup scope
+	Stream string // stream to consume
+	// FilterSubjects are subjects within the stream. NATS 2.9 (our server)
+	// accepts one filter per consumer; NewConsumer refuses more than one
+	// on a server older than 2.10. Several subjects need several consumers
+	// (or one wildcard subject).
+	FilterSubjects []string
+	Workers        int           // concurrent handlers (default 4)
+	MaxDeliver     int           // deliveries before a failing message is dead (default 5)
+	AckWait        time.Duration // redelivery after a silent handler (default 30s)
+
+	// Backoff is the NakWithDelay delay after failed delivery n
+	// (Backoff[n-1], the last entry repeating); default 1s, 5s, 30s, 2m.
+	Backoff []time.Duration
 }
 
-// Consumer is a durable JetStream consumer with a worker pool.
-type Consumer struct{}
+// Defaults of Config.
+const (
+	DefaultWorkers    = 4
+	DefaultMaxDeliver = 5
+	DefaultAckWait    = 30 * time.Second
+)
 
-// NewConsumer declares the durable consumer and returns it.
-func NewConsumer(db *gorm.DB, js jetstream.JetStream, cfg Config, h Handler, log *slog.Logger, reg prometheus.Registerer) (*Consumer, error) {
-	return nil, errNotImplemented
+// DefaultBackoff is Config.Backoff's default.
+var defaultBackoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = DefaultMaxDeliver
+	}
+	if c.AckWait == 0 {
+		c.AckWait = DefaultAckWait
+	}
+	if len(c.Backoff) == 0 {
+		c.Backoff = append([]time.Duration(nil), defaultBackoff...)
+	}
+	return c
 }
 
-// Run consumes until ctx ends, then lets in-flight handlers finish.
-func (c *Consumer) Run(ctx context.Context) error { return errNotImplemented }
+// Validate reports unusable settings. serverVersion ("2.9.10") is the
+// connected NATS server's, used to refuse what it cannot do.
+func (c Config) Validate(serverVersion string) error {
+	var errs []error
+	if c.Name == "" || strings.ContainsAny(c.Name, ".*> \t") {
+		errs = append(errs, fmt.Errorf("inbox: consumer name %q must be non-empty without '.', '*', '>' or spaces", c.Name))
+	}
+	if c.Stream == "" {
+		errs = append(errs, errors.New("inbox: Stream is required"))
+	}
+	if len(c.FilterSubjects) > 1 && !atLeast(serverVersion, 2, 10) {
+		errs = append(errs, fmt.Errorf("inbox: consumer %s: NATS %s supports one filter subject per consumer, got %d (use one consumer per subject or a wildcard)", c.Name, serverVersion, len(c.FilterSubjects)))
+	}
+	if c.Workers <= 0 || c.MaxDeliver <= 0 || c.AckWait <= 0 {
+		errs = append(errs, errors.New("inbox: Workers, MaxDeliver and AckWait must be positive"))
+	}
+	for _, d := range c.Backoff {
+		if d <= 0 {
+			errs = append(errs, errors.New("inbox: Backoff entries must be positive"))
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// nakDelay is the redelivery delay after failed delivery n.
+func (c Config) nakDelay(n uint64) time.Duration {
+	i := int(min(n, uint64(len(c.Backoff)))) - 1
+	return c.Backoff[max(i, 0)]
+}
+
+// atLeast reports whether version "X.Y.Z" is at least major.minor; an
+// unparsable version counts as old, which only costs a feature.
+func atLeast(version string, major, minor int) bool {
+	parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
+}

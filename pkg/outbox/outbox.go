@@ -1,28 +1,60 @@
 // Package outbox is the transactional outbox (the "local message table"): a
 // service writes its events into local_message in the same database
 // transaction as the business change, and a Relay publishes them to JetStream
-// afterwards with Nats-Msg-Id set to the message number, so a republish after
-// a crash is dropped by the stream's duplicate window.
+// afterwards with Nats-Msg-Id set to the message number.
 //
-// CONTRACT (fixed by the foundation; the outbox issue implements it and may
-// add to it, never change it): Message, Add, Migrations, Config, NewRelay,
-// (*Relay).Run, (*Relay).Wake.
+// # Guarantees
+//
+// At least once, never lost: a row exists if and only if the business change
+// committed (Add runs in the caller's transaction and never publishes), and a
+// row leaves the pending state only after JetStream acknowledged storing it
+// (a PubAck) or after MaxRetries failed attempts, when it becomes failed and
+// waits for a redrive. Nothing is ever lost silently.
+//
+// Duplicates are possible and bounded: a relay that dies between the PubAck
+// and the UPDATE that marks the row sent leaves the row pending, and the next
+// claim publishes it again. Two layers absorb that republish:
+//
+//  1. JetStream's duplicate window (events.DuplicateWindow, 10 minutes): a
+//     message with a Nats-Msg-Id already stored in the window is dropped and
+//     acknowledged with PubAck.Duplicate. A crash republish happens at the
+//     next claim, seconds later, well inside the window, and the default
+//     retry schedule (Config.Validate checks it) spans less than the window
+//     too, so every automatic republish is dropped by the stream.
+//  2. The consumers' processed_message table (package inbox) keyed by the same
+//     id. It covers what the window cannot: a redrive of a failed row hours
+//     later whose earlier attempt did reach the stream, or a stream restored
+//     from backup. Consumers must therefore always dedup; the window is an
+//     optimisation that keeps the stream clean, not the guarantee.
+//
+// No ordering: rows are claimed by next_retry_time, several relays publish
+// concurrently and a failed row is retried later, so consumers must not rely
+// on the order of events (state machines with conditional updates do not).
+//
+// # Several replicas
+//
+// Rows are claimed with SELECT … FOR UPDATE SKIP LOCKED inside a READ
+// COMMITTED transaction that stays open while the batch is published and is
+// committed together with the mark-sent UPDATE. Relays never wait for one
+// another and never claim the same row; a relay that dies releases its rows
+// when its connection drops. READ COMMITTED matters: under REPEATABLE READ
+// the locking read would also take gap locks and block the business
+// transactions inserting new rows at the end of the index.
 package outbox
 
 import (
-	"context"
+	"encoding/json"
 	"errors"
-	"log/slog"
+	"fmt"
+	"strings"
+	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/outbox/migrations"
 )
-
-// errNotImplemented marks the contract skeleton until the outbox issue lands.
-var errNotImplemented = errors.New("outbox: not implemented yet")
 
 // Message is one event to publish.
 type Message struct {
@@ -35,26 +67,76 @@ type Message struct {
 }
 
 // Migrations creates local_message; apply it with the service's own.
-var Migrations = migrate.Source{Name: "outbox"}
+var Migrations = migrate.Source{Name: "outbox", FS: migrations.Files}
+
+// Row statuses of local_message.
+const (
+	StatusPending = "pending"
+	StatusSent    = "sent"
+	StatusFailed  = "failed"
+)
+
+// maxIDLen matches local_message.message_no.
+const maxIDLen = 64
 
 // Add writes msgs into local_message inside tx, the caller's business
-// transaction. It never publishes.
-func Add(tx *gorm.DB, msgs ...Message) error { return errNotImplemented }
-
-// Config tunes a Relay.
-type Config struct{}
-
-// Relay publishes pending local_message rows to JetStream.
-type Relay struct{}
-
-// NewRelay returns a relay over db's local_message table.
-func NewRelay(db *gorm.DB, js jetstream.JetStream, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Relay, error) {
-	return nil, errNotImplemented
+// transaction. It never publishes: call Relay.Wake after the commit.
+// A message without an ID gets a time-ordered UUID (v7), which keeps the
+// unique index append-mostly; the ID is written into msgs itself, so pass a
+// slice (Add(tx, msgs...)) to read the generated IDs back.
+func Add(tx *gorm.DB, msgs ...Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	now := time.Now().UTC()
+	var sb strings.Builder
+	sb.WriteString("INSERT INTO local_message (message_no, topic, body, headers, status, retry_count, next_retry_time, created_at, updated_at) VALUES ")
+	args := make([]any, 0, len(msgs)*7)
+	for i := range msgs {
+		m := &msgs[i]
+		if m.ID == "" {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return fmt.Errorf("outbox: message id: %w", err)
+			}
+			m.ID = id.String()
+		}
+		if len(m.ID) > maxIDLen {
+			return fmt.Errorf("outbox: message id %q longer than %d", m.ID, maxIDLen)
+		}
+		if m.Subject == "" {
+			return errors.New("outbox: message without subject")
+		}
+		var headers any
+		if len(m.Headers) > 0 {
+			b, err := json.Marshal(m.Headers)
+			if err != nil {
+				return fmt.Errorf("outbox: headers of %s: %w", m.ID, err)
+			}
+			headers = string(b)
+		}
+		body := m.Body
+		if body == nil {
+			body = []byte{}
+		}
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString("(?, ?, ?, ?, '" + StatusPending + "', 0, ?, ?, ?)")
+		args = append(args, m.ID, m.Subject, body, headers, now, now, now)
+	}
+	if err := tx.Exec(sb.String(), args...).Error; err != nil {
+		return fmt.Errorf("outbox: add %d message(s): %w", len(msgs), err)
+	}
+	return nil
 }
 
-// Run publishes until ctx ends.
-func (r *Relay) Run(ctx context.Context) error { return errNotImplemented }
-
-// Wake makes the relay poll at once; call it after committing a transaction
-// that called Add. It never blocks.
-func (r *Relay) Wake() {}
+// JSON returns a message carrying v encoded as JSON on subject, with id as
+// its number ("" lets Add generate one).
+func JSON(id, subject string, v any) (Message, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Message{}, fmt.Errorf("outbox: encode %s: %w", subject, err)
+	}
+	return Message{ID: id, Subject: subject, Body: b}, nil
+}

@@ -1,0 +1,290 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/database"
+)
+
+// Outcome is what the Consumer did with one delivery.
+type Outcome string
+
+// Outcomes, also the "outcome" label of inbox_messages_total.
+const (
+	Processed Outcome = "processed" // effect committed, acked
+	Duplicate Outcome = "duplicate" // already processed, acked without effect
+	Retry     Outcome = "retry"     // rolled back, nak'd with delay
+	Dead      Outcome = "dead"      // terminated and recorded in dead_message
+)
+
+// Consumer is a durable JetStream consumer with a worker pool.
+type Consumer struct {
+	db   *gorm.DB
+	cons jetstream.Consumer
+	cfg  Config
+	h    Handler
+	log  *slog.Logger
+	m    *metrics
+}
+
+// NewConsumer declares the durable consumer and returns it. Declaring is
+// idempotent (create or update), so every replica does it at start-up; the
+// replicas then share the consumer's deliveries.
+func NewConsumer(db *gorm.DB, js jetstream.JetStream, cfg Config, h Handler, log *slog.Logger, reg prometheus.Registerer) (*Consumer, error) {
+	cfg = cfg.WithDefaults()
+	if db == nil || js == nil || h == nil || log == nil {
+		return nil, errors.New("inbox: NewConsumer needs a db, a JetStream context, a handler and a logger")
+	}
+	version := ""
+	if nc := js.Conn(); nc != nil {
+		version = nc.ConnectedServerVersion()
+	}
+	if err := cfg.Validate(version); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: metrics: %w", err)
+	}
+	cc := jetstream.ConsumerConfig{
+		Durable:       cfg.Name,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxDeliver:    cfg.MaxDeliver,
+		MaxAckPending: max(1000, 4*cfg.Workers),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	switch len(cfg.FilterSubjects) {
+	case 0:
+	case 1:
+		// The single-filter field keeps the consumer usable on 2.9.
+		cc.FilterSubject = cfg.FilterSubjects[0]
+	default:
+		cc.FilterSubjects = cfg.FilterSubjects
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, cc)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: declare consumer %s on %s: %w", cfg.Name, cfg.Stream, err)
+	}
+	return &Consumer{db: db, cons: cons, cfg: cfg, h: h, log: log.With("consumer", cfg.Name), m: m}, nil
+}
+
+// Run consumes until ctx ends, then lets in-flight handlers finish.
+func (c *Consumer) Run(ctx context.Context) error {
+	jobs := make(chan jetstream.Msg)
+	// Handlers run on a context that outlives ctx, so a shutdown lets the
+	// transactions in flight commit and ack instead of rolling back.
+	hctx := context.WithoutCancel(ctx)
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for m := range jobs {
+				c.deliver(hctx, m)
+			}
+		})
+	}
+	cc, err := c.cons.Consume(func(m jetstream.Msg) { jobs <- m },
+		jetstream.PullMaxMessages(2*c.cfg.Workers),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			c.log.Warn("inbox consume error", "err", err)
+		}))
+	if err != nil {
+		close(jobs)
+		wg.Wait()
+		return fmt.Errorf("inbox: consume %s: %w", c.cfg.Name, err)
+	}
+	<-ctx.Done()
+	// Drain hands the already pulled messages to the workers, then closes.
+	cc.Drain()
+	select {
+	case <-cc.Closed():
+	case <-time.After(c.cfg.AckWait):
+		cc.Stop()
+	}
+	close(jobs)
+	wg.Wait()
+	return nil
+}
+
+// deliver converts a JetStream message, processes it and acks accordingly.
+func (c *Consumer) deliver(ctx context.Context, jm jetstream.Msg) {
+	msg := Message{Subject: jm.Subject(), Body: jm.Data(), Headers: map[string]string{}}
+	for k, v := range jm.Headers() {
+		if len(v) > 0 {
+			msg.Headers[k] = v[0]
+		}
+	}
+	msg.ID = jm.Headers().Get(jetstream.MsgIDHeader)
+	if md, err := jm.Metadata(); err == nil {
+		msg.Delivered = md.NumDelivered
+		if msg.ID == "" {
+			// Recorded under the stream sequence so the dead row is unique.
+			msg.ID = fmt.Sprintf("seq-%d", md.Sequence.Stream)
+			c.ackOutcome(jm, msg, c.bury(ctx, msg, "message has no Nats-Msg-Id header; it cannot be deduplicated"))
+			return
+		}
+	}
+	out, err := c.Process(ctx, msg)
+	if err != nil && out == Retry {
+		c.log.Warn("inbox handler failed; will redeliver", "message_id", msg.ID, "subject", msg.Subject, "delivered", msg.Delivered, "err", err)
+	}
+	c.ackOutcome(jm, msg, out)
+}
+
+func (c *Consumer) ackOutcome(jm jetstream.Msg, msg Message, out Outcome) {
+	var err error
+	switch out {
+	case Processed, Duplicate:
+		err = jm.Ack()
+	case Retry:
+		err = jm.NakWithDelay(c.cfg.nakDelay(msg.Delivered))
+	case Dead:
+		err = jm.Term()
+	}
+	if err != nil {
+		// The server will redeliver after AckWait; the dedup row makes that
+		// harmless.
+		c.log.Warn("inbox ack failed", "message_id", msg.ID, "outcome", out, "err", err)
+	}
+}
+
+// Process runs the handler for msg in a transaction with its dedup row and
+// reports the outcome (the caller acks). It is what Run does for every
+// delivery, exported so tools can replay a message and tests can race
+// deliveries of one id. msg.Delivered of 0 counts as the first delivery.
+func (c *Consumer) Process(ctx context.Context, msg Message) (Outcome, error) {
+	start := time.Now()
+	if msg.Delivered == 0 {
+		msg.Delivered = 1
+	}
+	if msg.ID == "" {
+		return c.bury(ctx, msg, "message has no id"), errors.New("inbox: message without id")
+	}
+	errDup := errors.New("duplicate")
+	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("INSERT INTO processed_message (consumer, message_id, processed_at) VALUES (?, ?, ?)",
+			c.cfg.Name, msg.ID, time.Now().UTC()).Error; err != nil {
+			if database.IsDuplicateKey(err) {
+				return errDup
+			}
+			return fmt.Errorf("record processed message: %w", err)
+		}
+		return c.h(ctx, tx, msg)
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	c.m.duration.WithLabelValues(c.cfg.Name).Observe(time.Since(start).Seconds())
+	switch {
+	case err == nil:
+		return c.count(Processed), nil
+	case errors.Is(err, errDup):
+		c.log.Debug("inbox duplicate acked without effect", "message_id", msg.ID, "subject", msg.Subject)
+		return c.count(Duplicate), nil
+	case IsPermanent(err):
+		return c.bury(ctx, msg, err.Error()), err
+	case msg.Delivered >= uint64(c.cfg.MaxDeliver):
+		return c.bury(ctx, msg, fmt.Sprintf("failed on delivery %d of %d: %v", msg.Delivered, c.cfg.MaxDeliver, err)), err
+	default:
+		return c.count(Retry), err
+	}
+}
+
+// bury records msg in dead_message (once per consumer and id) and returns
+// Dead. If even that insert fails the message is retried instead: nothing is
+// dropped without a trace.
+func (c *Consumer) bury(ctx context.Context, msg Message, reason string) Outcome {
+	headers, _ := json.Marshal(msg.Headers)
+	body := msg.Body
+	if body == nil {
+		body = []byte{}
+	}
+	err := c.db.WithContext(ctx).Exec(`INSERT INTO dead_message (consumer, message_id, subject, body, headers, reason, deliveries, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE reason = VALUES(reason), deliveries = VALUES(deliveries)`,
+		c.cfg.Name, truncate(msg.ID, 128), truncate(msg.Subject, 255), body, string(headers), truncate(reason, 1024), msg.Delivered, time.Now().UTC()).Error
+	if err != nil {
+		c.log.Error("inbox could not record a dead message; retrying it", "message_id", msg.ID, "reason", reason, "err", err)
+		return c.count(Retry)
+	}
+	c.log.Error("inbox message is dead", "message_id", msg.ID, "subject", msg.Subject, "delivered", msg.Delivered, "reason", reason)
+	return c.count(Dead)
+}
+
+func (c *Consumer) count(o Outcome) Outcome {
+	c.m.messages.WithLabelValues(c.cfg.Name, string(o)).Inc()
+	return o
+}
+
+// CleanupProcessed deletes processed_message rows older than olderThan, in
+// batches of batch rows, and returns how many it deleted. Keep rows longer
+// than any duplicate can arrive (see the package doc).
+func CleanupProcessed(ctx context.Context, db *gorm.DB, olderThan time.Duration, batch int) (int64, error) {
+	cutoff := time.Now().UTC().Add(-olderThan)
+	var total int64
+	for {
+		res := db.WithContext(ctx).Exec("DELETE FROM processed_message WHERE processed_at < ? ORDER BY processed_at LIMIT ?", cutoff, batch)
+		if res.Error != nil {
+			return total, fmt.Errorf("inbox cleanup: %w", res.Error)
+		}
+		total += res.RowsAffected
+		if res.RowsAffected < int64(batch) {
+			return total, nil
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+type metrics struct {
+	messages *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inbox_messages_total", Help: "Deliveries handled by idempotent consumers, by consumer and outcome (processed, duplicate, retry, dead).",
+		}, []string{"consumer", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "inbox_handle_duration_seconds", Help: "Time to run a handler and commit its transaction.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}, []string{"consumer"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	if err := reg.Register(m.messages); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			m.messages = are.ExistingCollector.(*prometheus.CounterVec)
+		} else {
+			errs = append(errs, err)
+		}
+	}
+	if err := reg.Register(m.duration); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			m.duration = are.ExistingCollector.(*prometheus.HistogramVec)
+		} else {
+			errs = append(errs, err)
+		}
+	}
+	return m, errors.Join(errs...)
+}

@@ -1,0 +1,226 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/inbox"
+	"github.com/oncemall/oncemall/pkg/natsjs"
+	"github.com/oncemall/oncemall/pkg/testenv"
+)
+
+type fixture struct {
+	t      *testing.T
+	db     *gorm.DB
+	nc     *natsjs.Conn
+	stream string
+}
+
+func newFixture(t *testing.T) *fixture {
+	db := testenv.DB(t, inbox.Migrations)
+	testenv.Must(t, db.Exec(`CREATE TABLE effect (id BIGINT AUTO_INCREMENT PRIMARY KEY, message_id VARCHAR(128) NOT NULL) ENGINE=InnoDB`).Error)
+	nc := testenv.NATS(t)
+	name := testenv.UniqueName(t, "S")
+	_, err := natsjs.EnsureStream(context.Background(), nc.JS, events.StreamConfig(name, name))
+	testenv.Must(t, err)
+	testenv.DeleteStreamAtCleanup(t, nc.JS, name)
+	return &fixture{t: t, db: db, nc: nc, stream: name}
+}
+
+func (f *fixture) consumer(name string, cfg inbox.Config, h inbox.Handler) *inbox.Consumer {
+	cfg.Name, cfg.Stream = name, f.stream
+	if cfg.FilterSubjects == nil {
+		cfg.FilterSubjects = []string{f.stream + ".x"}
+	}
+	c, err := inbox.NewConsumer(f.db, f.nc.JS, cfg, h, testenv.Logger(f.t), prometheus.NewRegistry())
+	testenv.Must(f.t, err)
+	return c
+}
+
+func (f *fixture) run(c *inbox.Consumer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	f.t.Cleanup(func() { cancel(); <-done })
+}
+
+func (f *fixture) publish(id, body string) {
+	m := nats.NewMsg(f.stream + ".x")
+	m.Data = []byte(body)
+	if id != "" {
+		m.Header.Set(jetstream.MsgIDHeader, id)
+	}
+	_, err := f.nc.JS.PublishMsg(context.Background(), m)
+	testenv.Must(f.t, err)
+}
+
+func (f *fixture) count(q string, args ...any) int64 {
+	var n int64
+	testenv.Must(f.t, f.db.Raw(q, args...).Row().Scan(&n))
+	return n
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func effect(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+	return tx.Exec("INSERT INTO effect (message_id) VALUES (?)", msg.ID).Error
+}
+
+// The same message delivered 50 times at once has one business effect; the
+// other 49 are acknowledged as duplicates.
+func TestSameMessageFiftyConcurrentDeliveriesOneEffect(t *testing.T) {
+	f := newFixture(t)
+	c := f.consumer("c", inbox.Config{}, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+		time.Sleep(5 * time.Millisecond) // widen the race window
+		return effect(ctx, tx, msg)
+	})
+	var wg sync.WaitGroup
+	var processed, dups atomic.Int64
+	start := make(chan struct{})
+	for range 50 {
+		wg.Go(func() {
+			<-start
+			out, err := c.Process(context.Background(), inbox.Message{ID: "m-1", Subject: f.stream + ".x", Body: []byte(`{}`)})
+			switch {
+			case err == nil && out == inbox.Processed:
+				processed.Add(1)
+			case err == nil && out == inbox.Duplicate:
+				dups.Add(1)
+			default:
+				t.Errorf("unexpected outcome %s, %v", out, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if processed.Load() != 1 || dups.Load() != 49 {
+		t.Fatalf("processed %d, duplicates %d; want 1 and 49", processed.Load(), dups.Load())
+	}
+	if n := f.count("SELECT COUNT(*) FROM effect"); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+}
+
+// Through the real stream: a republish of the same id outside JetStream's
+// window (here: a second stream message with the same id, which the window
+// would normally drop) is acked without effect; the dedup is by consumer, so
+// a second consumer applies it once too.
+func TestRedeliveryThroughStreamDedupPerConsumer(t *testing.T) {
+	f := newFixture(t)
+	f.run(f.consumer("a", inbox.Config{}, effect))
+	f.run(f.consumer("b", inbox.Config{}, effect))
+	f.publish("m-1", `{}`)
+	f.publish("m-2", `{}`)
+	waitFor(t, 10*time.Second, "4 effects", func() bool { return f.count("SELECT COUNT(*) FROM processed_message") == 4 })
+	// Simulate the out-of-window republish by handing the same id to the
+	// consumer again through Process (the window would drop a real one).
+	c := f.consumer("a", inbox.Config{}, effect)
+	out, err := c.Process(context.Background(), inbox.Message{ID: "m-1", Subject: f.stream + ".x", Delivered: 1})
+	if err != nil || out != inbox.Duplicate {
+		t.Fatalf("republish: %s %v, want duplicate", out, err)
+	}
+	if n := f.count("SELECT COUNT(*) FROM effect"); n != 4 {
+		t.Fatalf("%d effects, want 4 (2 messages × 2 consumers)", n)
+	}
+}
+
+// A failing handler rolls back (no effect, no dedup row), is nak'd with a
+// delay and redelivered; after MaxDeliver it is terminated and recorded
+// dead with the reason.
+func TestHandlerErrorRetriedThenDead(t *testing.T) {
+	f := newFixture(t)
+	var calls atomic.Int64
+	f.run(f.consumer("c", inbox.Config{MaxDeliver: 3, Backoff: []time.Duration{50 * time.Millisecond}}, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+		calls.Add(1)
+		if err := effect(ctx, tx, msg); err != nil {
+			return err
+		}
+		return errors.New("downstream refused for now")
+	}))
+	f.publish("m-1", `{}`)
+	waitFor(t, 10*time.Second, "dead row", func() bool { return f.count("SELECT COUNT(*) FROM dead_message") == 1 })
+	time.Sleep(300 * time.Millisecond) // a 4th delivery would arrive by now
+	if calls.Load() != 3 {
+		t.Fatalf("handler ran %d times, want MaxDeliver = 3", calls.Load())
+	}
+	if n := f.count("SELECT COUNT(*) FROM effect") + f.count("SELECT COUNT(*) FROM processed_message"); n != 0 {
+		t.Fatalf("failed handling left %d rows behind; the transaction must roll back", n)
+	}
+	var reason string
+	var deliveries int
+	testenv.Must(t, f.db.Raw("SELECT reason, deliveries FROM dead_message WHERE message_id = 'm-1'").Row().Scan(&reason, &deliveries))
+	if !strings.Contains(reason, "downstream refused") || deliveries != 3 {
+		t.Fatalf("dead row reason %q deliveries %d", reason, deliveries)
+	}
+}
+
+// A message that cannot be decoded, or whose handler says Permanent, is
+// terminated at once and recorded dead; so is one without Nats-Msg-Id.
+func TestUndecodableAndPermanentAreDeadAtOnce(t *testing.T) {
+	f := newFixture(t)
+	var calls atomic.Int64
+	f.run(f.consumer("c", inbox.Config{MaxDeliver: 5, Backoff: []time.Duration{20 * time.Millisecond}}, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+		calls.Add(1)
+		var v struct {
+			N int `json:"n"`
+		}
+		if err := inbox.DecodeJSON(msg, &v); err != nil {
+			return err
+		}
+		if v.N < 0 {
+			return inbox.Permanent(errors.New("negative n"))
+		}
+		return effect(ctx, tx, msg)
+	}))
+	f.publish("bad-json", `{not json`)
+	f.publish("negative", `{"n":-1}`)
+	f.publish("", `{"n":1}`)
+	f.publish("good", `{"n":1}`)
+	waitFor(t, 10*time.Second, "3 dead rows", func() bool { return f.count("SELECT COUNT(*) FROM dead_message") == 3 })
+	waitFor(t, 10*time.Second, "1 effect", func() bool { return f.count("SELECT COUNT(*) FROM effect") == 1 })
+	time.Sleep(200 * time.Millisecond)
+	if calls.Load() != 3 {
+		t.Fatalf("handler ran %d times, want 3 (each bad message once, the id-less one never)", calls.Load())
+	}
+	if n := f.count("SELECT COUNT(*) FROM dead_message WHERE message_id LIKE 'seq-%' AND reason LIKE '%Nats-Msg-Id%'"); n != 1 {
+		t.Fatalf("id-less message not recorded dead by stream sequence")
+	}
+	if n := f.count("SELECT COUNT(*) FROM dead_message WHERE message_id = 'bad-json' AND reason LIKE '%decode%'"); n != 1 {
+		t.Fatal("undecodable message not recorded dead with its reason")
+	}
+}
+
+// NATS 2.9 takes one filter subject per consumer; asking for two fails at
+// construction with a clear error instead of at the server.
+func TestTwoFilterSubjectsRefusedOnNATS29(t *testing.T) {
+	f := newFixture(t)
+	version := f.nc.NC.ConnectedServerVersion()
+	_, err := inbox.NewConsumer(f.db, f.nc.JS, inbox.Config{Name: "c", Stream: f.stream, FilterSubjects: []string{f.stream + ".a", f.stream + ".b"}}, effect, testenv.Logger(t), nil)
+	if strings.HasPrefix(version, "2.9.") {
+		if err == nil || !strings.Contains(err.Error(), "one filter subject") {
+			t.Fatalf("server %s: want a one-filter-subject error, got %v", version, err)
+		}
+	} else if err != nil {
+		t.Fatalf("server %s supports several filter subjects: %v", version, err)
+	}
+}

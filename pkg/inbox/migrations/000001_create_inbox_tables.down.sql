@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS dead_message;
+DROP TABLE IF EXISTS processed_message;

@@ -1,0 +1,135 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oncemall/oncemall/pkg/events"
+)
+
+// Config tunes a Relay. Zero fields take the defaults listed; WithDefaults
+// fills them and Validate checks the result.
+type Config struct {
+	// BatchSize is how many rows one claim locks and publishes (default 500).
+	BatchSize int
+	// Workers is how many claim loops run in one relay (default 2), so one
+	// batch is published while the next is claimed.
+	Workers int
+	// PublishTimeout bounds the wait for a batch's PubAcks (default 5s).
+	PublishTimeout time.Duration
+	// BaseBackoff and MaxBackoff shape the retry delay after a failed
+	// publish: min(MaxBackoff, BaseBackoff·2^(retry-1)), of which a random
+	// half is jitter (defaults 1s and 60s).
+	BaseBackoff time.Duration
+	MaxBackoff  time.Duration
+	// MaxRetries is how many failed publishes turn a row failed (default 8).
+	MaxRetries int
+	// PollSchedule is the robfig/cron spec of the safety-net poll that
+	// catches rows whose backoff expired and commits Wake missed (default
+	// "@every 1s").
+	PollSchedule string
+	// CleanupSchedule, Retention and CleanupBatch drive the job that deletes
+	// sent rows older than Retention, CleanupBatch rows per statement
+	// (defaults "@every 10m", 7 days, 1000).
+	CleanupSchedule string
+	Retention       time.Duration
+	CleanupBatch    int
+
+	// AfterPublish, when set, runs after a batch's PubAcks arrived and
+	// before the rows are marked sent, with the published message ids. An
+	// error abandons the batch exactly as a crash at that point would: the
+	// claim transaction rolls back and the rows stay pending. Production
+	// leaves it nil; tests use it to inject that crash.
+	AfterPublish func(ctx context.Context, ids []string) error
+}
+
+// Defaults of Config.
+const (
+	DefaultBatchSize       = 500
+	DefaultWorkers         = 2
+	DefaultPublishTimeout  = 5 * time.Second
+	DefaultBaseBackoff     = time.Second
+	DefaultMaxBackoff      = time.Minute
+	DefaultMaxRetries      = 8
+	DefaultPollSchedule    = "@every 1s"
+	DefaultCleanupSchedule = "@every 10m"
+	DefaultRetention       = 7 * 24 * time.Hour
+	DefaultCleanupBatch    = 1000
+)
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defD := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.BatchSize, DefaultBatchSize)
+	def(&c.Workers, DefaultWorkers)
+	def(&c.MaxRetries, DefaultMaxRetries)
+	def(&c.CleanupBatch, DefaultCleanupBatch)
+	defD(&c.PublishTimeout, DefaultPublishTimeout)
+	defD(&c.BaseBackoff, DefaultBaseBackoff)
+	defD(&c.MaxBackoff, DefaultMaxBackoff)
+	defD(&c.Retention, DefaultRetention)
+	if c.PollSchedule == "" {
+		c.PollSchedule = DefaultPollSchedule
+	}
+	if c.CleanupSchedule == "" {
+		c.CleanupSchedule = DefaultCleanupSchedule
+	}
+	return c
+}
+
+// Validate reports unusable settings. It also refuses a retry schedule whose
+// worst case outlasts JetStream's duplicate window: every automatic
+// republish must be droppable by the stream (see the package doc).
+func (c Config) Validate() error {
+	var errs []error
+	pos := func(name string, ok bool) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("outbox: %s must be positive", name))
+		}
+	}
+	pos("BatchSize", c.BatchSize > 0)
+	pos("Workers", c.Workers > 0)
+	pos("MaxRetries", c.MaxRetries > 0)
+	pos("CleanupBatch", c.CleanupBatch > 0)
+	pos("PublishTimeout", c.PublishTimeout > 0)
+	pos("BaseBackoff", c.BaseBackoff > 0)
+	pos("Retention", c.Retention > 0)
+	if c.MaxBackoff < c.BaseBackoff {
+		errs = append(errs, errors.New("outbox: MaxBackoff must be at least BaseBackoff"))
+	}
+	if span := c.RetrySpan(); span > events.DuplicateWindow {
+		errs = append(errs, fmt.Errorf("outbox: retry span %s exceeds the JetStream duplicate window %s; lower MaxRetries or MaxBackoff", span, events.DuplicateWindow))
+	}
+	return errors.Join(errs...)
+}
+
+// RetrySpan is the longest time between a row's first and last automatic
+// publish attempt: the sum of the un-jittered backoffs plus one publish
+// timeout per attempt.
+func (c Config) RetrySpan() time.Duration {
+	var span time.Duration
+	for i := 1; i < c.MaxRetries; i++ {
+		span += c.backoffCeiling(i)
+	}
+	return span + time.Duration(c.MaxRetries)*c.PublishTimeout
+}
+
+// backoffCeiling is the delay before attempt retry+1 without jitter.
+func (c Config) backoffCeiling(retry int) time.Duration {
+	d := c.BaseBackoff
+	for i := 1; i < retry && d < c.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, c.MaxBackoff)
+}

@@ -1,0 +1,65 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Schedule registers the relay's two jobs on c: the safety-net poll
+// (PollSchedule), which wakes the relay and samples the backlog gauges, and
+// the retention cleanup (CleanupSchedule). The service owns c, starts it
+// after the relay and stops it before the relay.
+func (r *Relay) Schedule(c *cron.Cron) error {
+	if _, err := c.AddFunc(r.cfg.PollSchedule, r.poll); err != nil {
+		return fmt.Errorf("outbox: poll schedule %q: %w", r.cfg.PollSchedule, err)
+	}
+	if _, err := c.AddFunc(r.cfg.CleanupSchedule, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if _, err := r.Cleanup(ctx); err != nil {
+			r.log.Error("outbox cleanup failed", "err", err)
+		}
+	}); err != nil {
+		return fmt.Errorf("outbox: cleanup schedule %q: %w", r.cfg.CleanupSchedule, err)
+	}
+	return nil
+}
+
+func (r *Relay) poll() {
+	r.Wake()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := Stats(ctx, r.db)
+	if err != nil {
+		r.log.Warn("outbox backlog sample failed", "err", err)
+		return
+	}
+	r.m.pending.Set(float64(st.Pending))
+	r.m.oldestAge.Set(st.OldestPendingAge.Seconds())
+}
+
+// Cleanup deletes sent rows older than Retention, CleanupBatch rows per
+// statement so no statement holds locks for long, and returns how many it
+// deleted. Failed rows are never deleted: they wait for a redrive.
+func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
+	cutoff := time.Now().UTC().Add(-r.cfg.Retention)
+	var total int64
+	for {
+		res := r.db.WithContext(ctx).Exec("DELETE FROM local_message WHERE status = 'sent' AND sent_at < ? ORDER BY sent_at LIMIT ?", cutoff, r.cfg.CleanupBatch)
+		if res.Error != nil {
+			return total, fmt.Errorf("outbox cleanup: %w", res.Error)
+		}
+		total += res.RowsAffected
+		r.m.cleaned.Add(float64(res.RowsAffected))
+		if res.RowsAffected < int64(r.cfg.CleanupBatch) {
+			break
+		}
+	}
+	if total > 0 {
+		r.log.Info("outbox cleanup", "deleted", total, "older_than", cutoff)
+	}
+	return total, nil
+}

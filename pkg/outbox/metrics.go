@@ -1,0 +1,79 @@
+package outbox
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	published  prometheus.Counter
+	duplicates prometheus.Counter
+	retries    prometheus.Counter
+	failed     prometheus.Counter
+	redriven   prometheus.Counter
+	cleaned    prometheus.Counter
+	pending    prometheus.Gauge
+	oldestAge  prometheus.Gauge
+	batch      prometheus.Histogram
+}
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		published:  counter("outbox_published_total", "Outbox messages acknowledged by JetStream and marked sent (its rate is published/s)."),
+		duplicates: counter("outbox_publish_duplicates_total", "Publishes JetStream dropped as duplicates of a message already in its window (a republish after a crash)."),
+		retries:    counter("outbox_publish_retries_total", "Failed publish attempts rescheduled with backoff."),
+		failed:     counter("outbox_failed_total", "Messages that exhausted their retries and were marked failed (they wait for a redrive)."),
+		redriven:   counter("outbox_redriven_total", "Failed messages put back to pending by a redrive."),
+		cleaned:    counter("outbox_cleaned_total", "Sent messages deleted by the retention job."),
+		pending:    gauge("outbox_pending_messages", "Messages waiting to be published (the backlog), sampled by the poll job."),
+		oldestAge:  gauge("outbox_oldest_pending_age_seconds", "Age of the oldest pending message, sampled by the poll job."),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "outbox_batch_duration_seconds", Help: "Time from claiming a batch to committing its outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
+	}
+	var errs []error
+	reuse := func(p any) {
+		switch v := p.(type) {
+		case *prometheus.Counter:
+			*v, errs = registerOrReuse(reg, *v, errs)
+		case *prometheus.Gauge:
+			*v, errs = registerOrReuse(reg, *v, errs)
+		case *prometheus.Histogram:
+			*v, errs = registerOrReuse(reg, *v, errs)
+		}
+	}
+	for _, p := range []any{&m.published, &m.duplicates, &m.retries, &m.failed, &m.redriven, &m.cleaned, &m.pending, &m.oldestAge, &m.batch} {
+		reuse(p)
+	}
+	return m, errors.Join(errs...)
+}
+
+// registerOrReuse registers c on reg, or returns the collector already
+// registered under the same description, so several relays in one process
+// (the benchmark, a test restarting a relay) share one registry. A nil reg
+// registers nothing.
+func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C, errs []error) (C, []error) {
+	if reg == nil {
+		return c, errs
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, errs
+			}
+		}
+		return c, append(errs, err)
+	}
+	return c, errs
+}

@@ -1,0 +1,312 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"gorm.io/gorm"
+)
+
+// Relay publishes pending local_message rows to JetStream.
+type Relay struct {
+	db   *gorm.DB
+	js   jetstream.JetStream
+	cfg  Config
+	log  *slog.Logger
+	m    *metrics
+	wake chan struct{}
+}
+
+// NewRelay returns a relay over db's local_message table. cfg's zero fields
+// take their defaults; reg may be nil (no metrics exported).
+func NewRelay(db *gorm.DB, js jetstream.JetStream, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Relay, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if db == nil || js == nil || log == nil {
+		return nil, errors.New("outbox: NewRelay needs a db, a JetStream context and a logger")
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: metrics: %w", err)
+	}
+	return &Relay{db: db, js: js, cfg: cfg, log: log, m: m, wake: make(chan struct{}, 1)}, nil
+}
+
+// Config returns the relay's effective configuration (defaults filled).
+func (r *Relay) Config() Config { return r.cfg }
+
+// Wake makes the relay poll at once; call it after committing a transaction
+// that called Add. It never blocks.
+func (r *Relay) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run publishes until ctx ends. It claims a batch whenever it is woken (by
+// Wake or the cron poll) and keeps claiming while batches come back full.
+// When ctx ends, batches already claimed are still published and committed
+// (bounded by PublishTimeout), so a shutdown does not turn into a
+// republish; then Run returns nil.
+func (r *Relay) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range r.cfg.Workers {
+		wg.Go(func() { r.loop(ctx) })
+	}
+	r.Wake() // rows committed while no relay was running
+	wg.Wait()
+	return nil
+}
+
+func (r *Relay) loop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		}
+		for ctx.Err() == nil {
+			n, err := r.PublishBatch(ctx)
+			if err != nil {
+				r.log.Warn("outbox batch failed; rows stay pending", "err", err)
+				break
+			}
+			if n < r.cfg.BatchSize {
+				break
+			}
+		}
+	}
+}
+
+// claimed is one locked local_message row.
+type claimed struct {
+	ID         uint64
+	MessageNo  string
+	Topic      string
+	Body       []byte
+	Headers    sql.NullString
+	RetryCount int
+}
+
+const claimSQL = `SELECT id, message_no, topic, body, headers, retry_count
+FROM local_message
+WHERE status = 'pending' AND next_retry_time <= ?
+ORDER BY next_retry_time
+LIMIT ?
+FOR UPDATE SKIP LOCKED`
+
+// PublishBatch claims up to BatchSize due rows, publishes them, waits for
+// the PubAcks and records the outcome, all in one transaction. It returns
+// how many rows it claimed. Run calls it; it is exported for tools and
+// tests that drive a relay step by step.
+func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
+	// The batch finishes even if ctx ends meanwhile: rolling back after the
+	// PubAcks would only cause a republish.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.PublishTimeout+30*time.Second)
+	defer cancel()
+	start := time.Now()
+	tx := r.db.WithContext(bctx).Begin(&sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if tx.Error != nil {
+		return 0, fmt.Errorf("begin claim: %w", tx.Error)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tx.Rollback()
+		}
+	}()
+	var rows []claimed
+	if err := tx.Raw(claimSQL, time.Now().UTC(), r.cfg.BatchSize).Scan(&rows).Error; err != nil {
+		return 0, fmt.Errorf("claim: %w", err)
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	if len(rows) == r.cfg.BatchSize {
+		// More is probably due: let another worker claim the next batch
+		// while this one is on the wire.
+		r.Wake()
+	}
+
+	pubErrs := r.publish(bctx, rows)
+
+	var sent []uint64
+	var sentNos []string
+	for i, err := range pubErrs {
+		if err == nil {
+			sent = append(sent, rows[i].ID)
+			sentNos = append(sentNos, rows[i].MessageNo)
+		}
+	}
+	if r.cfg.AfterPublish != nil && len(sentNos) > 0 {
+		if err := r.cfg.AfterPublish(bctx, sentNos); err != nil {
+			return len(rows), fmt.Errorf("after publish: %w", err)
+		}
+	}
+	now := time.Now().UTC()
+	if len(sent) > 0 {
+		res := tx.Exec("UPDATE local_message SET status = 'sent', sent_at = ?, updated_at = ?, last_error = NULL WHERE id IN ? AND status = 'pending'", now, now, sent)
+		if res.Error != nil {
+			return len(rows), fmt.Errorf("mark %d sent: %w", len(sent), res.Error)
+		}
+		if res.RowsAffected != int64(len(sent)) {
+			// Impossible while we hold the row locks; refuse to commit a
+			// state we do not understand.
+			return len(rows), fmt.Errorf("mark sent: %d of %d rows changed", res.RowsAffected, len(sent))
+		}
+	}
+	var retried, failed int
+	for i, perr := range pubErrs {
+		if perr == nil {
+			continue
+		}
+		row := rows[i]
+		retry := row.RetryCount + 1
+		status, next := StatusPending, now.Add(r.backoff(retry))
+		if retry >= r.cfg.MaxRetries {
+			status, next = StatusFailed, now
+		}
+		reason := truncate(perr.Error(), 512)
+		res := tx.Exec("UPDATE local_message SET status = ?, retry_count = ?, next_retry_time = ?, last_error = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
+			status, retry, next, reason, now, row.ID)
+		if res.Error != nil {
+			return len(rows), fmt.Errorf("reschedule %s: %w", row.MessageNo, res.Error)
+		}
+		if res.RowsAffected != 1 {
+			return len(rows), fmt.Errorf("reschedule %s: %d rows changed", row.MessageNo, res.RowsAffected)
+		}
+		if status == StatusFailed {
+			failed++
+			r.log.Error("outbox message failed after max retries; redrive it once the cause is fixed",
+				"message_no", row.MessageNo, "subject", row.Topic, "retries", retry, "err", perr)
+		} else {
+			retried++
+		}
+	}
+	if err := tx.Commit().Error; err != nil {
+		return len(rows), fmt.Errorf("commit batch: %w", err)
+	}
+	committed = true
+	r.m.published.Add(float64(len(sent)))
+	r.m.retries.Add(float64(retried))
+	r.m.failed.Add(float64(failed))
+	r.m.batch.Observe(time.Since(start).Seconds())
+	if retried > 0 {
+		r.log.Warn("outbox publishes failed; rescheduled with backoff", "count", retried, "first_err", firstErr(pubErrs))
+	}
+	return len(rows), nil
+}
+
+var errNotConnected = errors.New("nats not connected")
+
+// publish sends rows asynchronously and waits for their PubAcks; the result
+// has one error (nil = stored) per row.
+func (r *Relay) publish(ctx context.Context, rows []claimed) []error {
+	errs := make([]error, len(rows))
+	if nc := r.js.Conn(); nc != nil && !nc.IsConnected() {
+		// Publishing now would only fill the client's reconnect buffer
+		// and time out; fail the batch fast and let backoff space it.
+		for i := range errs {
+			errs[i] = fmt.Errorf("%w (%s)", errNotConnected, nc.Status())
+		}
+		return errs
+	}
+	futures := make([]jetstream.PubAckFuture, len(rows))
+	for i, row := range rows {
+		msg := nats.NewMsg(row.Topic)
+		msg.Data = row.Body
+		if row.Headers.Valid && row.Headers.String != "" {
+			var h map[string]string
+			if err := json.Unmarshal([]byte(row.Headers.String), &h); err != nil {
+				errs[i] = fmt.Errorf("decode stored headers: %w", err)
+				continue
+			}
+			for k, v := range h {
+				msg.Header.Set(k, v)
+			}
+		}
+		msg.Header.Set(jetstream.MsgIDHeader, row.MessageNo)
+		f, err := r.js.PublishMsgAsync(msg)
+		if err != nil {
+			errs[i] = fmt.Errorf("publish: %w", err)
+			continue
+		}
+		futures[i] = f
+	}
+	deadline := time.NewTimer(r.cfg.PublishTimeout)
+	defer deadline.Stop()
+	expired := false
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		if expired {
+			select {
+			case ack := <-f.Ok():
+				r.acked(ack)
+			case err := <-f.Err():
+				errs[i] = err
+			default:
+				errs[i] = errors.New("no PubAck within the publish timeout")
+			}
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			r.acked(ack)
+		case err := <-f.Err():
+			errs[i] = err
+		case <-deadline.C:
+			expired = true
+			errs[i] = errors.New("no PubAck within the publish timeout")
+		case <-ctx.Done():
+			expired = true
+			errs[i] = ctx.Err()
+		}
+	}
+	return errs
+}
+
+func (r *Relay) acked(ack *jetstream.PubAck) {
+	if ack != nil && ack.Duplicate {
+		r.m.duplicates.Inc()
+	}
+}
+
+// backoff is the delay before the attempt after failed attempt number
+// retry: the capped exponential ceiling, of which the upper half is random
+// ("equal jitter") so replicas that failed together do not retry together.
+func (r *Relay) backoff(retry int) time.Duration {
+	d := r.cfg.backoffCeiling(retry)
+	half := d / 2
+	return half + rand.N(half+1)
+}
+
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,332 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/natsjs"
+	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/testenv"
+)
+
+// Orders committed while no relay runs (a crash after commit, before
+// publish) are all published exactly once when a relay starts.
+func TestCommittedWhileRelayDownPublishedOnceLater(t *testing.T) {
+	f := newFixture(t)
+	ids := f.addMessages(300, 7)
+	if got := f.streamMsgs(); got != 0 {
+		t.Fatalf("nothing may be published inside Add; stream has %d", got)
+	}
+	run(t, f.relay(f.nc.JS, outbox.Config{BatchSize: 50}))
+	waitFor(t, 20*time.Second, "all rows sent", func() bool {
+		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == int64(len(ids))
+	})
+	got := f.streamIDs()
+	if len(got) != len(ids) {
+		t.Fatalf("stream holds %d distinct ids, want %d", len(got), len(ids))
+	}
+	for _, id := range ids {
+		if got[id] != 1 {
+			t.Fatalf("id %s in stream %d times, want 1", id, got[id])
+		}
+	}
+}
+
+// A relay that dies after the PubAcks but before marking the rows sent
+// leaves them pending; the next relay republishes them, JetStream drops the
+// copies (PubAck.Duplicate) and the consumer's effect count stays 1 each.
+func TestCrashAfterPublishBeforeMarkSent(t *testing.T) {
+	f := newFixture(t)
+	f.consume("c1")
+	ids := f.addMessages(100, 10)
+	var crashed atomic.Int64
+	crashing := f.relay(f.nc.JS, outbox.Config{BatchSize: 100, Workers: 1, AfterPublish: func(_ context.Context, ids []string) error {
+		crashed.Add(int64(len(ids)))
+		return errors.New("injected crash between publish and mark-sent")
+	}})
+	n, err := crashing.PublishBatch(context.Background())
+	if err == nil || n != 100 || crashed.Load() != 100 {
+		t.Fatalf("crashing batch: n=%d err=%v crashed=%d", n, err, crashed.Load())
+	}
+	if p := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'pending'"); p != 100 {
+		t.Fatalf("after the crash %d rows pending, want 100", p)
+	}
+	if got := f.streamMsgs(); got != 100 {
+		t.Fatalf("stream has %d messages after the first publish, want 100", got)
+	}
+
+	reg := newRegistry()
+	healthy, err := outbox.NewRelay(f.db, f.nc.JS, outbox.Config{BatchSize: 100}, testenv.Logger(t), reg)
+	testenv.Must(t, err)
+	if _, err := healthy.PublishBatch(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'"); s != 100 {
+		t.Fatalf("%d rows sent after the republish, want 100", s)
+	}
+	if got := f.streamMsgs(); got != 100 {
+		t.Fatalf("stream has %d messages after the republish, want 100 (duplicates dropped)", got)
+	}
+	if d := metricValue(t, reg, "outbox_publish_duplicates_total"); d != 100 {
+		t.Fatalf("PubAck.Duplicate seen %v times, want 100", d)
+	}
+	waitFor(t, 20*time.Second, "100 effects", func() bool { return f.count("SELECT COUNT(*) FROM effect") >= 100 })
+	time.Sleep(200 * time.Millisecond)
+	for _, id := range ids {
+		if c := f.count("SELECT COUNT(*) FROM effect WHERE message_id = ?", id); c != 1 {
+			t.Fatalf("message %s had %d effects, want 1", id, c)
+		}
+	}
+}
+
+// Three relays over one table while producers keep committing: every event
+// published once, none lost, exactly one consumer effect each.
+func TestThreeRelaysTenThousandEvents(t *testing.T) {
+	const total = 10000
+	f := newFixture(t)
+	f.consume("c3")
+	var relays []*outbox.Relay
+	for range 3 {
+		r := f.relay(f.nc.JS, outbox.Config{BatchSize: 200})
+		relays = append(relays, r)
+		run(t, r)
+	}
+	var wg sync.WaitGroup
+	for p := range 4 {
+		wg.Go(func() {
+			for i := 0; i < total/4; i += 50 {
+				_ = f.addMessages(50, 50)
+				relays[(p+i)%3].Wake()
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, 45*time.Second, "all sent", func() bool {
+		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == total
+	})
+	if got := f.streamMsgs(); got != total {
+		t.Fatalf("stream has %d messages, want %d", got, total)
+	}
+	waitFor(t, 45*time.Second, "all effects", func() bool { return f.count("SELECT COUNT(*) FROM effect") >= total })
+	time.Sleep(300 * time.Millisecond)
+	if e := f.count("SELECT COUNT(*) FROM effect"); e != total {
+		t.Fatalf("%d effects, want %d", e, total)
+	}
+	if d := f.count("SELECT COUNT(*) FROM (SELECT message_id FROM effect GROUP BY message_id HAVING COUNT(*) > 1) d"); d != 0 {
+		t.Fatalf("%d messages had more than one effect", d)
+	}
+}
+
+// natsServer is a private nats-server the test can stop and restart on the
+// same port and store, to make NATS unreachable for a while.
+type natsServer struct {
+	t    *testing.T
+	port int
+	dir  string
+	cmd  *exec.Cmd
+}
+
+func startNATSServer(t *testing.T) *natsServer {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	s := &natsServer{t: t, port: port, dir: t.TempDir()}
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
+
+func (s *natsServer) start() {
+	s.cmd = exec.Command("/usr/sbin/nats-server", "-a", "127.0.0.1", "-p", fmt.Sprint(s.port), "-js", "-sd", s.dir)
+	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
+	if !testing.Verbose() {
+		s.cmd.Stdout, s.cmd.Stderr = nil, nil
+	}
+	testenv.Must(s.t, s.cmd.Start())
+	waitFor(s.t, 10*time.Second, "private nats-server up", func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+func (s *natsServer) stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+// While NATS is unreachable rows stay pending and their retries back off;
+// when it returns the backlog drains to zero.
+func TestNATSUnreachableBacksOffThenDrains(t *testing.T) {
+	f := newFixture(t)
+	srv := startNATSServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := natsjs.Connect(ctx, natsjs.Config{URL: srv.url()}, "outbox-test", testenv.Logger(t))
+	testenv.Must(t, err)
+	t.Cleanup(conn.NC.Close)
+	stream := "OUTAGE"
+	_, err = natsjs.EnsureStream(ctx, conn.JS, events.StreamConfig(stream, f.prefix))
+	testenv.Must(t, err)
+
+	srv.stop()
+	waitFor(t, 5*time.Second, "client notices the outage", func() bool { return !conn.NC.IsConnected() })
+	r := f.relay(conn.JS, outbox.Config{BatchSize: 100, BaseBackoff: 100 * time.Millisecond, MaxBackoff: 800 * time.Millisecond, MaxRetries: 50, PublishTimeout: 500 * time.Millisecond})
+	stop := run(t, r)
+	f.addMessages(200, 20)
+	time.Sleep(2500 * time.Millisecond)
+
+	if p := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'pending'"); p != 200 {
+		t.Fatalf("during the outage %d rows pending, want all 200", p)
+	}
+	// Woken every 50ms for 2.5s, a row without backoff would have ~50
+	// attempts; with 100ms doubling to 800ms (half jittered) it has at most
+	// about 1+2+4+... → under 10, and at least 3.
+	maxRetry := f.count("SELECT MAX(retry_count) FROM local_message")
+	minRetry := f.count("SELECT MIN(retry_count) FROM local_message")
+	if minRetry < 3 || maxRetry > 12 {
+		t.Fatalf("retry counts between %d and %d, want backoff-shaped growth (3..12)", minRetry, maxRetry)
+	}
+	if f.count("SELECT COUNT(*) FROM local_message WHERE last_error IS NULL") != 0 {
+		t.Fatal("every retried row should keep its last error")
+	}
+
+	srv.start()
+	waitFor(t, 20*time.Second, "backlog drained", func() bool {
+		return f.count("SELECT COUNT(*) FROM local_message WHERE status <> 'sent'") == 0
+	})
+	stop()
+	s, err := conn.JS.Stream(context.Background(), stream)
+	testenv.Must(t, err)
+	info, err := s.Info(context.Background())
+	testenv.Must(t, err)
+	if info.State.Msgs != 200 {
+		t.Fatalf("stream has %d messages after the outage, want 200", info.State.Msgs)
+	}
+}
+
+// A message whose publish always fails (its subject has no stream) becomes
+// failed after MaxRetries, counted; the admin redrive publishes it once the
+// cause is fixed.
+func TestFailedAfterMaxRetriesThenRedrive(t *testing.T) {
+	f := newFixture(t)
+	orphan := "orphan" + strings.ToLower(testenv.RandomSuffix(8))
+	msg := outbox.Message{ID: "orphan-" + testenv.RandomSuffix(12), Subject: orphan + ".x", Body: []byte(`{}`)}
+	testenv.Must(t, f.db.Transaction(func(tx *gormDB) error { return outbox.Add(tx, msg) }))
+	id := f.count("SELECT id FROM local_message")
+
+	reg := newRegistry()
+	r, err := outbox.NewRelay(f.db, f.nc.JS, outbox.Config{BaseBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, MaxRetries: 3, PublishTimeout: time.Second}, testenv.Logger(t), reg)
+	testenv.Must(t, err)
+	for i := 0; i < 3; i++ {
+		time.Sleep(5 * time.Millisecond) // let the backoff expire
+		if _, err := r.PublishBatch(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var status string
+	var retries int
+	testenv.Must(t, f.db.Raw("SELECT status, retry_count FROM local_message WHERE id = ?", id).Row().Scan(&status, &retries))
+	if status != outbox.StatusFailed || retries != 3 {
+		t.Fatalf("after 3 failed publishes: status %s retries %d, want failed 3", status, retries)
+	}
+	if v := metricValue(t, reg, "outbox_failed_total"); v != 1 {
+		t.Fatalf("outbox_failed_total = %v, want 1", v)
+	}
+	if v := metricValue(t, reg, "outbox_publish_retries_total"); v != 2 {
+		t.Fatalf("outbox_publish_retries_total = %v, want 2", v)
+	}
+	// Failed rows are not claimed again by themselves.
+	if n, _ := r.PublishBatch(context.Background()); n != 0 {
+		t.Fatalf("a failed row was claimed again (%d)", n)
+	}
+
+	// Fix the cause: a stream for the subject.
+	ctx := context.Background()
+	_, err = natsjs.EnsureStream(ctx, f.nc.JS, events.StreamConfig(orphan, orphan))
+	testenv.Must(t, err)
+	testenv.DeleteStreamAtCleanup(t, f.nc.JS, orphan)
+
+	gin.SetMode(gin.TestMode)
+	e := gin.New()
+	e.POST("/admin/outbox/redrive", httpserver.AdminAuth("secret"), r.RedriveHandler())
+	req := httptest.NewRequest(http.MethodPost, "/admin/outbox/redrive", strings.NewReader(`{"message_ids":["`+msg.ID+`"]}`))
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnauthorized {
+		t.Fatalf("redrive without the admin token: %d, want 401", rec.Code)
+	}
+	req = httptest.NewRequest(http.MethodPost, "/admin/outbox/redrive", strings.NewReader(`{"message_ids":["`+msg.ID+`"]}`))
+	req.Header.Set("Authorization", "Bearer secret")
+	rec = httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"redriven":1`) {
+		t.Fatalf("redrive: %d %s", rec.Code, rec.Body.String())
+	}
+	if n, err := r.PublishBatch(ctx); err != nil || n != 1 {
+		t.Fatalf("after redrive: claimed %d, err %v", n, err)
+	}
+	testenv.Must(t, f.db.Raw("SELECT status FROM local_message WHERE id = ?", id).Row().Scan(&status))
+	if status != outbox.StatusSent {
+		t.Fatalf("after redrive status %s, want sent", status)
+	}
+	s, err := f.nc.JS.Stream(ctx, orphan)
+	testenv.Must(t, err)
+	info, err := s.Info(ctx)
+	testenv.Must(t, err)
+	if info.State.Msgs != 1 {
+		t.Fatalf("redriven stream has %d messages, want 1", info.State.Msgs)
+	}
+}
+
+// The cleanup job deletes only sent rows older than the retention, in
+// batches, and never pending or failed ones.
+func TestCleanupDeletesOldSentRowsOnly(t *testing.T) {
+	f := newFixture(t)
+	f.addMessages(25, 25)
+	old := time.Now().UTC().Add(-48 * time.Hour)
+	testenv.Must(t, f.db.Exec("UPDATE local_message SET status = 'sent', sent_at = ? WHERE id <= (SELECT m FROM (SELECT MIN(id) + 19 AS m FROM local_message) x)", old).Error)
+	testenv.Must(t, f.db.Exec("UPDATE local_message SET status = 'failed' WHERE status = 'pending' LIMIT 2").Error)
+	r := f.relay(f.nc.JS, outbox.Config{Retention: 24 * time.Hour, CleanupBatch: 6})
+	n, err := r.Cleanup(context.Background())
+	testenv.Must(t, err)
+	if n != 20 {
+		t.Fatalf("cleanup deleted %d rows, want 20", n)
+	}
+	if left := f.count("SELECT COUNT(*) FROM local_message"); left != 5 {
+		t.Fatalf("%d rows left, want 5 (3 pending + 2 failed)", left)
+	}
+}
+
+func TestConfigRefusesRetrySpanBeyondDuplicateWindow(t *testing.T) {
+	if err := (outbox.Config{}).WithDefaults().Validate(); err != nil {
+		t.Fatalf("defaults must be valid: %v", err)
+	}
+	cfg := outbox.Config{MaxRetries: 30, MaxBackoff: time.Minute}.WithDefaults()
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "duplicate window") {
+		t.Fatalf("30 retries of up to a minute span %s > %s; Validate said %v", cfg.RetrySpan(), events.DuplicateWindow, err)
+	}
+}
