@@ -90,9 +90,6 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		stopRelay()
 		select {
 		case err := <-relayDone:
-			if errors.Is(err, context.Canceled) {
-				return nil
-			}
 			return err
 		case <-ctx.Done():
 			return ctx.Err()
@@ -101,7 +98,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	// Use cases over the store, the order service and the platform.
 	a, err := app.New(
-		store.New(rt.DB, cfg.ReconcileLookback),
+		store.New(rt.DB, store.Config{ReconcileLookback: cfg.ReconcileLookback}),
 		orderclient.New(cfg.OrderURL, &http.Client{Timeout: cfg.OrderTimeout}),
 		psp.NewClient(cfg.PSPURL, &http.Client{Timeout: cfg.PSPTimeout}),
 		relay,
@@ -112,25 +109,25 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return errors.Join(err, rt.Shutdown(context.WithoutCancel(ctx)))
 	}
 
-	// Cron: the reconciliation job. It stops before the relay.
+	// Cron: the relay's safety-net poll and cleanup, and the reconciliation
+	// job. Registered after the relay, so it stops before the relay.
+	c := cron.New()
 	reconcile, err := jobs.NewReconcile(a, log, rt.Registry)
 	if err == nil {
-		c := cron.New()
-		if err = reconcile.Schedule(c, cfg.ReconcileSchedule); err == nil {
-			c.Start()
-			rt.OnShutdown("cron", func(ctx context.Context) error {
-				select {
-				case <-c.Stop().Done():
-					return nil
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			})
-		}
+		err = errors.Join(relay.Schedule(c), reconcile.Schedule(c, cfg.ReconcileSchedule))
 	}
 	if err != nil {
-		return errors.Join(fmt.Errorf("reconcile job: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
+		return errors.Join(fmt.Errorf("cron: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
 	}
+	c.Start()
+	rt.OnShutdown("cron", func(ctx context.Context) error {
+		select {
+		case <-c.Stop().Done():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
 
 	// HTTP routes. The Idempotency-Key middleware (pkg/idempotency) plugs
 	// into Options.Idempotency; until then POST /payments only requires the

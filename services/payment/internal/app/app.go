@@ -39,6 +39,10 @@ type Config struct {
 	NotifyURL string
 	// ReconcileLimit caps each list of the reconciliation report.
 	ReconcileLimit int
+	// SubjectPrefix is put before events.PaymentSucceeded. Production
+	// leaves it empty; tests and the lab set a unique one so that their
+	// streams never overlap another stream's subjects.
+	SubjectPrefix string
 }
 
 // App is the payment service's use cases over their dependencies.

@@ -66,7 +66,7 @@ func (a *App) HandlePaid(ctx context.Context, t payment.Transaction) (payment.Ou
 		}
 		// The message number is derived from the payment, so even a second
 		// event for it would be dropped by the stream and the consumers.
-		return tx.AddEvent(payment.Event{ID: "payment-succeeded-" + p.OutTradeNo, Subject: events.PaymentSucceeded, Body: body})
+		return tx.AddEvent(payment.Event{ID: "payment-succeeded-" + p.OutTradeNo, Subject: a.cfg.SubjectPrefix + events.PaymentSucceeded, Body: body})
 	})
 	switch {
 	case err == nil:

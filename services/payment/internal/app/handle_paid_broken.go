@@ -47,7 +47,7 @@ func (a *App) HandlePaidBroken(ctx context.Context, t payment.Transaction) (paym
 	}
 	// A fresh message number per call, as naive code does: every copy's
 	// event is a distinct message to the stream and to the consumers.
-	if err := a.store.AddEvent(ctx, payment.Event{Subject: events.PaymentSucceeded, Body: body}); err != nil {
+	if err := a.store.AddEvent(ctx, payment.Event{Subject: a.cfg.SubjectPrefix + events.PaymentSucceeded, Body: body}); err != nil {
 		return "", fmt.Errorf("handle notification %s (broken): %w", t.PlatformSerial, err)
 	}
 	a.wake()

@@ -23,13 +23,28 @@ type Store struct {
 	// never reports events the outbox cleanup deleted long after they were
 	// sent.
 	lookback time.Duration
+	// subject is the payment.succeeded subject the outbox rows carry.
+	subject string
 }
 
 var _ payment.Store = (*Store)(nil)
 
-// New returns a store over db. lookback is how far back Reconcile looks.
-func New(db *gorm.DB, lookback time.Duration) *Store {
-	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }, lookback: lookback}
+// Config tunes a Store.
+type Config struct {
+	// ReconcileLookback is how far back Reconcile looks.
+	ReconcileLookback time.Duration
+	// SubjectPrefix is put before events.PaymentSucceeded, as in
+	// app.Config; empty in production.
+	SubjectPrefix string
+}
+
+// New returns a store over db.
+func New(db *gorm.DB, cfg Config) *Store {
+	if cfg.ReconcileLookback <= 0 {
+		cfg.ReconcileLookback = 72 * time.Hour
+	}
+	return &Store{db: db, now: func() time.Time { return time.Now().UTC() },
+		lookback: cfg.ReconcileLookback, subject: cfg.SubjectPrefix + events.PaymentSucceeded}
 }
 
 // paymentRow is the payments table.
@@ -248,7 +263,7 @@ func (s *Store) Reconcile(ctx context.Context, limit int) (payment.Report, error
 		WHERE p.status = ? AND p.paid_at >= ? AND NOT EXISTS (
 			SELECT 1 FROM local_message m WHERE m.topic = ?
 			AND JSON_UNQUOTE(JSON_EXTRACT(CONVERT(m.body USING utf8mb4), '$.payment_no')) = p.out_trade_no)
-		ORDER BY p.out_trade_no LIMIT ?`, string(payment.StatusPaid), since, events.PaymentSucceeded, limit).
+		ORDER BY p.out_trade_no LIMIT ?`, string(payment.StatusPaid), since, s.subject, limit).
 		Scan(&rep.MissingEvents).Error
 	if err != nil {
 		return payment.Report{}, fmt.Errorf("reconcile events: %w", err)

@@ -1,0 +1,160 @@
+// Package lab holds incident 2's scenarios (payment callback retries) for
+// both front ends: `make lab` prints them and this package's tests assert on
+// them. It also exports the Rig the scenarios run on, which the payment
+// service's tests and benchmark reuse.
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/logging"
+	"github.com/oncemall/oncemall/pkg/natsjs"
+	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/services/payment/migrations"
+	"github.com/oncemall/oncemall/services/payment/psp"
+	"github.com/oncemall/oncemall/services/payment/pspsim"
+)
+
+// Incident is incident 2's number in DESIGN.md.
+const Incident = 2
+
+// The storm of the scenarios: the copies the platform sends at once, then
+// the late retries after the first success.
+const (
+	StormCopies = 50
+	LateRetries = 10
+)
+
+// Scenarios lists incident 2's variants: the broken handler must record the
+// payment more than once, the fixed one exactly once.
+func Scenarios() []lab.Scenario {
+	return []lab.Scenario{
+		{Incident: Incident, Variant: lab.Broken, WantHolds: false, Run: storm("broken")},
+		{Incident: Incident, Variant: lab.Fixed, WantHolds: true, Run: storm("fixed")},
+	}
+}
+
+// storm runs the platform simulator against the callback handler in mode:
+// StormCopies concurrent deliveries of one notification, then LateRetries
+// more, and counts payment records, outbox rows and stream messages.
+func storm(mode string) func(ctx context.Context, env lab.Env) (lab.Result, error) {
+	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
+		res := lab.Result{
+			Incident: Incident, Title: "payment callback retries", Variant: mode,
+			Injected: fmt.Sprintf("%d concurrent identical callbacks + %d late retries", StormCopies, LateRetries),
+			Expected: "= 1 record, 1 payment.succeeded row, 1 stream message",
+		}
+		db, drop, err := env.OpenDB(ctx, "payment_"+mode, migrations.Source, outbox.Migrations)
+		if err != nil {
+			return res, err
+		}
+		defer drop()
+
+		// A stream of this run's own, over subjects no other stream uses.
+		nc, err := natsjs.Connect(ctx, env.NATS, env.Name("payment_"+mode), env.Log)
+		if err != nil {
+			return res, err
+		}
+		defer nc.NC.Close()
+		prefix := env.Name(mode) + "."
+		streamName := strings.ToUpper(env.Name("payment_" + mode))
+		stream, err := natsjs.EnsureStream(ctx, nc.JS, events.StreamConfig(streamName, prefix+"payment"))
+		if err != nil {
+			return res, err
+		}
+		defer func() { _ = nc.JS.DeleteStream(context.WithoutCancel(ctx), streamName) }()
+
+		rig, err := NewRig(db, RigConfig{Mode: mode, SubjectPrefix: prefix, JS: nc.JS}, env.Log)
+		if err != nil {
+			return res, err
+		}
+		defer rig.Close()
+
+		outTradeNo := "P" + strings.ReplaceAll(env.Name(mode), "_", "")
+		if len(outTradeNo) > 60 {
+			outTradeNo = outTradeNo[len(outTradeNo)-60:]
+		}
+		if _, err := rig.InsertPayment(ctx, outTradeNo, 4200); err != nil {
+			return res, err
+		}
+
+		sim, simURL, stopSim, err := StartSimulator(env)
+		if err != nil {
+			return res, err
+		}
+		defer stopSim()
+		env.Note("%s: the platform sends %d copies at once, then %d late retries", mode, StormCopies, LateRetries)
+		_, err = psp.NewClient(simURL, http.DefaultClient).Charge(ctx, psp.ChargeRequest{
+			OutTradeNo: outTradeNo, Amount: 4200, NotifyURL: rig.CallbackURL,
+			Simulate: &psp.Simulation{Mode: psp.ModeStorm, Copies: StormCopies, Replays: LateRetries},
+		})
+		if err != nil {
+			return res, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if err := sim.Wait(wctx); err != nil {
+			return res, fmt.Errorf("waiting for the platform's deliveries: %w", err)
+		}
+
+		eff, err := rig.Effects(ctx, outTradeNo)
+		if err != nil {
+			return res, err
+		}
+		// The relay publishes every committed row; wait until the stream
+		// holds as many messages as there are rows, or a little longer.
+		var msgs uint64
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			info, err := stream.Info(ctx)
+			if err != nil {
+				return res, err
+			}
+			msgs = info.State.Msgs
+			if msgs >= uint64(eff.Events) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		res.Effect = fmt.Sprintf("payment records for %s (payment.succeeded rows %d, stream messages %d)", outTradeNo, eff.Events, msgs)
+		res.Count = eff.Records
+		res.Holds = eff.Records == 1 && eff.Events == 1 && msgs == 1 && eff.Status == "PAID"
+		return res, nil
+	}
+}
+
+// StartSimulator runs the platform simulator in-process on a loopback
+// listener, with the rig's secret and a compressed retry schedule, and
+// returns it with its base URL and a stop function.
+func StartSimulator(env lab.Env) (*pspsim.Simulator, string, func(), error) {
+	sim, err := pspsim.New(SimulatorConfig(), env.Log)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	srv := httptest.NewServer(sim.Handler())
+	return sim, srv.URL, func() { sim.Close(); srv.Close() }, nil
+}
+
+// SimulatorConfig is the simulator configuration of the scenarios and tests:
+// the defaults with a retry schedule short enough for a test run.
+func SimulatorConfig() pspsim.Config {
+	return pspsim.Config{
+		Log:           logging.Config{Level: "info"},
+		HTTPAddr:      ":8090", // unused: tests serve Handler on their own listener
+		Secret:        DevSecret,
+		CallbackURL:   "http://127.0.0.1:8083/payments/callback",
+		RetrySchedule: []string{"20ms", "50ms", "100ms"},
+		NotifyTimeout: 5 * time.Second,
+		NotifyDelay:   0,
+		Mode:          psp.ModeNormal,
+		StormCopies:   StormCopies,
+		Replays:       LateRetries,
+	}
+}
