@@ -1,0 +1,41 @@
+package dupproof_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/oncemall/oncemall/pkg/dupproof"
+	"github.com/oncemall/oncemall/pkg/testenv"
+)
+
+func TestCheckThenSetBreaksAndAtomicGuardsHold(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	rows, err := dupproof.Run(context.Background(), rdb, prefix)
+	testenv.Must(t, err)
+	var out strings.Builder
+	testenv.Must(t, dupproof.Print(&out, rows))
+	t.Log("\n" + out.String())
+
+	if len(rows) != 6 {
+		t.Fatalf("got %d rows, want 6", len(rows))
+	}
+	for _, r := range rows {
+		switch r.Guard {
+		case dupproof.CheckThenSet:
+			// The race window must let more through than allowed; on an idle
+			// machine it lets nearly every goroutine through.
+			if r.Passed <= r.Allow || r.Holds {
+				t.Errorf("check-then-set with %d goroutines passed %d, want more than %d", r.Goroutines, r.Passed, r.Allow)
+			}
+		case dupproof.SetNX:
+			if r.Passed != 1 || !r.Holds {
+				t.Errorf("SET NX with %d goroutines passed %d, want exactly 1", r.Goroutines, r.Passed)
+			}
+		case dupproof.SlidingWindow:
+			if r.Passed != r.Allow || !r.Holds {
+				t.Errorf("sliding window with %d goroutines, limit %d, passed %d", r.Goroutines, r.Allow, r.Passed)
+			}
+		}
+	}
+}

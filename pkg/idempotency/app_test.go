@@ -1,0 +1,214 @@
+package idempotency_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/idempotency"
+	"github.com/oncemall/oncemall/pkg/idempotency/idempotencytest"
+	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/pkg/redisclient"
+	"github.com/oncemall/oncemall/pkg/testenv"
+)
+
+// testAppMigrations is the order-like table of the test app. order_no is
+// random per execution and nothing else is unique, so every execution of the
+// handler leaves a row: only the middleware stands between a retry and a
+// duplicate, and the row count shows whether it held.
+var testAppMigrations = migrate.Source{Name: "testapp", FS: fstest.MapFS{
+	"000001_test_order.up.sql": {Data: []byte(`CREATE TABLE test_order (
+		id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		order_no CHAR(32) NOT NULL,
+		user_id VARCHAR(64) NOT NULL,
+		sku VARCHAR(64) NOT NULL,
+		quantity INT NOT NULL,
+		created_at DATETIME(3) NOT NULL,
+		UNIQUE KEY uk_test_order_no (order_no)
+	) ENGINE=InnoDB`)},
+	"000001_test_order.down.sql": {Data: []byte(`DROP TABLE test_order`)},
+}}
+
+const callerHeader = "X-User-ID"
+
+// testApp is a small service: POST /orders writes an order and completes the
+// idempotency record in the same transaction, the way the order service does.
+type testApp struct {
+	db      *gorm.DB
+	rdb     *redis.Client
+	prefix  string
+	mw      *idempotency.Middleware
+	reg     *prometheus.Registry
+	handler http.Handler
+
+	// delay holds each transaction open, so duplicates arrive while the first
+	// request is processing.
+	delay time.Duration
+	// failures is the number of upcoming executions that fail with a 500
+	// after their business write (which then rolls back).
+	failures atomic.Int32
+	// panics is the number of upcoming executions that panic.
+	panics atomic.Int32
+	// hold, when set, parks the next execution inside its transaction until
+	// it is closed; entered is signalled once it is parked.
+	hold, entered chan struct{}
+}
+
+type appOption func(*testApp, *idempotency.Config)
+
+// withDeadRedis points the entry layer at a port nobody listens on.
+func withDeadRedis() appOption {
+	return func(a *testApp, _ *idempotency.Config) {
+		a.rdb = redisclient.New(redisclient.Config{Addr: "127.0.0.1:1"})
+	}
+}
+
+func newTestApp(t testing.TB, opts ...appOption) *testApp {
+	t.Helper()
+	a := &testApp{db: testenv.DB(t, idempotency.Migrations, testAppMigrations), reg: prometheus.NewRegistry()}
+	a.rdb, a.prefix = testenv.Redis(t)
+	cfg := idempotency.DefaultConfig()
+	cfg.EntryPrefix = a.prefix
+	for _, o := range opts {
+		o(a, &cfg)
+	}
+	log := testenv.Logger(t)
+	var err error
+	a.mw, err = idempotency.New(a.db, a.rdb, cfg, log, a.reg)
+	testenv.Must(t, err)
+
+	gin.SetMode(gin.TestMode)
+	e := gin.New()
+	e.ContextWithFallback = true
+	e.Use(httpserver.Recovery(log))
+	e.POST("/orders", a.mw.Handler(), a.createOrder)
+	e.POST("/notes", a.mw.Handler(), a.createNote)
+	a.handler = e
+	return a
+}
+
+type orderRequest struct {
+	SKU      string `json:"sku"`
+	Quantity int    `json:"quantity"`
+}
+
+type orderResponse struct {
+	OrderNo  string `json:"order_no"`
+	SKU      string `json:"sku"`
+	Quantity int    `json:"quantity"`
+}
+
+var errInjected = errors.New("injected transient failure")
+
+func (a *testApp) createOrder(c *gin.Context) {
+	var req orderRequest
+	if err := c.ShouldBindJSON(&req); err != nil || req.SKU == "" || req.Quantity < 1 {
+		problem.Abort(c, http.StatusBadRequest, "sku and a positive quantity are required")
+		return
+	}
+	if a.panics.Add(-1) >= 0 {
+		panic("injected panic")
+	}
+	ctx := c.Request.Context()
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	orderNo := hex.EncodeToString(b[:])
+	var body []byte
+	err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec(`INSERT INTO test_order (order_no, user_id, sku, quantity, created_at) VALUES (?, ?, ?, ?, ?)`,
+			orderNo, c.GetHeader(callerHeader), req.SKU, req.Quantity, time.Now().UTC()).Error; err != nil {
+			return err
+		}
+		if a.hold != nil {
+			hold, entered := a.hold, a.entered
+			a.hold = nil
+			close(entered)
+			<-hold
+		}
+		time.Sleep(a.delay)
+		if a.failures.Add(-1) >= 0 {
+			return errInjected
+		}
+		var err error
+		if body, err = json.Marshal(orderResponse{OrderNo: orderNo, SKU: req.SKU, Quantity: req.Quantity}); err != nil {
+			return err
+		}
+		return idempotency.CompleteInTx(ctx, tx, http.StatusCreated, body)
+	})
+	if err != nil {
+		problem.Abort(c, http.StatusInternalServerError, "could not create the order")
+		return
+	}
+	c.Data(http.StatusCreated, idempotency.JSONContentType, body)
+}
+
+// createNote has no transaction of its own: the middleware stores its
+// response after it returns.
+func (a *testApp) createNote(c *gin.Context) {
+	var req map[string]any
+	if err := c.ShouldBindJSON(&req); err != nil {
+		problem.Abort(c, http.StatusBadRequest, "a JSON object is required")
+		return
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	c.Header("Location", "/notes/"+hex.EncodeToString(b[:]))
+	c.JSON(http.StatusCreated, gin.H{"id": hex.EncodeToString(b[:]), "note": req})
+}
+
+func (a *testApp) orders(t testing.TB) int {
+	t.Helper()
+	var n int64
+	testenv.Must(t, a.db.Raw("SELECT COUNT(*) FROM test_order").Scan(&n).Error)
+	return int(n)
+}
+
+func (a *testApp) records(t testing.TB) int {
+	t.Helper()
+	var n int64
+	testenv.Must(t, a.db.Raw("SELECT COUNT(*) FROM idempotency_record").Scan(&n).Error)
+	return int(n)
+}
+
+// metric reads a counter from the app's registry; with outcome set, the
+// idempotency_requests_total series of that outcome.
+func (a *testApp) metric(t testing.TB, name, outcome string) int {
+	t.Helper()
+	mfs, err := a.reg.Gather()
+	testenv.Must(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if outcome == "" {
+				return int(m.GetCounter().GetValue())
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					return int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	t.Fatalf("metric %s{outcome=%q} not registered", name, outcome)
+	return 0
+}
+
+func (a *testApp) order(key, user string, body string) idempotencytest.Request {
+	return idempotencytest.Request{Path: "/orders", Key: key, CallerHeader: callerHeader, Caller: user, Body: []byte(body)}
+}
+

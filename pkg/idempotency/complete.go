@@ -1,0 +1,102 @@
+package idempotency
+
+import (
+	"context"
+	"net/http"
+	"sync"
+
+	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
+)
+
+// stateKey carries the request's claim in its context.
+type stateKey struct{}
+
+// ginStateKey carries it in the gin context too, for handlers that pass a
+// *gin.Context as their context on an engine without ContextWithFallback.
+const ginStateKey = "oncemall.idempotency.claim"
+
+type claimState struct {
+	m     *Middleware
+	claim *Claim
+
+	mu     sync.Mutex
+	stored *Response
+}
+
+func (s *claimState) completedInTx() (Response, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stored == nil {
+		return Response{}, false
+	}
+	return *s.stored, true
+}
+
+func stateFrom(ctx context.Context) *claimState {
+	if st, ok := ctx.Value(stateKey{}).(*claimState); ok {
+		return st
+	}
+	if gc, ok := ctx.(*gin.Context); ok {
+		if v, ok := gc.Get(ginStateKey); ok {
+			st, _ := v.(*claimState)
+			return st
+		}
+	}
+	return nil
+}
+
+// JSONContentType is the Content-Type CompleteInTx stores; the handler must
+// write its response with the same one (gin's c.Data(status, JSONContentType,
+// body)).
+const JSONContentType = "application/json"
+
+// CompleteInTx records status and body (a JSON document) as this request's
+// response inside tx, the handler's business transaction, so the business
+// change and the record's completion commit or roll back together. Call it
+// last in the transaction and write exactly body after the commit:
+//
+//	err := db.Transaction(func(tx *gorm.DB) error {
+//		// … the business writes …
+//		return idempotency.CompleteInTx(ctx, tx, http.StatusCreated, body)
+//	})
+//	// on success: c.Data(http.StatusCreated, idempotency.JSONContentType, body)
+//
+// It returns ErrClaimLost when the claim was taken over meanwhile (the
+// request outlived IDEMPOTENCY_LOCK_TTL and a retry took the key): the
+// transaction must then roll back, so the retry's effect is the only one.
+// Outside the middleware (no claim in ctx) it does nothing and returns nil,
+// so a use case works the same with and without it.
+func CompleteInTx(ctx context.Context, tx *gorm.DB, status int, body []byte) error {
+	return CompleteResponseInTx(ctx, tx, Response{
+		Status: status,
+		Header: http.Header{"Content-Type": {JSONContentType}},
+		Body:   body,
+	})
+}
+
+// CompleteResponseInTx is CompleteInTx with the stored headers chosen by the
+// caller (a Location, another Content-Type). Only the headers listed in
+// Config.ReplayHeaders should be set, as those are what a replay sends.
+func CompleteResponseInTx(ctx context.Context, tx *gorm.DB, resp Response) error {
+	st := stateFrom(ctx)
+	if st == nil {
+		return nil
+	}
+	if err := st.m.store.Complete(ctx, tx, st.claim, resp, st.m.cfg.Retention); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	st.stored = &resp
+	st.mu.Unlock()
+	return nil
+}
+
+// KeyFromContext returns the request's Idempotency-Key, when the middleware
+// claimed one. A handler may store it as a business unique key too.
+func KeyFromContext(ctx context.Context) (string, bool) {
+	if st := stateFrom(ctx); st != nil {
+		return st.claim.Key, true
+	}
+	return "", false
+}

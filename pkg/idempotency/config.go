@@ -1,0 +1,78 @@
+package idempotency
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/oncemall/oncemall/pkg/config"
+)
+
+// Config tunes the middleware and its archiver. A service embeds it in its
+// own configuration; DefaultConfig gives the documented defaults.
+type Config struct {
+	CallerHeader string        `env:"IDEMPOTENCY_CALLER_HEADER" default:"X-User-ID" usage:"request header naming the caller; keys are scoped per caller, method and route"`
+	LockTTL      time.Duration `env:"IDEMPOTENCY_LOCK_TTL" default:"60s" usage:"how long a request in progress holds its key before a retry may take it over; keep it above the longest request"`
+	Retention    time.Duration `env:"IDEMPOTENCY_RETENTION" default:"24h" usage:"how long a completed key is replayed before it is forgotten and archived"`
+	EntryTTL     time.Duration `env:"IDEMPOTENCY_ENTRY_TTL" default:"1h" usage:"lifetime of the Redis entry-layer marker of a key"`
+	EntryPrefix  string        `env:"IDEMPOTENCY_REDIS_PREFIX" default:"idem:" usage:"Redis key prefix of the entry layer"`
+	// ReplayHeaders are the response headers stored and replayed with the body.
+	ReplayHeaders     []string `env:"IDEMPOTENCY_REPLAY_HEADERS" default:"Content-Type,Location" usage:"response headers stored and replayed with the body"`
+	ArchiveSchedule   string   `env:"IDEMPOTENCY_ARCHIVE_SCHEDULE" default:"@every 10m" usage:"cron schedule of the job deleting expired records"`
+	ArchiveBatch      int      `env:"IDEMPOTENCY_ARCHIVE_BATCH" default:"500" usage:"records deleted per statement by the archiver"`
+	ArchiveMaxBatches int      `env:"IDEMPOTENCY_ARCHIVE_MAX_BATCHES" default:"200" usage:"statements per archiver run; the rest waits for the next run"`
+
+	// Terminal reports whether a response status is a final business outcome
+	// to store and replay. Nil means DefaultTerminal.
+	Terminal func(status int) bool
+}
+
+// DefaultConfig returns the configuration with every default applied.
+func DefaultConfig() Config {
+	var c Config
+	_ = config.LoadFrom(&c, func(string) (string, bool) { return "", false })
+	return c
+}
+
+// Validate reports every unusable setting, naming its variable.
+func (c Config) Validate() error {
+	errs := []error{
+		config.CheckPositive("IDEMPOTENCY_LOCK_TTL", c.LockTTL),
+		config.CheckPositive("IDEMPOTENCY_RETENTION", c.Retention),
+		config.CheckPositive("IDEMPOTENCY_ENTRY_TTL", c.EntryTTL),
+		config.CheckPositive("IDEMPOTENCY_ARCHIVE_BATCH", c.ArchiveBatch),
+		config.CheckPositive("IDEMPOTENCY_ARCHIVE_MAX_BATCHES", c.ArchiveMaxBatches),
+	}
+	if c.CallerHeader == "" {
+		errs = append(errs, errors.New("config: IDEMPOTENCY_CALLER_HEADER must not be empty"))
+	}
+	if c.Retention <= c.LockTTL {
+		errs = append(errs, fmt.Errorf("config: IDEMPOTENCY_RETENTION=%v must exceed IDEMPOTENCY_LOCK_TTL=%v", c.Retention, c.LockTTL))
+	}
+	if _, err := cron.ParseStandard(c.ArchiveSchedule); err != nil {
+		errs = append(errs, fmt.Errorf("config: IDEMPOTENCY_ARCHIVE_SCHEDULE=%q: %w", c.ArchiveSchedule, err))
+	}
+	return errors.Join(errs...)
+}
+
+// DefaultTerminal stores every 1xx–3xx response and the 4xx responses that
+// a retry of the same request would get again. It releases the key (the
+// retry runs the handler again) on 5xx and on the 4xx statuses that depend
+// on timing or on credentials rather than on the request itself.
+func DefaultTerminal(status int) bool {
+	switch {
+	case status < 400:
+		return true
+	case status >= 500:
+		return false
+	}
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout,
+		http.StatusConflict, http.StatusLocked, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,273 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/problem"
+)
+
+// Header names.
+const (
+	HeaderKey      = "Idempotency-Key"
+	HeaderReplayed = "Idempotent-Replayed"
+)
+
+// anonymousCaller scopes requests that name no caller. Routes that serve
+// anonymous callers share one key space, so clients must use random keys.
+const anonymousCaller = "anonymous"
+
+// finishTimeout bounds the record write after the handler, which must happen
+// even when the client has gone and the request context is cancelled.
+const finishTimeout = 5 * time.Second
+
+// Middleware enforces Idempotency-Key on the routes it is installed on. One
+// Middleware serves every route of a service: keys are scoped by route.
+type Middleware struct {
+	store    *Store
+	entry    *Entry
+	cfg      Config
+	terminal func(int) bool
+	log      *slog.Logger
+	metrics  *metrics
+	lastWarn atomic.Int64 // unix nanos of the last Redis fallback warning
+}
+
+// New returns the middleware over db (with Migrations applied) and rdb, the
+// entry layer; rdb may be nil to run on the database alone. Its metrics are
+// registered on reg.
+func New(db *gorm.DB, rdb redis.Scripter, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Middleware, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Middleware{store: NewStore(db), cfg: cfg, terminal: cfg.Terminal, log: log, metrics: newMetrics(reg)}
+	if m.terminal == nil {
+		m.terminal = DefaultTerminal
+	}
+	if rdb != nil {
+		m.entry = NewEntry(rdb, cfg.EntryPrefix, cfg.EntryTTL)
+	}
+	return m, nil
+}
+
+// Store returns the middleware's record store (for the archiver and tests).
+func (m *Middleware) Store() *Store { return m.store }
+
+// Handler returns the gin middleware. Install it on the routes that need it:
+//
+//	r.POST("/orders", idem.Handler(), h.createOrder)
+func (m *Middleware) Handler() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		raw := c.GetHeader(HeaderKey)
+		if raw == "" {
+			m.reject(c, outcomeMissing, http.StatusBadRequest, "the Idempotency-Key header is required on this endpoint")
+			return
+		}
+		key, err := ParseKey(raw)
+		if err != nil {
+			m.reject(c, outcomeInvalid, http.StatusBadRequest, err.Error())
+			return
+		}
+		caller := c.GetHeader(m.cfg.CallerHeader)
+		if caller == "" {
+			caller = anonymousCaller
+		} else if len(caller) > maxCallerLen || !printableASCII(caller) {
+			m.reject(c, outcomeInvalid, http.StatusBadRequest, m.cfg.CallerHeader+": "+errCallerFormat.Error())
+			return
+		}
+		body, err := io.ReadAll(c.Request.Body)
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				problem.Abort(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooLarge.Limit))
+				return
+			}
+			problem.Abort(c, http.StatusBadRequest, "could not read the request body")
+			return
+		}
+		c.Request.Body = io.NopCloser(bytes.NewReader(body))
+
+		route := c.FullPath()
+		if route == "" {
+			route = c.Request.URL.Path
+		}
+		scope := scopeOf(caller, c.Request.Method, route)
+		fp := Fingerprint(c.Request.Method, route, body)
+		ctx := c.Request.Context()
+
+		res, err := m.store.Claim(ctx, scope, key, fp, m.cfg.LockTTL, m.cfg.Retention, m.hint(ctx, scope, key, fp) != HintFirst)
+		if err != nil {
+			m.log.ErrorContext(ctx, "idempotency claim failed", "idempotency_key", key, "scope", scope, "err", err)
+			problem.Abort(c, http.StatusServiceUnavailable, "the idempotency store is unavailable; retry with the same Idempotency-Key")
+			return
+		}
+		switch res.Outcome {
+		case Mismatch:
+			m.reject(c, outcomeMismatch, http.StatusUnprocessableEntity,
+				"this Idempotency-Key was already used with a different request; use a new key for a new request")
+		case InProgress:
+			secs := int(math.Ceil(res.Wait.Seconds()))
+			c.Header("Retry-After", strconv.Itoa(max(secs, 1)))
+			m.reject(c, outcomeConflict, http.StatusConflict,
+				"a request with this Idempotency-Key is still being processed; retry later with the same key")
+		case Replay:
+			m.metrics.requests.WithLabelValues(outcomeReplayed).Inc()
+			replay(c, res.Record.Response)
+		case Claimed:
+			m.metrics.requests.WithLabelValues(outcomeFirst).Inc()
+			m.run(c, res.Claim)
+		}
+	}
+}
+
+// hint asks the entry layer; when Redis fails it answers HintFirst, so the
+// database insert decides alone, and logs (at most every 10 s) and counts.
+func (m *Middleware) hint(ctx context.Context, scope, key, fp string) Hint {
+	if m.entry == nil {
+		return HintFirst
+	}
+	h, err := m.entry.Check(ctx, scope, key, fp)
+	if err != nil {
+		m.metrics.fallbacks.Inc()
+		now := time.Now().UnixNano()
+		if last := m.lastWarn.Load(); now-last > int64(10*time.Second) && m.lastWarn.CompareAndSwap(last, now) {
+			m.log.WarnContext(ctx, "idempotency entry layer unavailable, deciding on the database alone", "err", err)
+		}
+		return HintFirst
+	}
+	return h
+}
+
+func (m *Middleware) reject(c *gin.Context, outcome string, status int, detail string) {
+	m.metrics.requests.WithLabelValues(outcome).Inc()
+	problem.Abort(c, status, detail)
+}
+
+// replay writes a stored response byte for byte, marked as replayed.
+func replay(c *gin.Context, r Response) {
+	h := c.Writer.Header()
+	for name, values := range r.Header {
+		h.Del(name)
+		for _, v := range values {
+			h.Add(name, v)
+		}
+	}
+	h.Set(HeaderReplayed, "true")
+	c.Abort()
+	c.Writer.WriteHeader(r.Status)
+	_, _ = c.Writer.Write(r.Body)
+}
+
+// run executes the handler under claim and records its outcome.
+func (m *Middleware) run(c *gin.Context, claim *Claim) {
+	st := &claimState{m: m, claim: claim}
+	c.Set(ginStateKey, st)
+	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), stateKey{}, st))
+	w := &captureWriter{ResponseWriter: c.Writer}
+	c.Writer = w
+
+	finished := false
+	defer func() {
+		if !finished {
+			// The handler panicked: its outcome is unknown, so the key is
+			// given back (a committed in-transaction completion is kept), and
+			// the panic goes on to the recovery middleware.
+			m.release(c.Request.Context(), claim, st)
+		}
+	}()
+	c.Next()
+	finished = true
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), finishTimeout)
+	defer cancel()
+	status := w.Status()
+	if !m.terminal(status) {
+		m.release(ctx, claim, st)
+		return
+	}
+	resp := Response{Status: status, Header: m.selectHeaders(w.Header()), Body: w.body.Bytes()}
+	if stored, ok := st.completedInTx(); ok {
+		if stored.Status == resp.Status && bytes.Equal(stored.Body, resp.Body) {
+			return // the handler's transaction stored exactly what went out
+		}
+		// The handler stored one response and wrote another (or its
+		// transaction rolled back and it answered anyway). Store what went
+		// out if the record is still open; if the transaction committed, the
+		// update finds nothing to do and the committed response stays.
+		m.log.ErrorContext(ctx, "idempotency: handler wrote a response different from the one it completed in its transaction",
+			"idempotency_key", claim.Key, "stored_status", stored.Status, "written_status", resp.Status)
+	}
+	err := m.store.Complete(ctx, nil, claim, resp, m.cfg.Retention)
+	switch {
+	case errors.Is(err, ErrClaimLost):
+		if _, inTx := st.completedInTx(); !inTx {
+			m.metrics.lost.Inc()
+			m.log.WarnContext(ctx, "idempotency claim was taken over before the handler finished; its response is not recorded",
+				"idempotency_key", claim.Key, "scope", claim.Scope)
+		}
+	case err != nil:
+		// The record stays PROCESSING until its lock runs out; a retry then
+		// runs the handler again, which the handler must tolerate.
+		m.log.ErrorContext(ctx, "idempotency completion failed", "idempotency_key", claim.Key, "err", err)
+	}
+}
+
+func (m *Middleware) release(ctx context.Context, claim *Claim, st *claimState) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	released, err := m.store.Release(ctx, claim)
+	if err != nil {
+		m.log.ErrorContext(ctx, "idempotency release failed; the key stays locked until its lock runs out",
+			"idempotency_key", claim.Key, "err", err)
+		return
+	}
+	if !released {
+		return // completed in the handler's committed transaction, or taken over
+	}
+	m.metrics.released.Inc()
+	if m.entry != nil {
+		if err := m.entry.Forget(ctx, claim.Scope, claim.Key, claim.Fingerprint); err != nil {
+			m.log.DebugContext(ctx, "idempotency entry forget failed", "err", err)
+		}
+	}
+}
+
+func (m *Middleware) selectHeaders(h http.Header) http.Header {
+	out := http.Header{}
+	for _, name := range m.cfg.ReplayHeaders {
+		if vs := h.Values(name); len(vs) > 0 {
+			out[http.CanonicalHeaderKey(name)] = append([]string(nil), vs...)
+		}
+	}
+	return out
+}
+
+// captureWriter passes the response through and keeps a copy of the body.
+type captureWriter struct {
+	gin.ResponseWriter
+	body bytes.Buffer
+}
+
+func (w *captureWriter) Write(b []byte) (int, error) {
+	w.body.Write(b)
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *captureWriter) WriteString(s string) (int, error) {
+	w.body.WriteString(s)
+	return w.ResponseWriter.WriteString(s)
+}

@@ -1,0 +1,286 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/database"
+)
+
+// Record statuses.
+const (
+	StatusProcessing = "PROCESSING"
+	StatusSucceeded  = "SUCCEEDED" // a stored 1xx–3xx response
+	StatusFailed     = "FAILED"    // a stored deterministic 4xx response
+)
+
+// ErrClaimLost means the claim this request held is gone: its lock expired
+// and another request took it over, or it was completed already. A business
+// transaction that gets it from CompleteInTx must roll back.
+var ErrClaimLost = errors.New("idempotency: claim lost to another request")
+
+// maxClaimAttempts bounds the insert / read / take-over loop. Each lap is
+// caused by a concurrent delete or take-over; a few laps always settle.
+const maxClaimAttempts = 5
+
+// Outcome is what a claim attempt found.
+type Outcome int
+
+// Claim outcomes.
+const (
+	// Claimed: this request owns the key and must run the handler.
+	Claimed Outcome = iota + 1
+	// Replay: the key completed with this fingerprint; replay Record.
+	Replay
+	// InProgress: another request holds the key; answer 409.
+	InProgress
+	// Mismatch: the key was used with another fingerprint; answer 422.
+	Mismatch
+)
+
+// Claim identifies the request that owns a key until it completes or
+// releases it.
+type Claim struct {
+	Scope, Key, Fingerprint string
+	owner                   string
+}
+
+// Response is a stored response.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Record is a row of idempotency_record.
+type Record struct {
+	Scope, Key, Fingerprint, Status, Owner string
+	Response                               Response
+	LockedUntil, ExpireTime                time.Time
+}
+
+// ClaimResult is the answer of Store.Claim.
+type ClaimResult struct {
+	Outcome Outcome
+	Claim   *Claim        // set when Claimed
+	Record  *Record       // set when Replay
+	Wait    time.Duration // set when InProgress: how long the holder's lock still runs
+}
+
+// Store keeps idempotency records in the service's database.
+type Store struct {
+	db  *gorm.DB
+	now func() time.Time
+}
+
+// NewStore returns a store over db, which must have Migrations applied.
+func NewStore(db *gorm.DB) *Store {
+	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }}
+}
+
+// SetClock replaces the store's clock; tests use it to age records.
+func (s *Store) SetClock(now func() time.Time) { s.now = now }
+
+func newOwner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Claim tries to own (scope, key) for a request with fingerprint fp. The claim
+// is an INSERT that the unique key lets through once, or a conditional UPDATE
+// that takes over a row whose lock or retention ran out; never a read followed
+// by a write. lockTTL is how long the claim blocks others; retention how long
+// the record is kept. With readFirst (the entry layer has seen the key) the
+// row is read before any insert is tried, which spares the database a
+// duplicate-key error per duplicate.
+func (s *Store) Claim(ctx context.Context, scope, key, fp string, lockTTL, retention time.Duration, readFirst bool) (ClaimResult, error) {
+	db := s.db.WithContext(ctx)
+	for attempt := range maxClaimAttempts {
+		now := s.now()
+		owner := newOwner()
+		claim := &Claim{Scope: scope, Key: key, Fingerprint: fp, owner: owner}
+		if !readFirst || attempt > 0 {
+			err := db.Exec(`INSERT INTO idempotency_record
+				(scope, idem_key, fingerprint, status, owner, locked_until, expire_time, created_at, updated_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				scope, key, fp, StatusProcessing, owner, now.Add(lockTTL), now.Add(retention), now, now).Error
+			if err == nil {
+				return ClaimResult{Outcome: Claimed, Claim: claim}, nil
+			}
+			if !database.IsDuplicateKey(err) {
+				return ClaimResult{}, fmt.Errorf("idempotency: claim %q: %w", key, err)
+			}
+		}
+		rec, err := s.Get(ctx, scope, key)
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			continue // released or archived meanwhile: insert again
+		}
+		if err != nil {
+			return ClaimResult{}, err
+		}
+		switch {
+		case !rec.ExpireTime.After(now):
+			// Past retention but not archived yet: the key is forgotten, and
+			// the next request may reuse it whatever its body.
+			ok, err := s.takeOver(ctx, rec, claim, now, lockTTL, retention, "expire_time <= ?", now)
+			if err != nil || ok {
+				return ClaimResult{Outcome: Claimed, Claim: claim}, err
+			}
+		case rec.Fingerprint != fp:
+			return ClaimResult{Outcome: Mismatch}, nil
+		case rec.Status != StatusProcessing:
+			return ClaimResult{Outcome: Replay, Record: rec}, nil
+		case rec.LockedUntil.After(now):
+			return ClaimResult{Outcome: InProgress, Wait: rec.LockedUntil.Sub(now)}, nil
+		default:
+			// The holder's lock ran out (it crashed or hangs): take over.
+			ok, err := s.takeOver(ctx, rec, claim, now, lockTTL, retention,
+				"status = ? AND locked_until <= ?", StatusProcessing, now)
+			if err != nil || ok {
+				return ClaimResult{Outcome: Claimed, Claim: claim}, err
+			}
+		}
+		// Someone else changed the row between our read and our update.
+	}
+	return ClaimResult{}, fmt.Errorf("idempotency: claim %q: still contended after %d attempts", key, maxClaimAttempts)
+}
+
+// takeOver moves the row to a new PROCESSING claim if it is still the row we
+// read (same owner) and cond still holds. Of concurrent take-overs one wins:
+// the others find the owner changed and affect no row.
+func (s *Store) takeOver(ctx context.Context, rec *Record, c *Claim, now time.Time, lockTTL, retention time.Duration, cond string, args ...any) (bool, error) {
+	q := `UPDATE idempotency_record SET fingerprint = ?, status = ?, owner = ?,
+		response_status = NULL, response_headers = NULL, response_body = NULL,
+		locked_until = ?, expire_time = ?, updated_at = ?
+		WHERE scope = ? AND idem_key = ? AND owner = ? AND ` + cond
+	all := append([]any{c.Fingerprint, StatusProcessing, c.owner, now.Add(lockTTL), now.Add(retention), now,
+		rec.Scope, rec.Key, rec.Owner}, args...)
+	res := s.db.WithContext(ctx).Exec(q, all...)
+	if res.Error != nil {
+		return false, fmt.Errorf("idempotency: take over %q: %w", rec.Key, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+type recordRow struct {
+	Scope           string
+	IdemKey         string
+	Fingerprint     string
+	Status          string
+	Owner           string
+	ResponseStatus  *int
+	ResponseHeaders *string
+	ResponseBody    []byte
+	LockedUntil     time.Time
+	ExpireTime      time.Time
+}
+
+// Get reads the record of (scope, key); gorm.ErrRecordNotFound when absent.
+func (s *Store) Get(ctx context.Context, scope, key string) (*Record, error) {
+	var rows []recordRow
+	err := s.db.WithContext(ctx).Raw(`SELECT scope, idem_key, fingerprint, status, owner, response_status,
+		response_headers, response_body, locked_until, expire_time
+		FROM idempotency_record WHERE scope = ? AND idem_key = ?`, scope, key).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: read %q: %w", key, err)
+	}
+	if len(rows) == 0 {
+		return nil, gorm.ErrRecordNotFound
+	}
+	return toRecord(rows[0])
+}
+
+func toRecord(r recordRow) (*Record, error) {
+	rec := &Record{
+		Scope: r.Scope, Key: r.IdemKey, Fingerprint: r.Fingerprint, Status: r.Status, Owner: r.Owner,
+		LockedUntil: r.LockedUntil, ExpireTime: r.ExpireTime,
+	}
+	if r.ResponseStatus != nil {
+		rec.Response.Status = *r.ResponseStatus
+		rec.Response.Body = r.ResponseBody
+		if rec.Response.Body == nil {
+			rec.Response.Body = []byte{}
+		}
+		if r.ResponseHeaders != nil && *r.ResponseHeaders != "" {
+			if err := json.Unmarshal([]byte(*r.ResponseHeaders), &rec.Response.Header); err != nil {
+				return nil, fmt.Errorf("idempotency: record %q headers: %w", r.IdemKey, err)
+			}
+		}
+	}
+	return rec, nil
+}
+
+// Complete stores resp as the outcome of claim, through tx: the caller's
+// business transaction, or the store's own database for a handler without
+// one. The update is conditional on the claim still being ours and still
+// PROCESSING; ErrClaimLost otherwise, and the business transaction must then
+// roll back. The record is kept for retention from now.
+func (s *Store) Complete(ctx context.Context, tx *gorm.DB, c *Claim, resp Response, retention time.Duration) error {
+	if tx == nil {
+		tx = s.db
+	}
+	status := StatusSucceeded
+	if resp.Status >= 400 {
+		status = StatusFailed
+	}
+	var headers []byte
+	if len(resp.Header) > 0 {
+		var err error
+		if headers, err = json.Marshal(resp.Header); err != nil {
+			return fmt.Errorf("idempotency: encode headers: %w", err)
+		}
+	}
+	body := resp.Body
+	if body == nil {
+		body = []byte{}
+	}
+	now := s.now()
+	res := tx.WithContext(ctx).Exec(`UPDATE idempotency_record SET status = ?, response_status = ?,
+		response_headers = ?, response_body = ?, expire_time = ?, updated_at = ?
+		WHERE scope = ? AND idem_key = ? AND owner = ? AND status = ?`,
+		status, resp.Status, string(headers), body, now.Add(retention), now,
+		c.Scope, c.Key, c.owner, StatusProcessing)
+	if res.Error != nil {
+		return fmt.Errorf("idempotency: complete %q: %w", c.Key, res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return ErrClaimLost
+	}
+	return nil
+}
+
+// Release gives the key back after a transient failure, so a retry runs the
+// handler again. It deletes the row only while it is still this claim's and
+// still PROCESSING: a completion that did commit (the handler's transaction
+// committed but its caller saw an error) is kept and will be replayed. It
+// reports whether a row was deleted.
+func (s *Store) Release(ctx context.Context, c *Claim) (bool, error) {
+	res := s.db.WithContext(ctx).Exec(`DELETE FROM idempotency_record
+		WHERE scope = ? AND idem_key = ? AND owner = ? AND status = ?`,
+		c.Scope, c.Key, c.owner, StatusProcessing)
+	if res.Error != nil {
+		return false, fmt.Errorf("idempotency: release %q: %w", c.Key, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// DeleteExpired deletes at most limit records whose expire_time passed before
+// now, oldest first, and returns how many it deleted. Small batches keep each
+// statement's locks and undo log short on a busy table.
+func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (int64, error) {
+	res := s.db.WithContext(ctx).Exec(`DELETE FROM idempotency_record
+		WHERE expire_time <= ? ORDER BY expire_time LIMIT ?`, now, limit)
+	if res.Error != nil {
+		return 0, fmt.Errorf("idempotency: delete expired: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}
