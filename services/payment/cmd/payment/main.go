@@ -20,10 +20,12 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/redislock"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/config"
 	"github.com/oncemall/oncemall/services/payment/internal/httpapi"
@@ -57,7 +59,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		Service:    "payment",
 		HTTPAddr:   cfg.HTTPAddr,
 		DBName:     cfg.DBName,
-		Migrations: []migrate.Source{migrations.Source, outbox.Migrations},
+		Migrations: []migrate.Source{migrations.Source, outbox.Migrations, idempotency.Migrations},
 		Streams:    []jetstream.StreamConfig{events.StreamConfig(events.PaymentStream, "payment")},
 		Logger:     log,
 	}
@@ -129,22 +131,37 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	})
 
-	// HTTP routes. The Idempotency-Key middleware (pkg/idempotency) plugs
-	// into Options.Idempotency; until then POST /payments only requires the
-	// header and stays idempotent per order through the unique order_no.
+	// Idempotency-Key on POST /payments: Redis as the entry hint, the
+	// database record as the truth, and its archiver on one replica at a
+	// time. The archiver stops before the relay and after the HTTP server.
+	idem, err := idempotency.New(rt.DB, rt.Redis, cfg.Idempotency, log, rt.Registry)
+	if err != nil {
+		return errors.Join(fmt.Errorf("idempotency: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+	archiver, err := idempotency.NewArchiver(idem.Store(), redislock.New(rt.Redis, "payment:lock:"), cfg.Idempotency, log, rt.Registry)
+	if err == nil {
+		err = archiver.Start(context.WithoutCancel(ctx))
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("idempotency archiver: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+	rt.OnShutdown("idempotency archiver", archiver.Stop)
+
+	// HTTP routes.
 	if err := httpapi.Register(rt.HTTP.Engine(), httpapi.Options{
 		App:             a,
 		Secret:          []byte(cfg.PSPSecret),
 		SignatureWindow: cfg.SignatureWindow,
 		CallbackMode:    cfg.CallbackMode,
 		AdminToken:      cfg.Platform.AdminToken,
+		Idempotency:     idem.Handler(),
 		Registerer:      rt.Registry,
 		Log:             log,
 	}); err != nil {
 		return errors.Join(err, rt.Shutdown(context.WithoutCancel(ctx)))
 	}
 
-	// Serve until SIGTERM, then shut down in order: HTTP, cron, relay,
-	// NATS, Redis, MySQL.
+	// Serve until SIGTERM, then shut down in order: HTTP, idempotency
+	// archiver, cron, relay, NATS, Redis, MySQL.
 	return rt.Serve(ctx)
 }

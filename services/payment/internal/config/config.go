@@ -6,12 +6,14 @@ import (
 	"time"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/platform"
 )
 
 // Config is everything the payment service reads from the environment.
 type Config struct {
-	Platform platform.Config
+	Platform    platform.Config
+	Idempotency idempotency.Config
 	HTTPAddr string `env:"HTTP_ADDR" default:":8083" usage:"listen address of the payment service"`
 	DBName   string `env:"MYSQL_DATABASE" default:"oncemall_payment" usage:"the payment service's own database (created if missing)"`
 
@@ -46,6 +48,7 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(
 		c.Platform.Validate(),
+		c.Idempotency.Validate(),
 		pkgconfig.CheckAddr("HTTP_ADDR", c.HTTPAddr),
 		secretErr,
 		checkURL("PSP_URL", c.PSPURL),
