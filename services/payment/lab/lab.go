@@ -16,8 +16,6 @@ import (
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/natsjs"
-	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/services/payment/migrations"
 	"github.com/oncemall/oncemall/services/payment/psp"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
@@ -51,7 +49,7 @@ func storm(mode string) func(ctx context.Context, env lab.Env) (lab.Result, erro
 			Injected: fmt.Sprintf("%d concurrent identical callbacks + %d late retries", StormCopies, LateRetries),
 			Expected: "= 1 record, 1 payment.succeeded row, 1 stream message",
 		}
-		db, drop, err := env.OpenDB(ctx, "payment_"+mode, migrations.Source, outbox.Migrations)
+		db, drop, err := env.OpenDB(ctx, "payment_"+mode, Migrations...)
 		if err != nil {
 			return res, err
 		}

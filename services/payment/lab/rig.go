@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"time"
 
@@ -14,15 +15,23 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/idempotency"
+	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/httpapi"
+	"github.com/oncemall/oncemall/services/payment/internal/orderclient"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 	"github.com/oncemall/oncemall/services/payment/internal/store"
+	"github.com/oncemall/oncemall/services/payment/migrations"
+	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 // DevSecret is the platform secret the rig and its simulator share.
 const DevSecret = "dev-psp-secret-not-for-production"
+
+// AdminToken guards the rig's /admin endpoints.
+const AdminToken = "lab-admin-token"
 
 // RigConfig says how to assemble a Rig.
 type RigConfig struct {
@@ -35,7 +44,13 @@ type RigConfig struct {
 	JS jetstream.JetStream
 	// Window is the signature timestamp window (default 5m).
 	Window time.Duration
+	// OrderURL and PSPURL, when set, let POST /payments reach an order
+	// service and a platform; without them only the callback path works.
+	OrderURL, PSPURL string
 }
+
+// Migrations are the sources a rig's database needs.
+var Migrations = []migrate.Source{migrations.Source, outbox.Migrations, idempotency.Migrations}
 
 // Rig is the payment service's callback path assembled in-process over a
 // migrated database: store, use cases, the real HTTP stack on an httptest
@@ -53,8 +68,7 @@ type Rig struct {
 	stopRelay func()
 }
 
-// NewRig assembles a rig over db, which has migrations.Source and
-// outbox.Migrations applied. Close it when done.
+// NewRig assembles a rig over db, which has Migrations applied. Close it when done.
 func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 	if cfg.Window == 0 {
 		cfg.Window = 5 * time.Minute
@@ -73,8 +87,22 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 		r.stopRelay = func() { cancel(); <-done }
 		waker = relay
 	}
-	a, err := app.New(store.New(db, store.Config{SubjectPrefix: cfg.SubjectPrefix}), nil, nil, waker,
+	var orders app.Orders
+	if cfg.OrderURL != "" {
+		orders = orderclient.New(cfg.OrderURL, &http.Client{Timeout: 5 * time.Second})
+	}
+	var platform app.Platform
+	if cfg.PSPURL != "" {
+		platform = psp.NewClient(cfg.PSPURL, &http.Client{Timeout: 5 * time.Second})
+	}
+	a, err := app.New(store.New(db, store.Config{SubjectPrefix: cfg.SubjectPrefix}), orders, platform, waker,
 		app.Config{SubjectPrefix: cfg.SubjectPrefix}, log)
+	if err != nil {
+		r.stopRelay()
+		return nil, err
+	}
+	// The Idempotency-Key middleware on the database alone (no Redis).
+	idem, err := idempotency.New(db, nil, idempotency.DefaultConfig(), log, reg)
 	if err != nil {
 		r.stopRelay()
 		return nil, err
@@ -86,7 +114,7 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 	})
 	if err := httpapi.Register(srv.Engine(), httpapi.Options{
 		App: a, Secret: []byte(DevSecret), SignatureWindow: cfg.Window, CallbackMode: cfg.Mode,
-		AdminToken: "lab-admin-token", Registerer: reg, Log: log,
+		AdminToken: AdminToken, Idempotency: idem.Handler(), Registerer: reg, Log: log,
 	}); err != nil {
 		r.stopRelay()
 		return nil, err

@@ -20,6 +20,10 @@ import (
 // far outside any sane acceptance window.
 const staleBy = time.Hour
 
+// outOfOrderLag is how long after the charge answer the held-back, older
+// copy of an out_of_order notification is delivered.
+const outOfOrderLag = 50 * time.Millisecond
+
 // Attempt is one delivery of a notification.
 type Attempt struct {
 	Copy   int       `json:"copy"` // which concurrent copy or replay (0 for the main delivery)
@@ -191,12 +195,15 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 		// success, so the merchant also sees an older notification last.
 		early := s.signedAt(now, sim)
 		ok := s.attempt(c, 0, 1, body)
+		answered := make(chan struct{})
+		defer close(answered)
 		go func() {
 			defer s.wg.Done()
 			if !ok {
 				ok = s.deliver(c, 0, body, 1)
 			}
-			if ok {
+			<-answered
+			if ok && s.sleep(outOfOrderLag) {
 				s.send(c, 1, 1, body, early)
 			}
 			s.replay(c, body)
