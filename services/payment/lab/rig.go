@@ -65,7 +65,7 @@ type Rig struct {
 	Subject     string
 	Registry    *prometheus.Registry
 
-	stopRelay func()
+	stop func()
 }
 
 // NewRig assembles a rig over db, which has Migrations applied. Close it when done.
@@ -74,7 +74,7 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 		cfg.Window = 5 * time.Minute
 	}
 	reg := prometheus.NewRegistry()
-	r := &Rig{DB: db, Subject: cfg.SubjectPrefix + events.PaymentSucceeded, Registry: reg, stopRelay: func() {}}
+	r := &Rig{DB: db, Subject: cfg.SubjectPrefix + events.PaymentSucceeded, Registry: reg, stop: func() {}}
 	var waker app.Waker
 	if cfg.JS != nil {
 		relay, err := outbox.NewRelay(db, cfg.JS, outbox.Config{}, log, reg)
@@ -84,9 +84,17 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { _ = relay.Run(ctx); close(done) }()
-		r.stopRelay = func() { cancel(); <-done }
+		r.stop = func() { cancel(); <-done }
 		waker = relay
 	}
+	// The server starts first, so that its URL can be the notify_url sent
+	// with charges; its handler is set below, before any request can come.
+	var handler http.Handler
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { handler.ServeHTTP(w, req) }))
+	r.CallbackURL = r.Server.URL + "/payments/callback"
+	stopRelay := r.stop
+	r.stop = func() { r.Server.Close(); stopRelay() }
+
 	var orders app.Orders
 	if cfg.OrderURL != "" {
 		orders = orderclient.New(cfg.OrderURL, &http.Client{Timeout: 5 * time.Second})
@@ -96,15 +104,15 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 		platform = psp.NewClient(cfg.PSPURL, &http.Client{Timeout: 5 * time.Second})
 	}
 	a, err := app.New(store.New(db, store.Config{SubjectPrefix: cfg.SubjectPrefix}), orders, platform, waker,
-		app.Config{SubjectPrefix: cfg.SubjectPrefix}, log)
+		app.Config{SubjectPrefix: cfg.SubjectPrefix, NotifyURL: r.CallbackURL}, log)
 	if err != nil {
-		r.stopRelay()
+		r.stop()
 		return nil, err
 	}
 	// The Idempotency-Key middleware on the database alone (no Redis).
 	idem, err := idempotency.New(db, nil, idempotency.DefaultConfig(), log, reg)
 	if err != nil {
-		r.stopRelay()
+		r.stop()
 		return nil, err
 	}
 	srv := httpserver.New(httpserver.Options{
@@ -116,20 +124,16 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 		App: a, Secret: []byte(DevSecret), SignatureWindow: cfg.Window, CallbackMode: cfg.Mode,
 		AdminToken: AdminToken, Idempotency: idem.Handler(), Registerer: reg, Log: log,
 	}); err != nil {
-		r.stopRelay()
+		r.stop()
 		return nil, err
 	}
 	r.App = a
-	r.Server = httptest.NewServer(srv.Handler())
-	r.CallbackURL = r.Server.URL + "/payments/callback"
+	handler = srv.Handler()
 	return r, nil
 }
 
 // Close stops the HTTP server and the relay.
-func (r *Rig) Close() {
-	r.Server.Close()
-	r.stopRelay()
-}
+func (r *Rig) Close() { r.stop() }
 
 // InsertPayment inserts a WAIT_PAY payment of amount cents for a fresh order
 // and returns it.

@@ -25,23 +25,32 @@ type fixture struct {
 	psp *psp.Client
 }
 
-func newFixture(t *testing.T, mode string, cfg ...func(*paymentlab.RigConfig)) *fixture {
+func newFixture(t *testing.T, mode string) *fixture {
+	return buildFixture(t, paymentlab.RigConfig{Mode: mode})
+}
+
+// newFixtureWithPlatform is a fixed-mode fixture whose POST /payments
+// reaches the order service at orderURL and the simulator.
+func newFixtureWithPlatform(t *testing.T, orderURL string) *fixture {
+	return buildFixture(t, paymentlab.RigConfig{Mode: "fixed", OrderURL: orderURL})
+}
+
+func buildFixture(t *testing.T, rc paymentlab.RigConfig) *fixture {
 	t.Helper()
-	db := testenv.DB(t, paymentlab.Migrations...)
-	rc := paymentlab.RigConfig{Mode: mode}
-	for _, f := range cfg {
-		f(&rc)
-	}
-	rig, err := paymentlab.NewRig(db, rc, testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rig.Close)
 	sim, url, stop, err := paymentlab.StartSimulator(lab.Env{Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
+	if rc.OrderURL != "" {
+		rc.PSPURL = url
+	}
+	db := testenv.DB(t, paymentlab.Migrations...)
+	rig, err := paymentlab.NewRig(db, rc, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rig.Close)
 	return &fixture{t: t, rig: rig, sim: sim, psp: psp.NewClient(url, http.DefaultClient)}
 }
 
