@@ -137,7 +137,7 @@ func (f *fixture) do(req *http.Request) (int, []byte) {
 }
 
 // signedCallback returns a notification body and its valid signature headers.
-func signedCallback(t *testing.T, n psp.Notification) ([]byte, http.Header) {
+func signedCallback(t testing.TB, n psp.Notification) ([]byte, http.Header) {
 	t.Helper()
 	body, err := json.Marshal(n)
 	if err != nil {
