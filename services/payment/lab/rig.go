@@ -18,6 +18,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/redislock"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/httpapi"
 	"github.com/oncemall/oncemall/services/payment/internal/orderclient"
@@ -47,6 +48,8 @@ type RigConfig struct {
 	// OrderURL and PSPURL, when set, let POST /payments reach an order
 	// service and a platform; without them only the callback path works.
 	OrderURL, PSPURL string
+	// Lock, when set, is the callback entry lock (fixed mode only).
+	Lock *redislock.Client
 }
 
 // Migrations are the sources a rig's database needs.
@@ -122,7 +125,7 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 	})
 	if err := httpapi.Register(srv.Engine(), httpapi.Options{
 		App: a, Secret: []byte(DevSecret), SignatureWindow: cfg.Window, CallbackMode: cfg.Mode,
-		AdminToken: AdminToken, Idempotency: idem.Handler(), Registerer: reg, Log: log,
+		AdminToken: AdminToken, Idempotency: idem.Handler(), Lock: cfg.Lock, Registerer: reg, Log: log,
 	}); err != nil {
 		r.stop()
 		return nil, err

@@ -138,7 +138,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("idempotency: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
 	}
-	archiver, err := idempotency.NewArchiver(idem.Store(), redislock.New(rt.Redis, "payment:lock:"), cfg.Idempotency, log, rt.Registry)
+	locks := redislock.New(rt.Redis, "payment:lock:")
+	archiver, err := idempotency.NewArchiver(idem.Store(), locks, cfg.Idempotency, log, rt.Registry)
 	if err == nil {
 		err = archiver.Start(context.WithoutCancel(ctx))
 	}
@@ -147,7 +148,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	rt.OnShutdown("idempotency archiver", archiver.Stop)
 
-	// HTTP routes.
+	// HTTP routes, with the optional entry lock in front of the callback.
+	var callbackLock *redislock.Client
+	if cfg.CallbackLock {
+		callbackLock = locks
+	}
 	if err := httpapi.Register(rt.HTTP.Engine(), httpapi.Options{
 		App:             a,
 		Secret:          []byte(cfg.PSPSecret),
@@ -155,6 +160,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		CallbackMode:    cfg.CallbackMode,
 		AdminToken:      cfg.Platform.AdminToken,
 		Idempotency:     idem.Handler(),
+		Lock:            callbackLock,
+		LockTTL:         cfg.CallbackLockTTL,
 		Registerer:      rt.Registry,
 		Log:             log,
 	}); err != nil {

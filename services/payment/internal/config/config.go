@@ -26,6 +26,8 @@ type Config struct {
 
 	CallbackMode    string        `env:"PAYMENT_CALLBACK_MODE" default:"fixed" usage:"platform callback handler: fixed, or broken to reproduce incident 2 (never in production)"`
 	SignatureWindow time.Duration `env:"PAYMENT_CALLBACK_WINDOW" default:"5m" usage:"how far a notification's X-PSP-Timestamp may be from now before it is refused (401)"`
+	CallbackLock    bool          `env:"PAYMENT_CALLBACK_LOCK" default:"false" usage:"put a Redis lock on out_trade_no in front of the fixed callback handler (an optimisation for storms; correctness never depends on it)"`
+	CallbackLockTTL time.Duration `env:"PAYMENT_CALLBACK_LOCK_TTL" default:"10s" usage:"how long a crashed holder of the callback lock blocks its payment"`
 
 	ReconcileSchedule string        `env:"PAYMENT_RECONCILE_SCHEDULE" default:"@every 1m" usage:"cron spec of the reconciliation job that logs findings and sets payment_reconcile_findings"`
 	ReconcileLookback time.Duration `env:"PAYMENT_RECONCILE_LOOKBACK" default:"72h" usage:"how far back reconciliation looks; keep it below the outbox retention of sent rows (7 days)"`
@@ -57,6 +59,7 @@ func (c Config) Validate() error {
 		pkgconfig.CheckPositive("ORDER_TIMEOUT", c.OrderTimeout),
 		pkgconfig.CheckOneOf("PAYMENT_CALLBACK_MODE", c.CallbackMode, "fixed", "broken"),
 		pkgconfig.CheckPositive("PAYMENT_CALLBACK_WINDOW", c.SignatureWindow),
+		pkgconfig.CheckPositive("PAYMENT_CALLBACK_LOCK_TTL", c.CallbackLockTTL),
 		pkgconfig.CheckPositive("PAYMENT_RECONCILE_LOOKBACK", c.ReconcileLookback),
 	)
 }

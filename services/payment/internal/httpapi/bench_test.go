@@ -120,4 +120,3 @@ func BenchmarkCallback(b *testing.B) {
 		})
 	}
 }
-

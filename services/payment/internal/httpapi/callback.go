@@ -100,6 +100,8 @@ func callbackOutcome(err error) string {
 		return "amount_mismatch"
 	case errors.Is(err, payment.ErrConflict):
 		return "conflict"
+	case errors.Is(err, errBusy):
+		return "locked"
 	}
 	return "error"
 }

@@ -24,6 +24,9 @@ func (h *handlers) writeError(c *gin.Context, err error) {
 		status = http.StatusUnprocessableEntity
 	case errors.Is(err, payment.ErrPlatformRejected):
 		status = http.StatusBadGateway
+	case errors.Is(err, errBusy):
+		c.Header("Retry-After", "1")
+		status = http.StatusServiceUnavailable
 	default:
 		h.opts.Log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
 		problem.Abort(c, http.StatusInternalServerError, "internal error")

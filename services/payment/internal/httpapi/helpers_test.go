@@ -54,7 +54,6 @@ func buildFixture(t *testing.T, rc paymentlab.RigConfig) *fixture {
 	return &fixture{t: t, rig: rig, sim: sim, psp: psp.NewClient(url, http.DefaultClient)}
 }
 
-
 // payment inserts a WAIT_PAY payment of 4200 cents.
 func (f *fixture) payment() string {
 	f.t.Helper()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/pkg/redislock"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 )
 
@@ -40,8 +41,16 @@ type Options struct {
 	// POST /payments (pkg/idempotency). When nil, RequireIdempotencyKey only
 	// insists on the header; creation stays idempotent per order anyway.
 	Idempotency gin.HandlerFunc
-	Registerer  prometheus.Registerer
-	Log         *slog.Logger
+	// Lock, when set, is the optional entry layer in front of the fixed
+	// handler: a Redis lock on out_trade_no that turns concurrent copies of
+	// a notification away (503, retried by the platform) before they reach
+	// the database. Correctness never depends on it; when Redis fails the
+	// notification goes through unlocked.
+	Lock *redislock.Client
+	// LockTTL bounds how long a crashed holder blocks its payment (default 10s).
+	LockTTL    time.Duration
+	Registerer prometheus.Registerer
+	Log        *slog.Logger
 	// Now is the clock for the timestamp window; nil means time.Now.
 	Now func() time.Time
 }
@@ -63,6 +72,9 @@ func Register(e *gin.Engine, opts Options) error {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.LockTTL <= 0 {
+		opts.LockTTL = 10 * time.Second
+	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return err
@@ -70,7 +82,11 @@ func Register(e *gin.Engine, opts Options) error {
 	h := &handlers{opts: opts, metrics: m}
 	switch opts.CallbackMode {
 	case ModeFixed:
-		h.callback = h.handleCallback(ModeFixed, opts.App.HandlePaid)
+		apply := opts.App.HandlePaid
+		if opts.Lock != nil {
+			apply = h.locked(apply)
+		}
+		h.callback = h.handleCallback(ModeFixed, apply)
 	case ModeBroken:
 		opts.Log.Warn("payment callback handler is the BROKEN variant of incident 2: duplicate notifications record duplicate payments")
 		h.callback = h.handleCallback(ModeBroken, opts.App.HandlePaidBroken)
