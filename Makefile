@@ -1,6 +1,7 @@
 # oncemall — run `make help` for the targets.
-MODULES := pkg services/order services/coupon services/payment scripts
-GO      ?= go
+MODULES  := pkg services/order services/coupon services/payment scripts
+SERVICES := order coupon payment
+GO       ?= go
 
 .DEFAULT_GOAL := help
 
@@ -8,6 +9,43 @@ GO      ?= go
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+.PHONY: run
+run: ## build bin/ and run every program locally (logs in .run/); Ctrl-C stops them, RUN_DETACH=1 returns once ready
+	@bash scripts/run.sh start
+
+.PHONY: stop
+stop: ## stop the programs a detached `make run` left running
+	@bash scripts/run.sh stop
+
+.PHONY: build
+build: ## build the service binaries into bin/
+	@mkdir -p bin
+	@for s in $(SERVICES); do echo "build bin/$$s"; $(GO) build -o bin/$$s ./services/$$s/cmd/$$s || exit 1; done
+
+.PHONY: migrate
+migrate: build ## apply each service's database migrations and exit
+	@bash scripts/preflight.sh
+	@for s in $(SERVICES); do echo "== migrate $$s"; bin/$$s migrate || exit 1; done
+
+.PHONY: up
+up: ## docker compose up -d --build
+	docker compose up -d --build
+
+.PHONY: down
+down: ## docker compose down
+	docker compose down
+
 .PHONY: test
-test: ## vet and test every module against the local MariaDB/MySQL, Redis and NATS
+test: ## check MariaDB/MySQL, Redis and NATS answer, then vet and test every module
+	@bash scripts/preflight.sh
 	@for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...) || exit 1; done
+
+.PHONY: lint
+lint: ## go vet and gofmt -l on every module
+	@for m in $(MODULES); do echo "== vet $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi; echo "gofmt: clean"
+
+.PHONY: bench
+bench: ## run every module's benchmarks (placeholder; the lab refines it)
+	@bash scripts/preflight.sh
+	@for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) test -run '^$$' -bench . ./...) || exit 1; done

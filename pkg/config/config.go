@@ -93,8 +93,12 @@ func walk(v reflect.Value, visit func(reflect.Value, reflect.StructField)) {
 		if !sf.IsExported() {
 			continue
 		}
-		if _, ok := sf.Tag.Lookup("env"); ok {
-			visit(f, sf)
+		if name, ok := sf.Tag.Lookup("env"); ok {
+			// `env:"-"` marks a field set in code only (a test hook, a driver
+			// name): it is neither read nor listed.
+			if name != "-" && name != "" {
+				visit(f, sf)
+			}
 			continue
 		}
 		if f.Kind() == reflect.Struct && f.Type() != reflect.TypeFor[time.Time]() {

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -59,7 +61,9 @@ func New(opts Options) *Server {
 	m := newMetrics(opts.Registry)
 	e.Use(RequestID(), AccessLog(opts.Logger), m.middleware(), Recovery(opts.Logger), BodyLimit(opts.Config.BodyLimitBytes))
 	e.NoRoute(func(c *gin.Context) { problem.Abort(c, http.StatusNotFound, "no such endpoint") })
-	e.NoMethod(func(c *gin.Context) { problem.Abort(c, http.StatusMethodNotAllowed, "method not allowed on this endpoint") })
+	e.NoMethod(func(c *gin.Context) {
+		problem.Abort(c, http.StatusMethodNotAllowed, "method not allowed on this endpoint")
+	})
 
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", readyz(opts.Checks))
@@ -73,6 +77,9 @@ func New(opts Options) *Server {
 			Handler:           e,
 			ReadHeaderTimeout: opts.Config.ReadHeaderTimeout,
 			WriteTimeout:      opts.Config.WriteTimeout,
+			// Idle keep-alive connections are closed after a while, so a
+			// client that went away does not hold a descriptor for ever.
+			IdleTimeout: 2 * time.Minute,
 		},
 	}
 }
@@ -109,23 +116,33 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.srv.Shutdown(ctx)
 }
 
+// readyz runs every check at once, so one slow dependency costs its own
+// timeout and not the sum of all of them.
 func readyz(checks map[string]Check) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		failed := map[string]string{}
+		var (
+			mu     sync.Mutex
+			wg     sync.WaitGroup
+			failed = map[string]string{}
+		)
 		for name, check := range checks {
-			ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
-			err := check(ctx)
-			cancel()
-			if err != nil {
-				failed[name] = err.Error()
-			}
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+				defer cancel()
+				if err := check(ctx); err != nil {
+					mu.Lock()
+					failed[name] = err.Error()
+					mu.Unlock()
+				}
+			})
 		}
+		wg.Wait()
 		if len(failed) > 0 {
 			names := make([]string, 0, len(failed))
 			for n := range failed {
 				names = append(names, n)
 			}
-			problem.Write(c, problem.New(http.StatusServiceUnavailable, fmt.Sprintf("not ready: %v unavailable", sortStrings(names))).With("failed", failed))
+			problem.Write(c, problem.New(http.StatusServiceUnavailable, fmt.Sprintf("not ready: %s unavailable", strings.Join(sortStrings(names), ", "))).With("failed", failed))
 			return
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})

@@ -6,6 +6,12 @@
 // applied versions are kept per source in the table schema_migrations, and a
 // MySQL named lock serialises concurrent runners (several replicas starting at
 // once).
+//
+// MySQL commits DDL implicitly, so a migration and its schema_migrations row
+// cannot share a transaction: a process killed between the two leaves the
+// migration applied but unrecorded, and the next run fails on it. Write
+// migrations that fail loudly in that case (plain CREATE TABLE rather than
+// CREATE TABLE IF NOT EXISTS) and repair by hand.
 package migrate
 
 import (
@@ -183,15 +189,23 @@ func withLock(ctx context.Context, db *sql.DB, fn func(*sql.Conn) error) (err er
 		return fmt.Errorf("migrate: connect: %w", err)
 	}
 	defer conn.Close()
+	var dbName sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&dbName); err != nil {
+		return fmt.Errorf("migrate: current database: %w", err)
+	}
+	if !dbName.Valid || dbName.String == "" {
+		return errors.New("migrate: the connection has no database selected")
+	}
+	name := lockName(dbName.String)
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT('migrate:', DATABASE()), ?)", lockTimeout).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", name, lockTimeout).Scan(&got); err != nil {
 		return fmt.Errorf("migrate: take lock: %w", err)
 	}
 	if got.Int64 != 1 {
-		return errors.New("migrate: another runner holds the migration lock")
+		return fmt.Errorf("migrate: another runner held the migration lock for %ds", lockTimeout)
 	}
 	defer func() {
-		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK(CONCAT('migrate:', DATABASE()))"); rerr != nil && err == nil {
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK(?)", name); rerr != nil && err == nil {
 			err = fmt.Errorf("migrate: release lock: %w", rerr)
 		}
 	}()
@@ -199,4 +213,16 @@ func withLock(ctx context.Context, db *sql.DB, fn func(*sql.Conn) error) (err er
 		return fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
 	return fn(conn)
+}
+
+// lockName derives the named lock for a database. MySQL refuses lock names
+// longer than 64 characters and a database name may be 64 long, so long
+// names are cut; two databases sharing a 56-character prefix then merely
+// take turns.
+func lockName(dbName string) string {
+	const prefix = "migrate:"
+	if len(dbName) > 64-len(prefix) {
+		dbName = dbName[:64-len(prefix)]
+	}
+	return prefix + dbName
 }

@@ -50,6 +50,7 @@ func (c Config) Validate() error {
 		config.CheckAddr("REDIS_ADDR", c.Redis.Addr),
 		config.CheckPositive("MYSQL_MAX_OPEN_CONNS", c.MySQL.MaxOpenConns),
 		config.CheckPositive("HTTP_BODY_LIMIT_BYTES", c.HTTP.BodyLimitBytes),
+		config.CheckPositive("HTTP_READ_HEADER_TIMEOUT", c.HTTP.ReadHeaderTimeout),
 		config.CheckPositive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout),
 		config.CheckPositive("STARTUP_TIMEOUT", c.StartupTimeout),
 	)

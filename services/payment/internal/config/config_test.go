@@ -4,39 +4,78 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/oncemall/oncemall/pkg/composecheck"
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/services/payment/internal/config"
 )
 
-func load(t *testing.T, env map[string]string) (config.Config, error) {
-	t.Helper()
-	var c config.Config
-	if err := pkgconfig.LoadFrom(&c, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
-		return c, err
-	}
-	return c, c.Validate()
-}
-
-func TestDefaultsAreValidAndFixed(t *testing.T) {
-	c, err := load(t, nil)
+func TestLoadDefaults(t *testing.T) {
+	c, err := config.Load()
 	if err != nil {
-		t.Fatalf("defaults do not validate: %v", err)
+		t.Fatal(err)
 	}
-	if c.CallbackMode != "fixed" || c.PSPURL != "http://127.0.0.1:8090" || c.OrderURL != "http://127.0.0.1:8081" || c.HTTPAddr != ":8083" {
-		t.Fatalf("unexpected defaults: mode %s psp %s order %s addr %s", c.CallbackMode, c.PSPURL, c.OrderURL, c.HTTPAddr)
+	if c.HTTPAddr != ":8083" || c.DBName != "oncemall_payment" {
+		t.Fatalf("defaults: HTTP_ADDR=%q MYSQL_DATABASE=%q", c.HTTPAddr, c.DBName)
 	}
 }
 
-func TestInvalidSettingsNameTheirVariable(t *testing.T) {
-	_, err := load(t, map[string]string{"PAYMENT_CALLBACK_MODE": "lenient", "PAYMENT_CALLBACK_WINDOW": "-1s"})
-	if err == nil || !strings.Contains(err.Error(), "PAYMENT_CALLBACK_MODE") || !strings.Contains(err.Error(), "PAYMENT_CALLBACK_WINDOW") {
-		t.Fatalf("Validate = %v, want errors naming both variables", err)
+func TestLoadNamesTheBadVariable(t *testing.T) {
+	for name, value := range map[string]string{
+		"HTTP_ADDR":            ":abc",
+		"MYSQL_MAX_OPEN_CONNS": "x",
+		"SHUTDOWN_TIMEOUT":     "10",
+		"LOG_LEVEL":            "loud",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, value)
+			_, err := config.Load()
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=%q: error %v does not name the variable", name, value, err)
+			}
+		})
+	}
+}
+
+// TestComposeDockerfileAndREADMEMatch is the drift test: see pkg/composecheck
+// for the rules.
+func TestComposeDockerfileAndREADMEMatch(t *testing.T) {
+	composecheck.Run(t, composecheck.Program{
+		Service:  "payment",
+		Dir:      "services/payment/cmd/payment",
+		Vars:     pkgconfig.Vars(&config.Config{}),
+		AddrVars: []string{"HTTP_ADDR"},
+	})
+}
+
+func TestDefaultsSelectTheFixedHandlerAndLocalPeers(t *testing.T) {
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CallbackMode != "fixed" || c.PSPURL != "http://127.0.0.1:8090" || c.OrderURL != "http://127.0.0.1:8081" || c.CallbackLock {
+		t.Fatalf("defaults: mode %s psp %s order %s lock %v", c.CallbackMode, c.PSPURL, c.OrderURL, c.CallbackLock)
+	}
+}
+
+func TestPaymentSettingsNameTheBadVariable(t *testing.T) {
+	for name, value := range map[string]string{
+		"PAYMENT_CALLBACK_MODE":   "lenient",
+		"PAYMENT_CALLBACK_WINDOW": "-1s",
+		"PSP_TIMEOUT":             "0s",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, value)
+			_, err := config.Load()
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=%q: error %v does not name the variable", name, value, err)
+			}
+		})
 	}
 }
 
 func TestEveryVariableIsDocumented(t *testing.T) {
 	for _, v := range pkgconfig.Vars(&config.Config{}) {
-		if v.Name != "-" && v.Usage == "" {
+		if v.Usage == "" {
 			t.Errorf("%s has no usage text", v.Name)
 		}
 	}

@@ -1,0 +1,318 @@
+// Package composecheck keeps docker-compose.yml, the Dockerfiles and the
+// README's configuration table in step with the code. No Docker engine runs
+// on the machines this project is built on, so nothing would notice a renamed
+// variable or a moved cmd/ directory until a user ran `docker compose up`;
+// each program's module runs Check in a test instead.
+//
+// The rules, for every program (a compose service built from this repo):
+//
+//   - every environment variable the program reads is set in its compose
+//     environment, under the same name. Listing all of them, defaults
+//     included, makes the compose file the complete record of how the
+//     container is configured; a variable may be left out only when the
+//     program's test names it in Program.Unset with the reason;
+//   - every variable in its compose environment is read by the program,
+//     so a typo cannot hide (Program.Pending lists variables compose sets
+//     before the code reads them, each with the reason);
+//   - each listen-address variable's default port is published as the same
+//     host and container port, and the compose value listens on that port;
+//   - it has a healthcheck that calls the health path on that port;
+//   - every depends_on waits for condition service_healthy;
+//   - it is built with the repo root as context and a Dockerfile that
+//     builds exactly Program.Dir (a main package) and runs as a non-root user;
+//   - the README's configuration table has a row for every variable, whose
+//     default column shows the default.
+package composecheck
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/oncemall/oncemall/pkg/config"
+)
+
+// Program describes one program that compose runs.
+type Program struct {
+	// Service is the compose service name, e.g. "order".
+	Service string
+	// Dir is the main package's directory relative to the repo root, e.g.
+	// "services/order/cmd/order".
+	Dir string
+	// Vars are the variables the program reads: config.Vars(&cfg).
+	Vars []config.Var
+	// AddrVars name the variables that hold listen addresses ("HTTP_ADDR").
+	// The first one serves the health path.
+	AddrVars []string
+	// HealthPath is what the healthcheck calls; "/healthz" when empty.
+	HealthPath string
+	// Unset lists variables that compose may leave at their default, with
+	// the reason. Keep it empty unless there is a reason.
+	Unset map[string]string
+	// Pending lists variables compose sets that the program does not read
+	// yet, with the reason. Remove an entry once the code reads it.
+	Pending map[string]string
+}
+
+// File is the part of a compose file the checks read.
+type File struct {
+	Services map[string]Service `yaml:"services"`
+}
+
+// Service is one compose service.
+type Service struct {
+	Image       string               `yaml:"image"`
+	Build       *Build               `yaml:"build"`
+	Environment map[string]string    `yaml:"environment"`
+	Ports       []string             `yaml:"ports"`
+	Healthcheck *Healthcheck         `yaml:"healthcheck"`
+	DependsOn   map[string]DependsOn `yaml:"depends_on"`
+}
+
+// Build is a service's build section (the long form is required).
+type Build struct {
+	Context    string            `yaml:"context"`
+	Dockerfile string            `yaml:"dockerfile"`
+	Args       map[string]string `yaml:"args"`
+}
+
+// Healthcheck is a service's healthcheck.
+type Healthcheck struct {
+	Test []string `yaml:"test"`
+}
+
+// DependsOn is one long-form depends_on entry.
+type DependsOn struct {
+	Condition string `yaml:"condition"`
+}
+
+// Root returns the repository root: the nearest directory above the working
+// directory that holds go.work.
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("composecheck: no go.work above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Load parses root/docker-compose.yml.
+func Load(root string) (*File, error) {
+	b, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		return nil, err
+	}
+	var f File
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("docker-compose.yml: %w", err)
+	}
+	return &f, nil
+}
+
+// Run checks p against the repository containing the working directory and
+// reports each drift as a test error.
+func Run(t testing.TB, p Program) {
+	t.Helper()
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range Check(root, p) {
+		t.Error(err)
+	}
+}
+
+// Check returns every way p has drifted from the compose file, its
+// Dockerfile and the README.
+func Check(root string, p Program) []error {
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{p.Service}, args...)...))
+	}
+	f, err := Load(root)
+	if err != nil {
+		return []error{err}
+	}
+	svc, ok := f.Services[p.Service]
+	if !ok {
+		return []error{fmt.Errorf("docker-compose.yml has no service %q", p.Service)}
+	}
+	if len(p.Vars) == 0 {
+		fail("the program reads no variables: pass config.Vars(&cfg)")
+	}
+	defaults := map[string]string{}
+	for _, v := range p.Vars {
+		defaults[v.Name] = v.Default
+	}
+
+	// Environment, both ways.
+	for _, v := range p.Vars {
+		if _, ok := svc.Environment[v.Name]; !ok {
+			if _, allowed := p.Unset[v.Name]; !allowed {
+				fail("compose environment lacks %s, which the program reads (default %q)", v.Name, v.Default)
+			}
+		}
+	}
+	for name := range svc.Environment {
+		if _, ok := defaults[name]; ok {
+			if _, pending := p.Pending[name]; pending {
+				fail("%s is read now: remove it from Program.Pending", name)
+			}
+			continue
+		}
+		if _, pending := p.Pending[name]; !pending {
+			fail("compose sets %s, which the program does not read (a typo, or a removed setting?)", name)
+		}
+	}
+
+	// Ports and healthcheck.
+	published := map[string]bool{}
+	for _, p := range svc.Ports {
+		published[p] = true
+	}
+	health := p.HealthPath
+	if health == "" {
+		health = "/healthz"
+	}
+	for i, name := range p.AddrVars {
+		def, ok := defaults[name]
+		if !ok {
+			fail("address variable %s is not read by the program", name)
+			continue
+		}
+		port := portOf(def)
+		if port == "" {
+			fail("default of %s (%q) has no port", name, def)
+			continue
+		}
+		if !published[port+":"+port] {
+			fail("port %s (default of %s) is not published as %q; ports are %v", port, name, port+":"+port, svc.Ports)
+		}
+		if v, ok := svc.Environment[name]; ok && portOf(v) != port {
+			fail("compose sets %s=%q, not on the default port %s", name, v, port)
+		}
+		if i == 0 {
+			want := ":" + port + health
+			if svc.Healthcheck == nil || !strings.Contains(strings.Join(svc.Healthcheck.Test, " "), want) {
+				fail("healthcheck must call %s on port %s; have %v", health, port, svc.Healthcheck)
+			}
+		}
+	}
+	if svc.Healthcheck == nil {
+		fail("no healthcheck")
+	}
+	for dep, d := range svc.DependsOn {
+		if d.Condition != "service_healthy" {
+			fail("depends_on %s has condition %q, want service_healthy", dep, d.Condition)
+		}
+	}
+
+	// Build.
+	errs = append(errs, checkBuild(root, p, svc)...)
+
+	// README.
+	rows, err := ReadmeRows(filepath.Join(root, "README.md"))
+	if err != nil {
+		errs = append(errs, err)
+		return errs
+	}
+	for _, v := range p.Vars {
+		row, ok := rows[v.Name]
+		switch {
+		case !ok:
+			fail("README.md configuration table has no row for %s", v.Name)
+		case v.Default != "" && !strings.Contains(row, "`"+v.Default+"`"):
+			fail("README.md row for %s does not show its default `%s`: %s", v.Name, v.Default, row)
+		}
+	}
+	return errs
+}
+
+func checkBuild(root string, p Program, svc Service) []error {
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{p.Service}, args...)...))
+	}
+	b := svc.Build
+	if b == nil {
+		fail("not built from this repository (no build section)")
+		return errs
+	}
+	if filepath.Clean(b.Context) != "." {
+		fail("build context is %q, want the repo root \".\" so go.work and pkg/ are included", b.Context)
+	}
+	if b.Args["PROGRAM"] != p.Dir {
+		fail("build arg PROGRAM=%q, want %q", b.Args["PROGRAM"], p.Dir)
+	}
+	main, err := os.ReadFile(filepath.Join(root, p.Dir, "main.go"))
+	if err != nil || !regexp.MustCompile(`(?m)^package main$`).Match(main) {
+		fail("%s/main.go is missing or not package main", p.Dir)
+	}
+	df, err := os.ReadFile(filepath.Join(root, b.Dockerfile))
+	if err != nil {
+		fail("Dockerfile: %v", err)
+		return errs
+	}
+	text := string(df)
+	if !regexp.MustCompile(`(?m)^ARG PROGRAM\b`).MatchString(text) {
+		fail("%s does not declare ARG PROGRAM", b.Dockerfile)
+	}
+	if !regexp.MustCompile(`go build[^\n]*\./\$\{?PROGRAM\}?`).MatchString(text) {
+		fail("%s does not `go build ./${PROGRAM}`", b.Dockerfile)
+	}
+	froms := regexp.MustCompile(`(?m)^FROM `).FindAllStringIndex(text, -1)
+	if len(froms) < 2 {
+		fail("%s is not a multi-stage build", b.Dockerfile)
+	} else {
+		final := text[froms[len(froms)-1][0]:]
+		m := regexp.MustCompile(`(?m)^USER\s+(\S+)`).FindStringSubmatch(final)
+		if m == nil || m[1] == "root" || strings.HasPrefix(m[1], "0") {
+			fail("%s: the final stage must run as a non-root USER", b.Dockerfile)
+		}
+	}
+	return errs
+}
+
+// ReadmeRows returns the rows of the README's configuration tables, keyed by
+// the variable in their first cell (| `NAME` | ...).
+func ReadmeRows(path string) (map[string]string, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	rows := map[string]string{}
+	re := regexp.MustCompile("^\\|\\s*`([A-Z][A-Z0-9_]*)`\\s*\\|")
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			rows[m[1]] = sc.Text()
+		}
+	}
+	return rows, sc.Err()
+}
+
+func portOf(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	return port
+}

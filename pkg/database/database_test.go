@@ -1,0 +1,79 @@
+package database_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncemall/oncemall/pkg/database"
+	"github.com/oncemall/oncemall/pkg/testenv"
+)
+
+func TestOpenCreatesTheDatabaseAndAppliesThePool(t *testing.T) {
+	cfg, name := testenv.NewDatabase(t)
+	// Drop it so Open has to create it.
+	admin, err := sql.Open("mysql", cfg.DSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec("DROP DATABASE `" + name + "`"); err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxOpenConns = 3
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db, err := database.Open(ctx, cfg, name, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer database.Close(db)
+	var current string
+	if err := db.Raw("SELECT DATABASE()").Scan(&current).Error; err != nil || current != name {
+		t.Fatalf("connected to %q (%v), want %q", current, err, name)
+	}
+	sqlDB, _ := db.DB()
+	if got := sqlDB.Stats().MaxOpenConnections; got != 3 {
+		t.Fatalf("MaxOpenConnections %d, want 3", got)
+	}
+	// Open again on an existing database is fine.
+	db2, err := database.Open(ctx, cfg, name, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	database.Close(db2)
+}
+
+func TestIsDuplicateKey(t *testing.T) {
+	db := testenv.DB(t)
+	if err := db.Exec("CREATE TABLE u (k VARCHAR(16) PRIMARY KEY)").Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec("INSERT INTO u (k) VALUES ('a')").Error; err != nil {
+		t.Fatal(err)
+	}
+	err := db.Exec("INSERT INTO u (k) VALUES ('a')").Error
+	if !database.IsDuplicateKey(err) {
+		t.Fatalf("second insert: %v is not reported as a duplicate key", err)
+	}
+	if database.IsDuplicateKey(db.Exec("INSERT INTO missing_table VALUES (1)").Error) {
+		t.Fatal("a missing table is reported as a duplicate key")
+	}
+	if database.IsDuplicateKey(errors.New("Duplicate entry")) || database.IsDuplicateKey(nil) {
+		t.Fatal("a plain error or nil is reported as a duplicate key")
+	}
+}
+
+func TestOpenUnreachableNamesTheAddress(t *testing.T) {
+	cfg := testenv.Config(t).MySQL
+	cfg.Addr = "127.0.0.1:1"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := database.Open(ctx, cfg, "x", testenv.Logger(t))
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("Open on a dead address: %v", err)
+	}
+}

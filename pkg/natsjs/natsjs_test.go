@@ -1,0 +1,67 @@
+package natsjs_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/oncemall/oncemall/pkg/natsjs"
+	"github.com/oncemall/oncemall/pkg/testenv"
+)
+
+func TestEnsureStreamIsIdempotent(t *testing.T) {
+	c := testenv.NATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	name := strings.ToUpper(testenv.UniqueName(t, "s"))
+	testenv.DeleteStreamAtCleanup(t, c.JS, name)
+	cfg := jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Duplicates: time.Minute}
+	for range 3 {
+		if _, err := natsjs.EnsureStream(ctx, c.JS, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A changed setting is applied, not rejected.
+	cfg.MaxMsgs = 100
+	s, err := natsjs.EnsureStream(ctx, c.JS, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.Config.MaxMsgs != 100 {
+		t.Fatalf("updated stream: %+v %v", info, err)
+	}
+	if err := c.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+}
+
+func TestDrainClosesAndPingFailsAfter(t *testing.T) {
+	c := testenv.NATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !c.NC.IsClosed() {
+		t.Fatal("connection open after Drain")
+	}
+	if err := c.Ping(ctx); err == nil {
+		t.Fatal("Ping succeeded on a closed connection")
+	}
+	if err := c.Drain(ctx); err != nil {
+		t.Fatalf("second Drain: %v", err)
+	}
+}
+
+func TestConnectGivesUpAtTheDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := natsjs.Connect(ctx, natsjs.Config{URL: "nats://127.0.0.1:1"}, "t", testenv.Logger(t))
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("Connect to a dead address: %v", err)
+	}
+}

@@ -1,0 +1,270 @@
+package platform_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/testenv"
+)
+
+var things = migrate.Source{Name: "things", FS: fstest.MapFS{
+	"000001_create_things.up.sql":   {Data: []byte("CREATE TABLE things (id BIGINT PRIMARY KEY) ENGINE=InnoDB;")},
+	"000001_create_things.down.sql": {Data: []byte("DROP TABLE things;")},
+}}
+
+// deadAddr returns a loopback address nothing listens on.
+func deadAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func setup(t *testing.T) (platform.Config, platform.Options, *syncBuffer) {
+	t.Helper()
+	var cfg platform.Config
+	if err := config.LoadFrom(&cfg, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.Config(t)
+	mysqlCfg, dbName := testenv.NewDatabase(t)
+	cfg.MySQL = mysqlCfg
+	cfg.NATS = env.NATS
+	cfg.Redis = env.Redis
+	cfg.StartupTimeout = 20 * time.Second
+	cfg.ShutdownTimeout = 5 * time.Second
+	logs := &syncBuffer{}
+	return cfg, platform.Options{
+		Service:    "platformtest",
+		HTTPAddr:   deadAddr(t), // free now; the server binds it
+		DBName:     dbName,
+		Migrations: []migrate.Source{things},
+		Logger:     slog.New(slog.NewJSONHandler(io.MultiWriter(logs, testLogWriter{t}), nil)),
+	}, logs
+}
+
+type testLogWriter struct{ t *testing.T }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	if testing.Verbose() {
+		w.t.Log(strings.TrimSpace(string(p)))
+	}
+	return len(p), nil
+}
+
+func get(t *testing.T, url string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
+}
+
+func TestStartMigratesAndServesReady(t *testing.T) {
+	cfg, opts, logs := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt, err := platform.Start(ctx, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := rt.DB.Raw("SELECT COUNT(*) FROM schema_migrations WHERE source = 'things'").Scan(&n).Error; err != nil || n != 1 {
+		t.Fatalf("migrations not applied: n=%d err=%v", n, err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- rt.Serve(ctx) }()
+	waitReady(t, "http://"+opts.HTTPAddr+"/readyz", http.StatusOK)
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if !strings.Contains(logs.String(), "shutdown complete") {
+		t.Fatalf("no 'shutdown complete' log line:\n%s", logs)
+	}
+}
+
+func waitReady(t *testing.T, url string, want int) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			var body map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return body
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never answered %d (last err %v)", url, want, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestReadyzNamesDeadRedis(t *testing.T) {
+	cfg, opts, _ := setup(t)
+	cfg.Redis.Addr = deadAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt, err := platform.Start(ctx, cfg, opts)
+	if err != nil {
+		t.Fatalf("Start must not need Redis: %v", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- rt.Serve(ctx) }()
+	body := waitReady(t, "http://"+opts.HTTPAddr+"/readyz", http.StatusServiceUnavailable)
+	failed, _ := body["failed"].(map[string]any)
+	if len(failed) != 1 || failed["redis"] == nil || !strings.Contains(body["detail"].(string), "redis") {
+		t.Fatalf("/readyz = %v, want redis (and only redis) named", body)
+	}
+	if code, _ := get(t, "http://"+opts.HTTPAddr+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d with Redis down, want 200 (liveness does not depend on Redis)", code)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
+
+func TestStartRejectsBadConfig(t *testing.T) {
+	cfg, opts, _ := setup(t)
+	opts.HTTPAddr = ":abc"
+	if _, err := platform.Start(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), "HTTP_ADDR") {
+		t.Fatalf("Start with HTTP_ADDR=:abc: %v", err)
+	}
+	cfg.MySQL.MaxOpenConns = 0
+	if _, err := platform.Start(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), "MYSQL_MAX_OPEN_CONNS") {
+		t.Fatalf("Start with MYSQL_MAX_OPEN_CONNS=0: %v", err)
+	}
+}
+
+// TestShutdownOrder checks the promise of OnShutdown: the HTTP server has
+// finished its in-flight requests before any component stops, components stop
+// in reverse order of registration while the database still answers, and
+// the dependencies are closed last.
+func TestShutdownOrder(t *testing.T) {
+	cfg, opts, _ := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt, err := platform.Start(ctx, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	record := func(e string) { mu.Lock(); events = append(events, e); mu.Unlock() }
+	started := make(chan struct{})
+	rt.HTTP.Engine().GET("/slow", func(c *gin.Context) {
+		close(started)
+		time.Sleep(300 * time.Millisecond)
+		record("slow request handled")
+		c.String(http.StatusOK, "finished")
+	})
+	for _, name := range []string{"relay", "cron", "consumers"} {
+		rt.OnShutdown(name, func(ctx context.Context) error {
+			sqlDB, _ := rt.DB.DB()
+			if err := sqlDB.PingContext(ctx); err != nil {
+				record(name + ":db-closed")
+			}
+			if !rt.NATS.NC.IsConnected() {
+				record(name + ":nats-closed")
+			}
+			record(name)
+			return nil
+		})
+	}
+	served := make(chan error, 1)
+	go func() { served <- rt.Serve(ctx) }()
+	waitReady(t, "http://"+opts.HTTPAddr+"/readyz", http.StatusOK)
+
+	slow := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + opts.HTTPAddr + "/slow")
+		if err != nil {
+			slow <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		slow <- string(b)
+	}()
+	<-started
+	cancel()
+	if got := <-slow; got != "finished" {
+		t.Fatalf("in-flight request: %q, want it to finish", got)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	want := []string{"slow request handled", "consumers", "cron", "relay"}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(events, ",") != strings.Join(want, ",") {
+		t.Fatalf("shutdown events %v, want %v", events, want)
+	}
+	sqlDB, _ := rt.DB.DB()
+	if err := sqlDB.Ping(); err == nil {
+		t.Fatal("database still open after shutdown")
+	}
+	if !rt.NATS.NC.IsClosed() {
+		t.Fatal("NATS still open after shutdown")
+	}
+	if _, err := net.DialTimeout("tcp", opts.HTTPAddr, time.Second); err == nil {
+		t.Fatal("HTTP still accepting after shutdown")
+	}
+}
+
+func TestMigrateOnly(t *testing.T) {
+	cfg, opts, _ := setup(t)
+	if err := platform.MigrateOnly(context.Background(), cfg, opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := platform.MigrateOnly(context.Background(), cfg, opts); err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+}

@@ -1,0 +1,54 @@
+package testenv_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/oncemall/oncemall/pkg/testenv"
+)
+
+func TestUniqueNameIsSafeAndUnique(t *testing.T) {
+	a, b := testenv.UniqueName(t, "t"), testenv.UniqueName(t, "t")
+	if a == b {
+		t.Fatalf("two names are equal: %s", a)
+	}
+	if !regexp.MustCompile(`^[a-z0-9_]+$`).MatchString(a) || len(a) > 64 {
+		t.Fatalf("unsafe name %q", a)
+	}
+}
+
+func TestRedisPrefixIsCleanedUp(t *testing.T) {
+	var prefix string
+	t.Run("inner", func(t *testing.T) {
+		rdb, p := testenv.Redis(t)
+		prefix = p
+		if err := rdb.Set(context.Background(), p+"k", "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	rdb, _ := testenv.Redis(t)
+	keys, err := rdb.Keys(context.Background(), prefix+"*").Result()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("keys left under %s: %v %v", prefix, keys, err)
+	}
+	if !strings.HasSuffix(prefix, ":") {
+		t.Fatalf("prefix %q does not end in ':'", prefix)
+	}
+}
+
+func TestDBIsDroppedAtCleanup(t *testing.T) {
+	var name string
+	t.Run("inner", func(t *testing.T) {
+		db := testenv.DB(t)
+		if err := db.Raw("SELECT DATABASE()").Scan(&name).Error; err != nil {
+			t.Fatal(err)
+		}
+	})
+	db := testenv.DB(t)
+	var n int
+	if err := db.Raw("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n).Error; err != nil || n != 0 {
+		t.Fatalf("database %s still exists after its test (n=%d, err=%v)", name, n, err)
+	}
+}

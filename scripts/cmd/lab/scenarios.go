@@ -1,0 +1,13 @@
+package main
+
+import (
+	pkglab "github.com/oncemall/oncemall/pkg/lab"
+	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
+)
+
+// all lists every incident's scenarios, in incident order.
+func all() []pkglab.Scenario {
+	var out []pkglab.Scenario
+	out = append(out, paymentlab.Scenarios()...) // incident 2
+	return out
+}

@@ -1,0 +1,48 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/oncemall/oncemall/pkg/composecheck"
+	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/services/coupon/internal/config"
+)
+
+func TestLoadDefaults(t *testing.T) {
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != ":8082" || c.DBName != "oncemall_coupon" {
+		t.Fatalf("defaults: HTTP_ADDR=%q MYSQL_DATABASE=%q", c.HTTPAddr, c.DBName)
+	}
+}
+
+func TestLoadNamesTheBadVariable(t *testing.T) {
+	for name, value := range map[string]string{
+		"HTTP_ADDR":            ":abc",
+		"MYSQL_MAX_OPEN_CONNS": "x",
+		"SHUTDOWN_TIMEOUT":     "10",
+		"LOG_LEVEL":            "loud",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, value)
+			_, err := config.Load()
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=%q: error %v does not name the variable", name, value, err)
+			}
+		})
+	}
+}
+
+// TestComposeDockerfileAndREADMEMatch is the drift test: see pkg/composecheck
+// for the rules.
+func TestComposeDockerfileAndREADMEMatch(t *testing.T) {
+	composecheck.Run(t, composecheck.Program{
+		Service:  "coupon",
+		Dir:      "services/coupon/cmd/coupon",
+		Vars:     pkgconfig.Vars(&config.Config{}),
+		AddrVars: []string{"HTTP_ADDR"},
+	})
+}
