@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/events"
@@ -114,7 +115,7 @@ func (s *Store) Create(ctx context.Context, p payment.Payment) (payment.Payment,
 	now := s.now()
 	p.CreatedAt, p.UpdatedAt = now, now
 	row := toDBPayment(p)
-	err := s.db.WithContext(ctx).Create(&row).Error
+	err := quiet(s.db.WithContext(ctx)).Create(&row).Error
 	if err == nil {
 		return toPayment(row), true, nil
 	}
@@ -131,6 +132,12 @@ func (s *Store) Create(ctx context.Context, p payment.Payment) (payment.Payment,
 // Get returns the payment with out_trade_no.
 func (s *Store) Get(ctx context.Context, outTradeNo string) (payment.Payment, error) {
 	return get(s.db.WithContext(ctx), outTradeNo)
+}
+
+// quiet returns db with gorm's statement logging off, for statements whose
+// failure is an expected outcome rather than an error.
+func quiet(db *gorm.DB) *gorm.DB {
+	return db.Session(&gorm.Session{Logger: db.Logger.LogMode(logger.Silent)})
 }
 
 func get(db *gorm.DB, outTradeNo string) (payment.Payment, error) {
@@ -169,7 +176,10 @@ type txStore struct {
 
 func (t *txStore) InsertTransaction(tr payment.Transaction) error {
 	row := t.s.toDBTransaction(tr)
-	err := t.tx.Table(tableTransaction).Create(&row).Error
+	// A duplicate key is the expected answer to every redelivered
+	// notification, so gorm must not log it as an error; any other error is
+	// returned and logged once at the edge.
+	err := quiet(t.tx).Table(tableTransaction).Create(&row).Error
 	if database.IsDuplicateKey(err) {
 		return payment.ErrDuplicateTxn
 	}
