@@ -56,7 +56,9 @@ type App struct {
 	now      func() time.Time
 }
 
-// New returns the use cases. waker may be nil (no relay running).
+// New returns the use cases. waker may be nil (no relay running); orders and
+// platform may be nil where only notifications are handled (the lab), and
+// CreatePayment then fails.
 func New(store payment.Store, orders Orders, platform Platform, waker Waker, cfg Config, log *slog.Logger) (*App, error) {
 	if store == nil || log == nil {
 		return nil, errors.New("app: store and logger are required")

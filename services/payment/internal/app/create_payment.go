@@ -18,6 +18,9 @@ import (
 // answers with the same transaction because it keys charges by out_trade_no.
 // created reports whether this call inserted the payment.
 func (a *App) CreatePayment(ctx context.Context, orderNo string) (p payment.Payment, created bool, err error) {
+	if a.orders == nil || a.platform == nil {
+		return payment.Payment{}, false, errors.New("create payment: no order service or platform configured")
+	}
 	order, err := a.orders.Order(ctx, orderNo)
 	if err != nil {
 		return payment.Payment{}, false, fmt.Errorf("create payment for order %s: %w", orderNo, err)

@@ -56,4 +56,3 @@ payment_reconcile_findings{kind="multiple_records"} 2
 	j.Run()
 	check("after a failed run")
 }
-
