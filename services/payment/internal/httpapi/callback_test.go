@@ -51,6 +51,13 @@ func TestCallbackRejectionsChangeNothing(t *testing.T) {
 		})
 	}
 
+	// Every refused delivery is counted by its reason.
+	for outcome, want := range map[string]float64{"bad_signature": 4, "stale_timestamp": 4, "amount_mismatch": 4, "unknown_payment": 4, "processed": 0} {
+		if got := f.callbacks("fixed", outcome); got != want {
+			t.Errorf("payment_callbacks_total{outcome=%q} = %v, want %v", outcome, got, want)
+		}
+	}
+
 	// Refusals only a broken or hostile sender produces, signed correctly.
 	valid := notification(no, "T-direct-1", 4200)
 	malformed := []struct {
