@@ -7,8 +7,10 @@ replace github.com/oncemall/oncemall/pkg => ../pkg
 replace github.com/oncemall/oncemall/services/payment => ../services/payment
 
 require (
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/oncemall/oncemall/pkg v0.0.0
 	github.com/oncemall/oncemall/services/payment v0.0.0
+	github.com/prometheus/client_golang v1.25.0
 )
 
 require (
@@ -25,7 +27,6 @@ require (
 	github.com/go-playground/locales v0.14.1 // indirect
 	github.com/go-playground/universal-translator v0.18.1 // indirect
 	github.com/go-playground/validator/v10 v10.30.1 // indirect
-	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/goccy/go-json v0.10.5 // indirect
 	github.com/goccy/go-yaml v1.19.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -43,7 +44,6 @@ require (
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
