@@ -85,25 +85,43 @@ func NewConsumer(db *gorm.DB, js jetstream.JetStream, cfg Config, h Handler, log
 // Run consumes until ctx ends, then lets in-flight handlers finish.
 func (c *Consumer) Run(ctx context.Context) error {
 	jobs := make(chan jetstream.Msg)
+	// quit ends the workers and unblocks a callback waiting for one. A
+	// message dropped that way was never acked: the server redelivers it
+	// after AckWait. jobs itself is never closed, so a late callback cannot
+	// send on a closed channel.
+	quit := make(chan struct{})
 	// Handlers run on a context that outlives ctx, so a shutdown lets the
 	// transactions in flight commit and ack instead of rolling back.
 	hctx := context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
 	for range c.cfg.Workers {
 		wg.Go(func() {
-			for m := range jobs {
-				c.deliver(hctx, m)
+			for {
+				select {
+				case m := <-jobs:
+					c.deliver(hctx, m)
+				case <-quit:
+					return
+				}
 			}
 		})
 	}
-	cc, err := c.cons.Consume(func(m jetstream.Msg) { jobs <- m },
+	stop := func() {
+		close(quit)
+		wg.Wait()
+	}
+	cc, err := c.cons.Consume(func(m jetstream.Msg) {
+		select {
+		case jobs <- m:
+		case <-quit:
+		}
+	},
 		jetstream.PullMaxMessages(2*c.cfg.Workers),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			c.log.Warn("inbox consume error", "err", err)
 		}))
 	if err != nil {
-		close(jobs)
-		wg.Wait()
+		stop()
 		return fmt.Errorf("inbox: consume %s: %w", c.cfg.Name, err)
 	}
 	<-ctx.Done()
@@ -114,8 +132,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	case <-time.After(c.cfg.AckWait):
 		cc.Stop()
 	}
-	close(jobs)
-	wg.Wait()
+	stop()
 	return nil
 }
 
@@ -174,6 +191,8 @@ func (c *Consumer) Process(ctx context.Context, msg Message) (Outcome, error) {
 		return c.bury(ctx, msg, "message has no id"), errors.New("inbox: message without id")
 	}
 	errDup := errors.New("duplicate")
+	var afterCommit []func()
+	hctx := context.WithValue(ctx, onCommitKey{}, &afterCommit)
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec("INSERT INTO processed_message (consumer, message_id, processed_at) VALUES (?, ?, ?)",
 			c.cfg.Name, msg.ID, time.Now().UTC()).Error; err != nil {
@@ -182,11 +201,14 @@ func (c *Consumer) Process(ctx context.Context, msg Message) (Outcome, error) {
 			}
 			return fmt.Errorf("record processed message: %w", err)
 		}
-		return c.h(ctx, tx, msg)
+		return c.h(hctx, tx, msg)
 	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	c.m.duration.WithLabelValues(c.cfg.Name).Observe(time.Since(start).Seconds())
 	switch {
 	case err == nil:
+		for _, fn := range afterCommit {
+			fn()
+		}
 		return c.count(Processed), nil
 	case errors.Is(err, errDup):
 		c.log.Debug("inbox duplicate acked without effect", "message_id", msg.ID, "subject", msg.Subject)

@@ -27,6 +27,15 @@
 // services) each apply it once. processed_message must be kept at least as
 // long as a duplicate can arrive: the stream's MaxAge plus the longest
 // outbox redrive delay; CleanupProcessed deletes older rows.
+//
+// # Wiring
+//
+// Apply Migrations with the service's own. NewConsumer declares the durable
+// consumer (one filter subject on NATS 2.9); Run it in a goroutine and stop
+// it first at shutdown: it stops pulling, lets the handlers in flight commit
+// and ack, then returns. A handler decodes with DecodeJSON, writes through
+// tx only, adds its own events with outbox.Add(tx, …), wakes its relay with
+// OnCommit, and returns Permanent for what no retry can fix.
 package inbox
 
 import (
@@ -63,6 +72,18 @@ type Message struct {
 // emits goes through outbox.Add(tx, …).
 type Handler func(ctx context.Context, tx *gorm.DB, msg Message) error
 
+type onCommitKey struct{}
+
+// OnCommit registers fn to run after the handler's transaction committed,
+// from a Handler's ctx; it is where a handler that added outbox rows wakes
+// its relay. fn does not run when the transaction rolls back or the message
+// was a duplicate. Outside a Handler it does nothing.
+func OnCommit(ctx context.Context, fn func()) {
+	if fns, ok := ctx.Value(onCommitKey{}).(*[]func()); ok {
+		*fns = append(*fns, fn)
+	}
+}
+
 type permanentError struct{ err error }
 
 func (e permanentError) Error() string { return "permanent: " + e.err.Error() }
@@ -84,11 +105,11 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
-// DecodeJSON decodes msg.Body into v, unknown fields refused; a failure is
-// Permanent, since no redelivery will make the payload readable.
+// DecodeJSON decodes msg.Body into v; a failure is Permanent, since no
+// redelivery will make the payload readable. Unknown fields are ignored:
+// producers may add fields to a versioned event without breaking consumers.
 func DecodeJSON(msg Message, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(msg.Body)))
-	if err := dec.Decode(v); err != nil {
+	if err := json.Unmarshal(msg.Body, v); err != nil {
 		return Permanent(fmt.Errorf("decode %s %s: %w", msg.Subject, msg.ID, err))
 	}
 	return nil
@@ -113,6 +134,20 @@ type Config struct {
 	// Backoff is the NakWithDelay delay after failed delivery n
 	// (Backoff[n-1], the last entry repeating); default 1s, 5s, 30s, 2m.
 	Backoff []time.Duration
+}
+
+// Settings are the environment-tunable part of a Config, shared by a
+// service's consumers; embed it in the service configuration.
+type Settings struct {
+	Workers    int           `env:"INBOX_WORKERS" default:"4" usage:"concurrent handlers per consumer"`
+	MaxDeliver int           `env:"INBOX_MAX_DELIVER" default:"5" usage:"deliveries before a failing message is recorded dead"`
+	AckWait    time.Duration `env:"INBOX_ACK_WAIT" default:"30s" usage:"redelivery delay when a handler neither acks nor naks"`
+}
+
+// Config returns the consumer configuration for name on stream with s's
+// tuning and the default backoff.
+func (s Settings) Config(name, stream string, subjects ...string) Config {
+	return Config{Name: name, Stream: stream, FilterSubjects: subjects, Workers: s.Workers, MaxDeliver: s.MaxDeliver, AckWait: s.AckWait}
 }
 
 // Defaults of Config.

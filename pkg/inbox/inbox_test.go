@@ -90,8 +90,10 @@ func effect(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
 // other 49 are acknowledged as duplicates.
 func TestSameMessageFiftyConcurrentDeliveriesOneEffect(t *testing.T) {
 	f := newFixture(t)
+	var commits atomic.Int64
 	c := f.consumer("c", inbox.Config{}, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
 		time.Sleep(5 * time.Millisecond) // widen the race window
+		inbox.OnCommit(ctx, func() { commits.Add(1) })
 		return effect(ctx, tx, msg)
 	})
 	var wg sync.WaitGroup
@@ -118,6 +120,9 @@ func TestSameMessageFiftyConcurrentDeliveriesOneEffect(t *testing.T) {
 	}
 	if n := f.count("SELECT COUNT(*) FROM effect"); n != 1 {
 		t.Fatalf("%d effects, want 1", n)
+	}
+	if commits.Load() != 1 {
+		t.Fatalf("OnCommit callbacks ran %d times, want 1 (only the committed delivery)", commits.Load())
 	}
 }
 
@@ -222,5 +227,44 @@ func TestTwoFilterSubjectsRefusedOnNATS29(t *testing.T) {
 		}
 	} else if err != nil {
 		t.Fatalf("server %s supports several filter subjects: %v", version, err)
+	}
+}
+
+// Stopping the consumer lets a handler already running commit and ack: no
+// rollback, no redelivery after a clean shutdown.
+func TestRunStopsAfterInFlightHandlerCommits(t *testing.T) {
+	f := newFixture(t)
+	started := make(chan struct{})
+	var once sync.Once
+	c := f.consumer("c", inbox.Config{}, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+		once.Do(func() { close(started) })
+		time.Sleep(300 * time.Millisecond)
+		return effect(ctx, tx, msg)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	f.publish("m-1", `{}`)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler never started")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		testenv.Must(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if n := f.count("SELECT COUNT(*) FROM effect"); n != 1 {
+		t.Fatalf("%d effects after shutdown, want the in-flight one committed", n)
+	}
+	cons, err := f.nc.JS.Consumer(context.Background(), f.stream, "c")
+	testenv.Must(t, err)
+	info, err := cons.Info(context.Background())
+	testenv.Must(t, err)
+	if info.NumAckPending != 0 || info.AckFloor.Stream != 1 {
+		t.Fatalf("after shutdown: %d pending acks, ack floor %d; want the message acked", info.NumAckPending, info.AckFloor.Stream)
 	}
 }

@@ -10,32 +10,37 @@ import (
 )
 
 // Config tunes a Relay. Zero fields take the defaults listed; WithDefaults
-// fills them and Validate checks the result.
+// fills them and Validate checks the result. The env tags let a service
+// embed it in its configuration (pkg/config), so every service reads the
+// same OUTBOX_* variables.
 type Config struct {
-	// BatchSize is how many rows one claim locks and publishes (default 500).
-	BatchSize int
+	// BatchSize is how many rows one claim locks and publishes (default
+	// 1000). BatchSize × Workers messages are in flight at once per relay;
+	// keep it within the JetStream context's PublishAsyncMaxPending (4000 by
+	// default) or publishes stall.
+	BatchSize int `env:"OUTBOX_BATCH_SIZE" default:"1000" usage:"outbox rows claimed and published per batch"`
 	// Workers is how many claim loops run in one relay (default 2), so one
 	// batch is published while the next is claimed.
-	Workers int
+	Workers int `env:"OUTBOX_WORKERS" default:"2" usage:"outbox claim loops per relay"`
 	// PublishTimeout bounds the wait for a batch's PubAcks (default 5s).
-	PublishTimeout time.Duration
+	PublishTimeout time.Duration `env:"OUTBOX_PUBLISH_TIMEOUT" default:"5s" usage:"wait for a batch's JetStream PubAcks"`
 	// BaseBackoff and MaxBackoff shape the retry delay after a failed
 	// publish: min(MaxBackoff, BaseBackoff·2^(retry-1)), of which a random
 	// half is jitter (defaults 1s and 60s).
-	BaseBackoff time.Duration
-	MaxBackoff  time.Duration
+	BaseBackoff time.Duration `env:"OUTBOX_BASE_BACKOFF" default:"1s" usage:"first retry delay after a failed publish"`
+	MaxBackoff  time.Duration `env:"OUTBOX_MAX_BACKOFF" default:"1m" usage:"cap of the exponential publish retry delay"`
 	// MaxRetries is how many failed publishes turn a row failed (default 8).
-	MaxRetries int
+	MaxRetries int `env:"OUTBOX_MAX_RETRIES" default:"8" usage:"failed publishes before a message is marked failed (redrive it)"`
 	// PollSchedule is the robfig/cron spec of the safety-net poll that
 	// catches rows whose backoff expired and commits Wake missed (default
 	// "@every 1s").
-	PollSchedule string
+	PollSchedule string `env:"OUTBOX_POLL_SCHEDULE" default:"@every 1s" usage:"cron spec of the relay's safety-net poll"`
 	// CleanupSchedule, Retention and CleanupBatch drive the job that deletes
 	// sent rows older than Retention, CleanupBatch rows per statement
 	// (defaults "@every 10m", 7 days, 1000).
-	CleanupSchedule string
-	Retention       time.Duration
-	CleanupBatch    int
+	CleanupSchedule string        `env:"OUTBOX_CLEANUP_SCHEDULE" default:"@every 10m" usage:"cron spec of the sent-row cleanup"`
+	Retention       time.Duration `env:"OUTBOX_RETENTION" default:"168h" usage:"how long sent outbox rows are kept"`
+	CleanupBatch    int           `env:"OUTBOX_CLEANUP_BATCH" default:"1000" usage:"rows deleted per cleanup statement"`
 
 	// AfterPublish, when set, runs after a batch's PubAcks arrived and
 	// before the rows are marked sent, with the published message ids. An
@@ -47,7 +52,7 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultBatchSize       = 500
+	DefaultBatchSize       = 1000
 	DefaultWorkers         = 2
 	DefaultPublishTimeout  = 5 * time.Second
 	DefaultBaseBackoff     = time.Second
@@ -98,18 +103,18 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("outbox: %s must be positive", name))
 		}
 	}
-	pos("BatchSize", c.BatchSize > 0)
-	pos("Workers", c.Workers > 0)
-	pos("MaxRetries", c.MaxRetries > 0)
-	pos("CleanupBatch", c.CleanupBatch > 0)
-	pos("PublishTimeout", c.PublishTimeout > 0)
-	pos("BaseBackoff", c.BaseBackoff > 0)
-	pos("Retention", c.Retention > 0)
+	pos("OUTBOX_BATCH_SIZE", c.BatchSize > 0)
+	pos("OUTBOX_WORKERS", c.Workers > 0)
+	pos("OUTBOX_MAX_RETRIES", c.MaxRetries > 0)
+	pos("OUTBOX_CLEANUP_BATCH", c.CleanupBatch > 0)
+	pos("OUTBOX_PUBLISH_TIMEOUT", c.PublishTimeout > 0)
+	pos("OUTBOX_BASE_BACKOFF", c.BaseBackoff > 0)
+	pos("OUTBOX_RETENTION", c.Retention > 0)
 	if c.MaxBackoff < c.BaseBackoff {
-		errs = append(errs, errors.New("outbox: MaxBackoff must be at least BaseBackoff"))
+		errs = append(errs, errors.New("outbox: OUTBOX_MAX_BACKOFF must be at least OUTBOX_BASE_BACKOFF"))
 	}
 	if span := c.RetrySpan(); span > events.DuplicateWindow {
-		errs = append(errs, fmt.Errorf("outbox: retry span %s exceeds the JetStream duplicate window %s; lower MaxRetries or MaxBackoff", span, events.DuplicateWindow))
+		errs = append(errs, fmt.Errorf("outbox: retry span %s exceeds the JetStream duplicate window %s; lower OUTBOX_MAX_RETRIES or OUTBOX_MAX_BACKOFF", span, events.DuplicateWindow))
 	}
 	return errors.Join(errs...)
 }

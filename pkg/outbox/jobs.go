@@ -41,14 +41,17 @@ func (r *Relay) poll() {
 	r.m.oldestAge.Set(st.OldestPendingAge.Seconds())
 }
 
-// Cleanup deletes sent rows older than Retention, CleanupBatch rows per
-// statement so no statement holds locks for long, and returns how many it
-// deleted. Failed rows are never deleted: they wait for a redrive.
+// Cleanup deletes sent rows created more than Retention ago, CleanupBatch
+// rows per statement so no statement holds locks for long, and returns how
+// many it deleted. Pending and failed rows are never deleted: they wait for
+// the relay or a redrive. (Selecting by created_at rather than sent_at keeps
+// the mark-sent UPDATE off one more index; a row redriven long after its
+// creation is deleted at the first cleanup after it is sent.)
 func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
 	cutoff := time.Now().UTC().Add(-r.cfg.Retention)
 	var total int64
 	for {
-		res := r.db.WithContext(ctx).Exec("DELETE FROM local_message WHERE status = 'sent' AND sent_at < ? ORDER BY sent_at LIMIT ?", cutoff, r.cfg.CleanupBatch)
+		res := r.db.WithContext(ctx).Exec("DELETE FROM local_message WHERE created_at < ? AND status = 'sent' ORDER BY created_at LIMIT ?", cutoff, r.cfg.CleanupBatch)
 		if res.Error != nil {
 			return total, fmt.Errorf("outbox cleanup: %w", res.Error)
 		}

@@ -40,6 +40,25 @@
 // when its connection drops. READ COMMITTED matters: under REPEATABLE READ
 // the locking read would also take gap locks and block the business
 // transactions inserting new rows at the end of the index.
+//
+// # Failures
+//
+// A failed publish (no PubAck within PublishTimeout, no stream for the
+// subject, NATS unreachable) leaves the row pending with retry_count+1 and
+// next_retry_time pushed out by a capped exponential backoff with jitter.
+// After MaxRetries the row becomes failed: counted in outbox_failed_total,
+// logged at error level with the reason, kept in last_error, and never
+// retried again until a redrive (Redrive, RedriveHandler, or the service's
+// "outbox redrive" command) puts it back to pending with a fresh budget.
+//
+// # Wiring
+//
+// Apply Migrations with the service's own. Create the relay with NewRelay,
+// register its poll and cleanup jobs with Schedule on the service's
+// robfig/cron, run Run in a goroutine, and call Wake after every commit that
+// called Add. Mount RedriveHandler at POST /admin/outbox/redrive behind
+// httpserver.AdminAuth. At shutdown stop the consumers first, then the cron,
+// then the relay, so the last events committed are still published.
 package outbox
 
 import (

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,12 +103,18 @@ type claimed struct {
 	RetryCount int
 }
 
+// claimSQL selects due rows and locks them, skipping rows another relay
+// holds. The values are formatted into the statement (they are ours: a
+// timestamp and an int) so the driver sends one text query instead of a
+// prepare, execute and close: three round trips on the hot path.
 const claimSQL = `SELECT id, message_no, topic, body, headers, retry_count
 FROM local_message
-WHERE status = 'pending' AND next_retry_time <= ?
+WHERE status = 'pending' AND next_retry_time <= '%s'
 ORDER BY next_retry_time
-LIMIT ?
+LIMIT %d
 FOR UPDATE SKIP LOCKED`
+
+const sqlTime = "2006-01-02 15:04:05.000000"
 
 // PublishBatch claims up to BatchSize due rows, publishes them, waits for
 // the PubAcks and records the outcome, all in one transaction. It returns
@@ -129,12 +137,13 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 		}
 	}()
 	var rows []claimed
-	if err := tx.Raw(claimSQL, time.Now().UTC(), r.cfg.BatchSize).Scan(&rows).Error; err != nil {
+	if err := tx.Raw(fmt.Sprintf(claimSQL, time.Now().UTC().Format(sqlTime), r.cfg.BatchSize)).Scan(&rows).Error; err != nil {
 		return 0, fmt.Errorf("claim: %w", err)
 	}
 	if len(rows) == 0 {
 		return 0, nil
 	}
+	claimedAt := time.Now()
 	if len(rows) == r.cfg.BatchSize {
 		// More is probably due: let another worker claim the next batch
 		// while this one is on the wire.
@@ -142,6 +151,7 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	}
 
 	pubErrs := r.publish(bctx, rows)
+	publishedAt := time.Now()
 
 	var sent []uint64
 	var sentNos []string
@@ -158,7 +168,7 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	}
 	now := time.Now().UTC()
 	if len(sent) > 0 {
-		res := tx.Exec("UPDATE local_message SET status = 'sent', sent_at = ?, updated_at = ?, last_error = NULL WHERE id IN ? AND status = 'pending'", now, now, sent)
+		res := tx.Exec(markSentSQL(now, sent))
 		if res.Error != nil {
 			return len(rows), fmt.Errorf("mark %d sent: %w", len(sent), res.Error)
 		}
@@ -200,6 +210,8 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 		return len(rows), fmt.Errorf("commit batch: %w", err)
 	}
 	committed = true
+	r.log.Debug("outbox batch", "claimed", len(rows), "sent", len(sent), "retried", retried, "failed", failed,
+		"claim", claimedAt.Sub(start), "publish", publishedAt.Sub(claimedAt), "mark_commit", time.Since(publishedAt))
 	r.m.published.Add(float64(len(sent)))
 	r.m.retries.Add(float64(retried))
 	r.m.failed.Add(float64(failed))
@@ -208,6 +220,22 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 		r.log.Warn("outbox publishes failed; rescheduled with backoff", "count", retried, "first_err", firstErr(pubErrs))
 	}
 	return len(rows), nil
+}
+
+// markSentSQL is the batch mark-sent UPDATE as one text statement (see
+// claimSQL for why the values are inlined; ids are integers we read).
+func markSentSQL(now time.Time, ids []uint64) string {
+	var sb strings.Builder
+	ts := now.Format(sqlTime)
+	sb.WriteString("UPDATE local_message SET status = 'sent', sent_at = '" + ts + "', updated_at = '" + ts + "', last_error = NULL WHERE status = 'pending' AND id IN (")
+	for i, id := range ids {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.FormatUint(id, 10))
+	}
+	sb.WriteByte(')')
+	return sb.String()
 }
 
 var errNotConnected = errors.New("nats not connected")

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/robfig/cron/v3"
 
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/httpserver"
@@ -308,8 +309,10 @@ func TestCleanupDeletesOldSentRowsOnly(t *testing.T) {
 	f := newFixture(t)
 	f.addMessages(25, 25)
 	old := time.Now().UTC().Add(-48 * time.Hour)
-	testenv.Must(t, f.db.Exec("UPDATE local_message SET status = 'sent', sent_at = ? WHERE id <= (SELECT m FROM (SELECT MIN(id) + 19 AS m FROM local_message) x)", old).Error)
+	testenv.Must(t, f.db.Exec("UPDATE local_message SET status = 'sent', sent_at = ?, created_at = ? WHERE id <= (SELECT m FROM (SELECT MIN(id) + 19 AS m FROM local_message) x)", old, old).Error)
 	testenv.Must(t, f.db.Exec("UPDATE local_message SET status = 'failed' WHERE status = 'pending' LIMIT 2").Error)
+	// Every row is old now: the pending and failed ones must survive anyway.
+	testenv.Must(t, f.db.Exec("UPDATE local_message SET created_at = ?", old).Error)
 	r := f.relay(f.nc.JS, outbox.Config{Retention: 24 * time.Hour, CleanupBatch: 6})
 	n, err := r.Cleanup(context.Background())
 	testenv.Must(t, err)
@@ -328,5 +331,40 @@ func TestConfigRefusesRetrySpanBeyondDuplicateWindow(t *testing.T) {
 	cfg := outbox.Config{MaxRetries: 30, MaxBackoff: time.Minute}.WithDefaults()
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "duplicate window") {
 		t.Fatalf("30 retries of up to a minute span %s > %s; Validate said %v", cfg.RetrySpan(), events.DuplicateWindow, err)
+	}
+}
+
+// Rows committed without a Wake (a replica that crashed right after its
+// commit, say) are published by the cron safety-net poll alone, which also
+// reports the backlog through Stats.
+func TestCronPollPublishesWithoutWake(t *testing.T) {
+	f := newFixture(t)
+	r, err := outbox.NewRelay(f.db, f.nc.JS, outbox.Config{PollSchedule: "@every 1s"}, testenv.Logger(t), newRegistry())
+	testenv.Must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(100 * time.Millisecond) // Run's own start-up wake has passed
+
+	f.addMessages(30, 10)
+	time.Sleep(300 * time.Millisecond)
+	if s := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'"); s != 0 {
+		t.Fatalf("%d rows sent without a wake or a poll; the test cannot tell the poll worked", s)
+	}
+	st, err := outbox.Stats(context.Background(), f.db)
+	testenv.Must(t, err)
+	if st.Pending != 30 || st.Failed != 0 || st.OldestPendingAge <= 0 {
+		t.Fatalf("stats before the poll: %+v", st)
+	}
+	jobs := cron.New()
+	testenv.Must(t, r.Schedule(jobs))
+	jobs.Start()
+	t.Cleanup(func() { <-jobs.Stop().Done() })
+	waitFor(t, 5*time.Second, "poll publishes the rows", func() bool {
+		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == 30
+	})
+	if got := f.streamMsgs(); got != 30 {
+		t.Fatalf("stream has %d messages, want 30", got)
 	}
 }

@@ -2,22 +2,39 @@
 //
 // Usage:
 //
-//	order           serve HTTP and consume events until SIGTERM or SIGINT
-//	order migrate   apply the database migrations and exit
+//	order                         serve HTTP and consume events until SIGTERM or SIGINT
+//	order migrate                 apply the database migrations and exit
+//	order outbox stats            print the outbox backlog as JSON
+//	order outbox redrive [id...]  put failed outbox messages (all, or the ids) back to pending
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/robfig/cron/v3"
+
+	"github.com/oncemall/oncemall/pkg/database"
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/config"
+	"github.com/oncemall/oncemall/services/order/internal/httpapi"
+	"github.com/oncemall/oncemall/services/order/internal/messaging"
+	"github.com/oncemall/oncemall/services/order/internal/store"
 	"github.com/oncemall/oncemall/services/order/migrations"
 )
 
@@ -44,15 +61,25 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		Service:    "order",
 		HTTPAddr:   cfg.HTTPAddr,
 		DBName:     cfg.DBName,
-		Migrations: []migrate.Source{migrations.Source},
-		Logger:     log,
+		Migrations: []migrate.Source{migrations.Source, outbox.Migrations, inbox.Migrations},
+		// ORDER is the stream this service publishes to. PAYMENT is
+		// declared too (with the identical shared config, so it is
+		// idempotent) because the payment.succeeded consumer needs it to
+		// exist whichever service starts first.
+		Streams: []jetstream.StreamConfig{
+			events.StreamConfig(events.OrderStream, "order"),
+			events.StreamConfig(events.PaymentStream, "payment"),
+		},
+		Logger: log,
 	}
 	if len(args) > 0 {
 		switch args[0] {
 		case "migrate":
 			return platform.MigrateOnly(ctx, cfg.Platform, opts)
+		case "outbox":
+			return outboxCommand(ctx, cfg, opts, args[1:], stdout)
 		default:
-			return fmt.Errorf("unknown command %q (want no argument, or \"migrate\")", args[0])
+			return fmt.Errorf("unknown command %q (want no argument, \"migrate\" or \"outbox\")", args[0])
 		}
 	}
 
@@ -61,7 +88,100 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	fail := func(err error) error {
+		return errors.Join(err, rt.Shutdown(context.Background()))
+	}
+
+	// Outbox relay: publishes order.created and order.paid.
+	relay, err := outbox.NewRelay(rt.DB, rt.NATS.JS, cfg.Outbox, log, rt.Registry)
+	if err != nil {
+		return fail(err)
+	}
+
+	// Use cases and HTTP routes.
+	orders := app.New(store.New(rt.DB), relay, log)
+	httpapi.New(orders, log, httpapi.Options{}).Register(rt.HTTP.Engine())
+	rt.HTTP.Engine().POST("/admin/outbox/redrive", httpserver.AdminAuth(cfg.Platform.AdminToken), relay.RedriveHandler())
+
+	// Consumer of payment.succeeded: marks orders paid.
+	paid := messaging.NewPaymentSucceeded(orders, relay, log)
+	consumer, err := inbox.NewConsumer(rt.DB, rt.NATS.JS,
+		cfg.Inbox.Config(messaging.PaymentSucceededConsumer, events.PaymentStream, events.PaymentSucceeded),
+		paid.Handle, log, rt.Registry)
+	if err != nil {
+		return fail(err)
+	}
+
+	// Background components, registered relay → cron → consumer so that
+	// shutdown stops them consumer → cron → relay: the consumer's last
+	// commits still get their order.paid rows published.
+	rt.OnShutdown("outbox relay", background(log, "outbox relay", relay.Run))
+	jobs := cron.New()
+	if err := relay.Schedule(jobs); err != nil {
+		return fail(err)
+	}
+	jobs.Start()
+	rt.OnShutdown("cron", func(ctx context.Context) error {
+		select {
+		case <-jobs.Stop().Done():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	rt.OnShutdown("payment.succeeded consumer", background(log, "payment.succeeded consumer", consumer.Run))
 
 	// Serve until SIGTERM, then shut down in order.
 	return rt.Serve(ctx)
+}
+
+// background runs fn on its own context, not the signal's: components must
+// keep running while the HTTP server drains, and stop only when Serve's
+// ordered shutdown calls the returned function.
+func background(log *slog.Logger, name string, fn func(context.Context) error) func(context.Context) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		err := fn(ctx)
+		if err != nil && ctx.Err() == nil {
+			log.Error("component stopped early", "component", name, "err", err)
+		}
+		done <- err
+	}()
+	return func(sctx context.Context) error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-sctx.Done():
+			return sctx.Err()
+		}
+	}
+}
+
+// outboxCommand serves `order outbox stats|redrive [id...]`, the operator's
+// path when the admin endpoint is not reachable.
+func outboxCommand(ctx context.Context, cfg config.Config, opts platform.Options, args []string, stdout io.Writer) error {
+	if len(args) == 0 || (args[0] != "stats" && args[0] != "redrive") {
+		return errors.New("usage: order outbox stats | order outbox redrive [message_no...]")
+	}
+	db, err := database.Open(ctx, cfg.Platform.MySQL, cfg.DBName, opts.Logger)
+	if err != nil {
+		return err
+	}
+	defer database.Close(db)
+	enc := json.NewEncoder(stdout)
+	if args[0] == "stats" {
+		st, err := outbox.Stats(ctx, db)
+		if err != nil {
+			return err
+		}
+		return enc.Encode(map[string]any{"pending": st.Pending, "failed": st.Failed, "oldest_pending_age_seconds": st.OldestPendingAge.Seconds()})
+	}
+	n, err := outbox.Redrive(ctx, db, args[1:]...)
+	if err != nil {
+		return err
+	}
+	// The running relays pick the rows up at their next poll.
+	return enc.Encode(outbox.RedriveResponse{Redriven: n})
 }

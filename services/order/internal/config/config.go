@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/inbox"
+	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
 )
 
@@ -13,6 +15,11 @@ type Config struct {
 	Platform platform.Config
 	HTTPAddr string `env:"HTTP_ADDR" default:":8081" usage:"listen address of the order service"`
 	DBName   string `env:"MYSQL_DATABASE" default:"oncemall_order" usage:"the order service's own database (created if missing)"`
+	// Outbox tunes the relay that publishes order.created and order.paid
+	// (OUTBOX_* variables).
+	Outbox outbox.Config
+	// Inbox tunes the payment.succeeded consumer (INBOX_* variables).
+	Inbox inbox.Settings
 }
 
 // Load reads the configuration from the environment and validates it.
@@ -29,5 +36,9 @@ func (c Config) Validate() error {
 	return errors.Join(
 		c.Platform.Validate(),
 		pkgconfig.CheckAddr("HTTP_ADDR", c.HTTPAddr),
+		c.Outbox.Validate(),
+		pkgconfig.CheckPositive("INBOX_WORKERS", c.Inbox.Workers),
+		pkgconfig.CheckPositive("INBOX_MAX_DELIVER", c.Inbox.MaxDeliver),
+		pkgconfig.CheckPositive("INBOX_ACK_WAIT", c.Inbox.AckWait),
 	)
 }

@@ -1,0 +1,189 @@
+// Package httpapi is the order service's HTTP interface: request and
+// response types, the handlers, and the one place where errors become
+// statuses.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/services/order/internal/app"
+	"github.com/oncemall/oncemall/services/order/internal/order"
+)
+
+// UserIDHeader carries the authenticated user's id. The gateway in front of
+// the service authenticates the customer and sets it; the body never names
+// the user, so a client cannot order on someone else's behalf by editing
+// JSON, and an Idempotency-Key middleware can scope keys per user before
+// reading the body.
+const UserIDHeader = "X-User-ID"
+
+// Options wires the handlers.
+type Options struct {
+	// CompleteInTx, when set, is called last inside the create-order
+	// transaction with the response about to be sent (201 and its JSON
+	// body); an error rolls the order back. It has the signature of
+	// idempotency.CompleteInTx, which plugs in here so the Idempotency-Key
+	// record completes atomically with the order:
+	//
+	//	httpapi.New(orders, log, httpapi.Options{CompleteInTx: idempotency.CompleteInTx})
+	//
+	// and the route is mounted behind the middleware's Handler.
+	CompleteInTx func(ctx context.Context, tx *gorm.DB, status int, body []byte) error
+}
+
+// JSONContentType is the Content-Type of the create-order response: the
+// body is written as built inside the transaction, byte for byte, so a
+// replayed response and the first one are identical.
+const JSONContentType = "application/json"
+
+// Handler serves the order endpoints.
+type Handler struct {
+	app  *app.App
+	log  *slog.Logger
+	opts Options
+}
+
+// New returns the handlers over a.
+func New(a *app.App, log *slog.Logger, opts Options) *Handler {
+	return &Handler{app: a, log: log, opts: opts}
+}
+
+// Register mounts the public routes on r.
+func (h *Handler) Register(r gin.IRouter) {
+	r.POST("/orders", h.CreateOrder)
+	r.GET("/orders/:no", h.GetOrder)
+}
+
+type itemJSON struct {
+	ProductID uint64 `json:"product_id"`
+	Quantity  int    `json:"quantity"`
+	UnitPrice int64  `json:"unit_price"`
+}
+
+// CreateOrderRequest is the body of POST /orders: items, or a plain amount
+// in cents, and an optional coupon.
+type CreateOrderRequest struct {
+	Items    []itemJSON `json:"items,omitempty"`
+	Amount   int64      `json:"amount,omitempty"`
+	CouponID *uint64    `json:"coupon_id,omitempty"`
+}
+
+// OrderResponse is an order as the API shows it.
+type OrderResponse struct {
+	OrderNo   string     `json:"order_no"`
+	UserID    uint64     `json:"user_id"`
+	Status    string     `json:"status"`
+	Amount    int64      `json:"amount"`
+	CouponID  *uint64    `json:"coupon_id,omitempty"`
+	Items     []itemJSON `json:"items,omitempty"`
+	PaymentNo string     `json:"payment_no,omitempty"`
+	PaidAt    *time.Time `json:"paid_at,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+func toResponse(o order.Order) OrderResponse {
+	r := OrderResponse{OrderNo: o.No, UserID: o.UserID, Status: string(o.Status), Amount: o.Amount, CouponID: o.CouponID, PaymentNo: o.PaymentNo, PaidAt: o.PaidAt, CreatedAt: o.CreatedAt}
+	for _, it := range o.Items {
+		r.Items = append(r.Items, itemJSON(it))
+	}
+	return r
+}
+
+// CreateOrder serves POST /orders.
+func (h *Handler) CreateOrder(c *gin.Context) {
+	userID, err := strconv.ParseUint(c.GetHeader(UserIDHeader), 10, 64)
+	if err != nil || userID == 0 {
+		problem.Abort(c, http.StatusBadRequest, UserIDHeader+" header must be a positive integer")
+		return
+	}
+	var req CreateOrderRequest
+	if err := decodeStrict(c.Request.Body, &req); err != nil {
+		if httpserver.IsBodyTooLarge(err) {
+			problem.Abort(c, http.StatusRequestEntityTooLarge, "request body too large")
+			return
+		}
+		problem.Abort(c, http.StatusBadRequest, "malformed JSON body: "+err.Error())
+		return
+	}
+	cmd := app.CreateOrder{UserID: userID, Amount: req.Amount, CouponID: req.CouponID}
+	for _, it := range req.Items {
+		cmd.Items = append(cmd.Items, order.Item(it))
+	}
+	// The response body is built inside the transaction, from the order as
+	// committed, so a hook can store exactly what the client receives.
+	var body []byte
+	ctx := c.Request.Context()
+	o, err := h.app.CreateOrder(ctx, cmd, func(tx *gorm.DB, o order.Order) error {
+		var err error
+		if body, err = json.Marshal(toResponse(o)); err != nil {
+			return err
+		}
+		if h.opts.CompleteInTx != nil {
+			return h.opts.CompleteInTx(ctx, tx, http.StatusCreated, body)
+		}
+		return nil
+	})
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.Header("Location", "/orders/"+o.No)
+	c.Data(http.StatusCreated, JSONContentType, body)
+}
+
+// GetOrder serves GET /orders/:no.
+func (h *Handler) GetOrder(c *gin.Context) {
+	o, err := h.app.GetOrder(c.Request.Context(), c.Param("no"))
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, toResponse(o))
+}
+
+// fail maps a use-case error to its status: the one place that does.
+func (h *Handler) fail(c *gin.Context, err error) {
+	switch {
+	case errors.Is(err, order.ErrInvalid):
+		problem.Abort(c, http.StatusBadRequest, err.Error())
+	case errors.Is(err, order.ErrNotFound):
+		problem.Abort(c, http.StatusNotFound, err.Error())
+	case errors.Is(err, order.ErrConflict):
+		problem.Abort(c, http.StatusConflict, err.Error())
+	default:
+		h.log.Error("order request failed", "path", c.FullPath(), "err", err)
+		problem.Abort(c, http.StatusInternalServerError, "internal error")
+	}
+}
+
+// decodeStrict decodes exactly one JSON object with no unknown fields: a
+// typo like "coupon" must not silently create an order without a coupon.
+func decodeStrict(body io.Reader, v any) error {
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("trailing data after the JSON object")
+	}
+	return nil
+}

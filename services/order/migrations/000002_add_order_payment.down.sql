@@ -1,0 +1,1 @@
+ALTER TABLE orders DROP COLUMN paid_at, DROP COLUMN payment_no;
