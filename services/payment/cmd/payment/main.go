@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	// Outbox relay: publishes payment.succeeded rows committed by the
 	// callback handler. It starts first and stops after cron.
-	relay, err := outbox.NewRelay(rt.DB, rt.NATS.JS, outbox.Config{}, log, rt.Registry)
+	relay, err := outbox.NewRelay(rt.DB, rt.NATS.JS, cfg.Outbox, log, rt.Registry)
 	if err != nil {
 		return errors.Join(fmt.Errorf("outbox relay: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
 	}

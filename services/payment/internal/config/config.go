@@ -7,6 +7,7 @@ import (
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/idempotency"
+	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
 )
 
@@ -14,8 +15,10 @@ import (
 type Config struct {
 	Platform    platform.Config
 	Idempotency idempotency.Config
-	HTTPAddr    string `env:"HTTP_ADDR" default:":8083" usage:"listen address of the payment service"`
-	DBName      string `env:"MYSQL_DATABASE" default:"oncemall_payment" usage:"the payment service's own database (created if missing)"`
+	// Outbox tunes the relay that publishes payment.succeeded (OUTBOX_*).
+	Outbox   outbox.Config
+	HTTPAddr string `env:"HTTP_ADDR" default:":8083" usage:"listen address of the payment service"`
+	DBName   string `env:"MYSQL_DATABASE" default:"oncemall_payment" usage:"the payment service's own database (created if missing)"`
 
 	PSPURL       string        `env:"PSP_URL" default:"http://127.0.0.1:8090" usage:"base URL of the payment platform (the simulator, psp-sim)"`
 	PSPSecret    string        `env:"PSP_SECRET" default:"dev-psp-secret-not-for-production" usage:"HMAC-SHA256 key shared with the payment platform (the default is for local development only)"`
@@ -51,6 +54,7 @@ func (c Config) Validate() error {
 	return errors.Join(
 		c.Platform.Validate(),
 		c.Idempotency.Validate(),
+		c.Outbox.Validate(),
 		pkgconfig.CheckAddr("HTTP_ADDR", c.HTTPAddr),
 		secretErr,
 		checkURL("PSP_URL", c.PSPURL),
