@@ -49,3 +49,8 @@ lint: ## go vet and gofmt -l on every module
 bench: ## run every module's benchmarks (placeholder; the lab refines it)
 	@bash scripts/preflight.sh
 	@for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) test -run '^$$' -bench . ./...) || exit 1; done
+
+.PHONY: dupproof
+dupproof: ## race goroutines for one Redis key: check-then-set vs SET NX vs sliding window
+	@bash scripts/preflight.sh
+	$(GO) run ./scripts/cmd/dupproof

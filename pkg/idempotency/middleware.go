@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +28,9 @@ const (
 // anonymousCaller scopes requests that name no caller. Routes that serve
 // anonymous callers share one key space, so clients must use random keys.
 const anonymousCaller = "anonymous"
+
+// retryAfterSeconds is the Retry-After of a 409.
+const retryAfterSeconds = "1"
 
 // finishTimeout bounds the record write after the handler, which must happen
 // even when the client has gone and the request context is cancelled.
@@ -120,8 +121,11 @@ func (m *Middleware) Handler() gin.HandlerFunc {
 			m.reject(c, outcomeMismatch, http.StatusUnprocessableEntity,
 				"this Idempotency-Key was already used with a different request; use a new key for a new request")
 		case InProgress:
-			secs := int(math.Ceil(res.Wait.Seconds()))
-			c.Header("Retry-After", strconv.Itoa(max(secs, 1)))
+			// Most requests finish well within a second, so the client is
+			// asked to come back in one, not when the holder's lock would run
+			// out (up to IDEMPOTENCY_LOCK_TTL, which only a crashed holder
+			// reaches).
+			c.Header("Retry-After", retryAfterSeconds)
 			m.reject(c, outcomeConflict, http.StatusConflict,
 				"a request with this Idempotency-Key is still being processed; retry later with the same key")
 		case Replay:

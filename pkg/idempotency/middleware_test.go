@@ -268,3 +268,81 @@ func TestStaleClaimIsTakenOverAndTheOldOwnerRollsBack(t *testing.T) {
 		t.Fatalf("replay after take-over: %d %s, want %s", third.Status, third.Body, second.Body)
 	}
 }
+
+// TestLostCommitAckIsReplayedNotRerun: the handler's transaction commits (the
+// order and the record's completion together) but the handler answers 500,
+// as it would when the COMMIT acknowledgement is lost. The key must not be
+// released: the retry is answered from the committed record.
+func TestLostCommitAckIsReplayedNotRerun(t *testing.T) {
+	app := newTestApp(t)
+	req := app.order(idempotencytest.NewKey(), "u1", orderBody)
+	app.lostAcks.Store(1)
+	first := idempotencytest.Do(app.handler, req)
+	idempotencytest.CheckProblem(t, first, http.StatusInternalServerError)
+
+	retry := idempotencytest.Do(app.handler, req)
+	if retry.Status != http.StatusCreated || !retry.Replayed {
+		t.Fatalf("retry: %d replayed=%v %s, want the committed 201 replayed", retry.Status, retry.Replayed, retry.Body)
+	}
+	if n := app.orders(t); n != 1 {
+		t.Fatalf("%d orders, want 1", n)
+	}
+	if got := app.metric(t, "idempotency_claims_released_total", ""); got != 0 {
+		t.Errorf("released=%d, want 0", got)
+	}
+}
+
+func TestEntryLayerAnswers(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	e := idempotency.NewEntry(rdb, prefix, time.Minute)
+	ctx := context.Background()
+	for i, want := range []struct {
+		fp   string
+		hint idempotency.Hint
+	}{
+		{"fp-a", idempotency.HintFirst},
+		{"fp-a", idempotency.HintDuplicate},
+		{"fp-b", idempotency.HintMismatch},
+	} {
+		got, err := e.Check(ctx, "u1 POST /orders", "key-12345", want.fp)
+		testenv.Must(t, err)
+		if got != want.hint {
+			t.Fatalf("check %d: %v, want %v", i, got, want.hint)
+		}
+	}
+	// Forget only removes our own fingerprint's entry.
+	testenv.Must(t, e.Forget(ctx, "u1 POST /orders", "key-12345", "fp-b"))
+	if got, _ := e.Check(ctx, "u1 POST /orders", "key-12345", "fp-a"); got != idempotency.HintDuplicate {
+		t.Fatalf("a foreign forget removed the entry: %v", got)
+	}
+	testenv.Must(t, e.Forget(ctx, "u1 POST /orders", "key-12345", "fp-a"))
+	if got, _ := e.Check(ctx, "u1 POST /orders", "key-12345", "fp-b"); got != idempotency.HintFirst {
+		t.Fatalf("after forget: %v, want first", got)
+	}
+	// Other scopes never see the key.
+	if got, _ := e.Check(ctx, "u2 POST /orders", "key-12345", "fp-a"); got != idempotency.HintFirst {
+		t.Fatalf("another caller's key collided: %v", got)
+	}
+}
+
+// TestConcurrentTakeOverOfAStaleClaimHasOneWinner leaves a claim behind as a
+// crashed request would, lets its lock run out, and races 30 retries at it:
+// the conditional take-over must let exactly one of them run.
+func TestConcurrentTakeOverOfAStaleClaimHasOneWinner(t *testing.T) {
+	app := newTestApp(t)
+	app.delay = 30 * time.Millisecond
+	req := app.order(idempotencytest.NewKey(), "u1", orderBody)
+
+	// The crashed request's claim: PROCESSING, its lock already run out.
+	testenv.Must(t, app.db.Exec(`INSERT INTO idempotency_record
+		(scope, idem_key, fingerprint, status, owner, locked_until, expire_time, created_at, updated_at)
+		VALUES (?, ?, ?, 'PROCESSING', 'crashed-owner-0000000000000000', ?, ?, ?, ?)`,
+		"u1 POST /orders", req.Key, idempotency.Fingerprint(http.MethodPost, "/orders", req.Body),
+		time.Now().UTC().Add(-time.Second), time.Now().UTC().Add(time.Hour), time.Now().UTC(), time.Now().UTC()).Error)
+
+	rs := idempotencytest.Race(app.handler, 30, req)
+	if n := app.orders(t); n != 1 {
+		t.Fatalf("%d orders after racing a stale claim, want 1", n)
+	}
+	idempotencytest.CheckOneEffect(t, rs, http.StatusCreated)
+}

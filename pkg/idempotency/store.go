@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -50,6 +51,7 @@ const (
 // releases it.
 type Claim struct {
 	Scope, Key, Fingerprint string
+	id                      uint64
 	owner                   string
 }
 
@@ -62,6 +64,7 @@ type Response struct {
 
 // Record is a row of idempotency_record.
 type Record struct {
+	ID                                     uint64
 	Scope, Key, Fingerprint, Status, Owner string
 	Response                               Response
 	LockedUntil, ExpireTime                time.Time
@@ -79,6 +82,9 @@ type ClaimResult struct {
 type Store struct {
 	db  *gorm.DB
 	now func() time.Time
+	// afterRead, when set (by tests), runs between a claim's read and its
+	// conditional update, so a test can line racers up in that window.
+	afterRead func()
 }
 
 // NewStore returns a store over db, which must have Migrations applied.
@@ -103,17 +109,21 @@ func newOwner() string {
 // row is read before any insert is tried, which spares the database a
 // duplicate-key error per duplicate.
 func (s *Store) Claim(ctx context.Context, scope, key, fp string, lockTTL, retention time.Duration, readFirst bool) (ClaimResult, error) {
-	db := s.db.WithContext(ctx)
 	for attempt := range maxClaimAttempts {
 		now := s.now()
 		owner := newOwner()
 		claim := &Claim{Scope: scope, Key: key, Fingerprint: fp, owner: owner}
 		if !readFirst || attempt > 0 {
-			err := db.Exec(`INSERT INTO idempotency_record
+			res, err := execSQL(ctx, s.db, `INSERT INTO idempotency_record
 				(scope, idem_key, fingerprint, status, owner, locked_until, expire_time, created_at, updated_at)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				scope, key, fp, StatusProcessing, owner, now.Add(lockTTL), now.Add(retention), now, now).Error
+				scope, key, fp, StatusProcessing, owner, now.Add(lockTTL), now.Add(retention), now, now)
 			if err == nil {
+				id, err := res.LastInsertId()
+				if err != nil {
+					return ClaimResult{}, fmt.Errorf("idempotency: claim %q: %w", key, err)
+				}
+				claim.id = uint64(id)
 				return ClaimResult{Outcome: Claimed, Claim: claim}, nil
 			}
 			if !database.IsDuplicateKey(err) {
@@ -127,13 +137,19 @@ func (s *Store) Claim(ctx context.Context, scope, key, fp string, lockTTL, reten
 		if err != nil {
 			return ClaimResult{}, err
 		}
+		if s.afterRead != nil {
+			s.afterRead()
+		}
 		switch {
 		case !rec.ExpireTime.After(now):
 			// Past retention but not archived yet: the key is forgotten, and
 			// the next request may reuse it whatever its body.
 			ok, err := s.takeOver(ctx, rec, claim, now, lockTTL, retention, "expire_time <= ?", now)
-			if err != nil || ok {
-				return ClaimResult{Outcome: Claimed, Claim: claim}, err
+			if err != nil {
+				return ClaimResult{}, err
+			}
+			if ok {
+				return ClaimResult{Outcome: Claimed, Claim: claim}, nil
 			}
 		case rec.Fingerprint != fp:
 			return ClaimResult{Outcome: Mismatch}, nil
@@ -145,8 +161,11 @@ func (s *Store) Claim(ctx context.Context, scope, key, fp string, lockTTL, reten
 			// The holder's lock ran out (it crashed or hangs): take over.
 			ok, err := s.takeOver(ctx, rec, claim, now, lockTTL, retention,
 				"status = ? AND locked_until <= ?", StatusProcessing, now)
-			if err != nil || ok {
-				return ClaimResult{Outcome: Claimed, Claim: claim}, err
+			if err != nil {
+				return ClaimResult{}, err
+			}
+			if ok {
+				return ClaimResult{Outcome: Claimed, Claim: claim}, nil
 			}
 		}
 		// Someone else changed the row between our read and our update.
@@ -161,62 +180,64 @@ func (s *Store) takeOver(ctx context.Context, rec *Record, c *Claim, now time.Ti
 	q := `UPDATE idempotency_record SET fingerprint = ?, status = ?, owner = ?,
 		response_status = NULL, response_headers = NULL, response_body = NULL,
 		locked_until = ?, expire_time = ?, updated_at = ?
-		WHERE scope = ? AND idem_key = ? AND owner = ? AND ` + cond
+		WHERE id = ? AND owner = ? AND ` + cond
 	all := append([]any{c.Fingerprint, StatusProcessing, c.owner, now.Add(lockTTL), now.Add(retention), now,
-		rec.Scope, rec.Key, rec.Owner}, args...)
-	res := s.db.WithContext(ctx).Exec(q, all...)
-	if res.Error != nil {
-		return false, fmt.Errorf("idempotency: take over %q: %w", rec.Key, res.Error)
+		rec.ID, rec.Owner}, args...)
+	n, err := execAffected(ctx, s.db, q, all...)
+	if err != nil {
+		return false, fmt.Errorf("idempotency: take over %q: %w", rec.Key, err)
 	}
-	return res.RowsAffected == 1, nil
-}
-
-type recordRow struct {
-	Scope           string
-	IdemKey         string
-	Fingerprint     string
-	Status          string
-	Owner           string
-	ResponseStatus  *int
-	ResponseHeaders *string
-	ResponseBody    []byte
-	LockedUntil     time.Time
-	ExpireTime      time.Time
+	c.id = rec.ID
+	return n == 1, nil
 }
 
 // Get reads the record of (scope, key); gorm.ErrRecordNotFound when absent.
 func (s *Store) Get(ctx context.Context, scope, key string) (*Record, error) {
-	var rows []recordRow
-	err := s.db.WithContext(ctx).Raw(`SELECT scope, idem_key, fingerprint, status, owner, response_status,
-		response_headers, response_body, locked_until, expire_time
-		FROM idempotency_record WHERE scope = ? AND idem_key = ?`, scope, key).Scan(&rows).Error
+	var (
+		rec     Record
+		status  sql.NullInt32
+		headers sql.NullString
+		body    []byte
+	)
+	err := s.db.Statement.ConnPool.QueryRowContext(ctx, `SELECT id, scope, idem_key, fingerprint, status, owner,
+		response_status, response_headers, response_body, locked_until, expire_time
+		FROM idempotency_record WHERE scope = ? AND idem_key = ?`, scope, key).Scan(
+		&rec.ID, &rec.Scope, &rec.Key, &rec.Fingerprint, &rec.Status, &rec.Owner,
+		&status, &headers, &body, &rec.LockedUntil, &rec.ExpireTime)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, gorm.ErrRecordNotFound
+	}
 	if err != nil {
 		return nil, fmt.Errorf("idempotency: read %q: %w", key, err)
 	}
-	if len(rows) == 0 {
-		return nil, gorm.ErrRecordNotFound
-	}
-	return toRecord(rows[0])
-}
-
-func toRecord(r recordRow) (*Record, error) {
-	rec := &Record{
-		Scope: r.Scope, Key: r.IdemKey, Fingerprint: r.Fingerprint, Status: r.Status, Owner: r.Owner,
-		LockedUntil: r.LockedUntil, ExpireTime: r.ExpireTime,
-	}
-	if r.ResponseStatus != nil {
-		rec.Response.Status = *r.ResponseStatus
-		rec.Response.Body = r.ResponseBody
+	if status.Valid {
+		rec.Response.Status = int(status.Int32)
+		rec.Response.Body = body
 		if rec.Response.Body == nil {
 			rec.Response.Body = []byte{}
 		}
-		if r.ResponseHeaders != nil && *r.ResponseHeaders != "" {
-			if err := json.Unmarshal([]byte(*r.ResponseHeaders), &rec.Response.Header); err != nil {
-				return nil, fmt.Errorf("idempotency: record %q headers: %w", r.IdemKey, err)
+		if headers.String != "" {
+			if err := json.Unmarshal([]byte(headers.String), &rec.Response.Header); err != nil {
+				return nil, fmt.Errorf("idempotency: record %q headers: %w", key, err)
 			}
 		}
 	}
-	return rec, nil
+	return &rec, nil
+}
+
+// execSQL runs a statement straight on db's pool or transaction. These
+// statements are on every guarded request's path; skipping gorm's callback
+// chain keeps their cost at the driver's.
+func execSQL(ctx context.Context, db *gorm.DB, q string, args ...any) (sql.Result, error) {
+	return db.Statement.ConnPool.ExecContext(ctx, q, args...)
+}
+
+func execAffected(ctx context.Context, db *gorm.DB, q string, args ...any) (int64, error) {
+	res, err := execSQL(ctx, db, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // Complete stores resp as the outcome of claim, through tx: the caller's
@@ -244,15 +265,15 @@ func (s *Store) Complete(ctx context.Context, tx *gorm.DB, c *Claim, resp Respon
 		body = []byte{}
 	}
 	now := s.now()
-	res := tx.WithContext(ctx).Exec(`UPDATE idempotency_record SET status = ?, response_status = ?,
+	n, err := execAffected(ctx, tx, `UPDATE idempotency_record SET status = ?, response_status = ?,
 		response_headers = ?, response_body = ?, expire_time = ?, updated_at = ?
-		WHERE scope = ? AND idem_key = ? AND owner = ? AND status = ?`,
+		WHERE id = ? AND owner = ? AND status = ?`,
 		status, resp.Status, string(headers), body, now.Add(retention), now,
-		c.Scope, c.Key, c.owner, StatusProcessing)
-	if res.Error != nil {
-		return fmt.Errorf("idempotency: complete %q: %w", c.Key, res.Error)
+		c.id, c.owner, StatusProcessing)
+	if err != nil {
+		return fmt.Errorf("idempotency: complete %q: %w", c.Key, err)
 	}
-	if res.RowsAffected != 1 {
+	if n != 1 {
 		return ErrClaimLost
 	}
 	return nil
@@ -264,23 +285,22 @@ func (s *Store) Complete(ctx context.Context, tx *gorm.DB, c *Claim, resp Respon
 // committed but its caller saw an error) is kept and will be replayed. It
 // reports whether a row was deleted.
 func (s *Store) Release(ctx context.Context, c *Claim) (bool, error) {
-	res := s.db.WithContext(ctx).Exec(`DELETE FROM idempotency_record
-		WHERE scope = ? AND idem_key = ? AND owner = ? AND status = ?`,
-		c.Scope, c.Key, c.owner, StatusProcessing)
-	if res.Error != nil {
-		return false, fmt.Errorf("idempotency: release %q: %w", c.Key, res.Error)
+	n, err := execAffected(ctx, s.db, `DELETE FROM idempotency_record
+		WHERE id = ? AND owner = ? AND status = ?`, c.id, c.owner, StatusProcessing)
+	if err != nil {
+		return false, fmt.Errorf("idempotency: release %q: %w", c.Key, err)
 	}
-	return res.RowsAffected == 1, nil
+	return n == 1, nil
 }
 
 // DeleteExpired deletes at most limit records whose expire_time passed before
 // now, oldest first, and returns how many it deleted. Small batches keep each
 // statement's locks and undo log short on a busy table.
 func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (int64, error) {
-	res := s.db.WithContext(ctx).Exec(`DELETE FROM idempotency_record
+	n, err := execAffected(ctx, s.db, `DELETE FROM idempotency_record
 		WHERE expire_time <= ? ORDER BY expire_time LIMIT ?`, now, limit)
-	if res.Error != nil {
-		return 0, fmt.Errorf("idempotency: delete expired: %w", res.Error)
+	if err != nil {
+		return 0, fmt.Errorf("idempotency: delete expired: %w", err)
 	}
-	return res.RowsAffected, nil
+	return n, nil
 }

@@ -44,7 +44,7 @@ func TestScenarios(t *testing.T) {
 					t.Fatalf("broken handler recorded %d payment records; the storm must reproduce duplicates", res.Count)
 				}
 			case lab.Fixed:
-				if res.Count != 1 || !strings.Contains(res.Effect, "rows 1, stream messages 1") {
+				if res.Count != 1 || !strings.Contains(res.Effect, "events 1;") || !strings.Contains(res.Effect, "stream msgs 3 for 3 payments") {
 					t.Fatalf("fixed handler: %s = %d, want exactly one of each", res.Effect, res.Count)
 				}
 			}

@@ -201,13 +201,22 @@ func TestFixedCallbackConflict(t *testing.T) {
 }
 
 // TestBrokenCallbackRecordsTheStormTwice is the reproduction through the HTTP
-// stack: the same storm the fixed handler survives leaves the broken handler
-// with several records and events.
+// stack: the same storms the fixed handler survives leave the broken handler
+// with several records and events. Three storms, because on a loaded machine
+// an occasional storm arrives too spread out to race (see lab.Storms).
 func TestBrokenCallbackRecordsTheStormTwice(t *testing.T) {
 	f := newFixture(t, "broken")
-	no := f.payment()
-	f.charge(no, 4200, &psp.Simulation{Mode: psp.ModeStorm, Copies: 50, Replays: 10})
-	if e := f.effects(no); e.Records < 2 || e.Events < 2 {
-		t.Fatalf("broken handler effects %+v; the storm must record the payment more than once", e)
+	worst := 0
+	for range 3 {
+		no := f.payment()
+		f.charge(no, 4200, &psp.Simulation{Mode: psp.ModeStorm, Copies: 50, Replays: 10})
+		e := f.effects(no)
+		if e.Records != e.Events {
+			t.Fatalf("broken handler: %d records but %d events", e.Records, e.Events)
+		}
+		worst = max(worst, e.Records)
+	}
+	if worst < 2 {
+		t.Fatal("three storms left one record each; the broken handler must record a stormed payment more than once")
 	}
 }
