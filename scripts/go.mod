@@ -4,13 +4,17 @@ go 1.26.0
 
 replace github.com/oncemall/oncemall/pkg => ../pkg
 
-replace github.com/oncemall/oncemall/services/payment => ../services/payment
-
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/oncemall/oncemall/pkg v0.0.0
+	github.com/oncemall/oncemall/services/order v0.0.0
 	github.com/oncemall/oncemall/services/payment v0.0.0
 	github.com/prometheus/client_golang v1.25.0
+)
+
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
 )
 
 require (
@@ -29,7 +33,6 @@ require (
 	github.com/go-playground/validator/v10 v10.30.1 // indirect
 	github.com/goccy/go-json v0.10.5 // indirect
 	github.com/goccy/go-yaml v1.19.2 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/jinzhu/inflection v1.0.0 // indirect
 	github.com/jinzhu/now v1.1.5 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
@@ -50,7 +53,6 @@ require (
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
-	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.1 // indirect
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
@@ -65,3 +67,7 @@ require (
 	gorm.io/driver/mysql v1.6.0 // indirect
 	gorm.io/gorm v1.31.2 // indirect
 )
+
+replace github.com/oncemall/oncemall/services/order => ../services/order
+
+replace github.com/oncemall/oncemall/services/payment => ../services/payment

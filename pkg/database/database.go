@@ -113,3 +113,13 @@ func IsDuplicateKey(err error) bool {
 	}
 	return errors.Is(err, gorm.ErrDuplicatedKey)
 }
+
+// IsDeadlock reports whether err is InnoDB choosing this transaction as a
+// deadlock victim (MySQL 1213). The whole transaction has been rolled back,
+// so running it again from the start is the expected answer. Concurrent
+// inserts of one unique key, for instance after its row was deleted, can
+// deadlock this way.
+func IsDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
+}

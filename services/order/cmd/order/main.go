@@ -19,17 +19,21 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/gin-gonic/gin"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/robfig/cron/v3"
 
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/formtoken"
 	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/redislock"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
@@ -61,7 +65,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		Service:    "order",
 		HTTPAddr:   cfg.HTTPAddr,
 		DBName:     cfg.DBName,
-		Migrations: []migrate.Source{migrations.Source, outbox.Migrations, inbox.Migrations},
+		Migrations: []migrate.Source{migrations.Source, outbox.Migrations, inbox.Migrations, idempotency.Migrations},
 		// ORDER is the stream this service publishes to. PAYMENT is
 		// declared too (with the identical shared config, so it is
 		// idempotent) because the payment.succeeded consumer needs it to
@@ -69,6 +73,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		Streams: []jetstream.StreamConfig{
 			events.StreamConfig(events.OrderStream, "order"),
 			events.StreamConfig(events.PaymentStream, "payment"),
+			// Products: batch-copy chunks, published and consumed here (incident 3).
+			events.StreamConfig(cfg.Products.Stream, cfg.Products.SubjectPrefix),
 		},
 		Logger: log,
 	}
@@ -98,9 +104,29 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return fail(err)
 	}
 
+	// Entry layer for POST /orders: the Idempotency-Key middleware (Redis
+	// front, database truth, completed in the order's own transaction) and
+	// the one-time form token of GET /orders/token.
+	idem, err := idempotency.New(rt.DB, rt.Redis, cfg.Idempotency, log, rt.Registry)
+	if err != nil {
+		return fail(fmt.Errorf("idempotency: %w", err))
+	}
+	archiver, err := idempotency.NewArchiver(idem.Store(), redislock.New(rt.Redis, "order:lock:"), cfg.Idempotency, log, rt.Registry)
+	if err != nil {
+		return fail(fmt.Errorf("idempotency archiver: %w", err))
+	}
+	tokens, err := formtoken.New(rt.Redis, formtoken.Config{Prefix: "order:formtoken:", TTL: cfg.FormTokenTTL})
+	if err != nil {
+		return fail(err)
+	}
+
 	// Use cases and HTTP routes.
 	orders := app.New(store.New(rt.DB), relay, log)
-	httpapi.New(orders, log, httpapi.Options{}).Register(rt.HTTP.Engine())
+	httpapi.New(orders, log, httpapi.Options{
+		CompleteInTx: idempotency.CompleteInTx,
+		Entry:        []gin.HandlerFunc{idem.Handler(), tokens.Require(httpapi.UserIDHeader, false)},
+		IssueToken:   tokens.IssueHandler(httpapi.UserIDHeader),
+	}).Register(rt.HTTP.Engine())
 	rt.HTTP.Engine().POST("/admin/outbox/redrive", httpserver.AdminAuth(cfg.Platform.AdminToken), relay.RedriveHandler())
 
 	// Consumer of payment.succeeded: marks orders paid.
@@ -121,6 +147,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return fail(err)
 	}
 	jobs.Start()
+	if err := archiver.Start(context.WithoutCancel(ctx)); err != nil {
+		return fail(err)
+	}
+	rt.OnShutdown("idempotency archiver", archiver.Stop)
 	rt.OnShutdown("cron", func(ctx context.Context) error {
 		select {
 		case <-jobs.Stop().Done():
@@ -130,6 +160,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	})
 	rt.OnShutdown("payment.succeeded consumer", background(log, "payment.succeeded consumer", consumer.Run))
+
+	// Products: catalog routes and the batch-copy consumer (incident 3),
+	// see products.go. Registered after cron like the other consumer.
+	copier, err := startProducts(rt, cfg.Products, cfg.Inbox, relay)
+	if err != nil {
+		return fail(err)
+	}
+	rt.OnShutdown("product copy consumer", background(log, "product copy consumer", copier.Run))
 
 	// Serve until SIGTERM, then shut down in order.
 	return rt.Serve(ctx)

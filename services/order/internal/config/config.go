@@ -3,8 +3,10 @@ package config
 
 import (
 	"errors"
+	"time"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
@@ -20,6 +22,15 @@ type Config struct {
 	Outbox outbox.Config
 	// Inbox tunes the payment.succeeded consumer (INBOX_* variables).
 	Inbox inbox.Settings
+
+	// Products configures the catalog and its batch copy (product.go).
+	Products Products
+	// Idempotency configures the Idempotency-Key layer on POST /orders
+	// (IDEMPOTENCY_* variables).
+	Idempotency idempotency.Config
+	// FormTokenTTL is how long a one-time form token from GET /orders/token
+	// stays usable.
+	FormTokenTTL time.Duration `env:"FORM_TOKEN_TTL" default:"10m" usage:"lifetime of a one-time form token issued by GET /orders/token"`
 }
 
 // Load reads the configuration from the environment and validates it.
@@ -37,8 +48,11 @@ func (c Config) Validate() error {
 		c.Platform.Validate(),
 		pkgconfig.CheckAddr("HTTP_ADDR", c.HTTPAddr),
 		c.Outbox.Validate(),
+		c.Idempotency.Validate(),
+		pkgconfig.CheckPositive("FORM_TOKEN_TTL", c.FormTokenTTL),
 		pkgconfig.CheckPositive("INBOX_WORKERS", c.Inbox.Workers),
 		pkgconfig.CheckPositive("INBOX_MAX_DELIVER", c.Inbox.MaxDeliver),
 		pkgconfig.CheckPositive("INBOX_ACK_WAIT", c.Inbox.AckWait),
+		c.Products.Validate(),
 	)
 }

@@ -43,6 +43,12 @@ type Options struct {
 	//
 	// and the route is mounted behind the middleware's Handler.
 	CompleteInTx func(ctx context.Context, tx *gorm.DB, status int, body []byte) error
+	// Entry runs in front of POST /orders: the Idempotency-Key middleware
+	// and the optional one-time form token check.
+	Entry []gin.HandlerFunc
+	// IssueToken, when set, serves GET /orders/token: a one-time form token
+	// that a following POST /orders may present in X-Form-Token.
+	IssueToken gin.HandlerFunc
 }
 
 // JSONContentType is the Content-Type of the create-order response: the
@@ -64,7 +70,10 @@ func New(a *app.App, log *slog.Logger, opts Options) *Handler {
 
 // Register mounts the public routes on r.
 func (h *Handler) Register(r gin.IRouter) {
-	r.POST("/orders", h.CreateOrder)
+	r.POST("/orders", append(h.opts.Entry, h.CreateOrder)...)
+	if h.opts.IssueToken != nil {
+		r.GET("/orders/token", h.opts.IssueToken)
+	}
 	r.GET("/orders/:no", h.GetOrder)
 }
 

@@ -1,0 +1,152 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/oncemall/oncemall/pkg/formtoken"
+	"github.com/oncemall/oncemall/pkg/idempotency"
+	"github.com/oncemall/oncemall/pkg/idempotency/idempotencytest"
+	"github.com/oncemall/oncemall/pkg/inbox"
+	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/redisclient"
+	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/services/order/internal/app"
+	"github.com/oncemall/oncemall/services/order/internal/httpapi"
+	"github.com/oncemall/oncemall/services/order/internal/store"
+	"github.com/oncemall/oncemall/services/order/migrations"
+)
+
+// guardedServer is the order API wired as cmd/order wires it: the
+// Idempotency-Key middleware and the form-token check in front of POST
+// /orders, the record completed inside the order's transaction.
+type guardedServer struct {
+	*server
+	tokens *formtoken.Store
+}
+
+func newGuardedServer(t *testing.T, rdb *redis.Client, prefix string) *guardedServer {
+	t.Helper()
+	db := testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations, idempotency.Migrations)
+	cfg := idempotency.DefaultConfig()
+	cfg.EntryPrefix = prefix + "idem:"
+	idem, err := idempotency.New(db, rdb, cfg, testenv.Logger(t), prometheus.NewRegistry())
+	testenv.Must(t, err)
+	tokens, err := formtoken.New(rdb, formtoken.Config{Prefix: prefix + "formtoken:", TTL: time.Minute})
+	testenv.Must(t, err)
+	gin.SetMode(gin.TestMode)
+	e := gin.New()
+	w := &wakes{}
+	httpapi.New(app.New(store.New(db), w, testenv.Logger(t)), testenv.Logger(t), httpapi.Options{
+		CompleteInTx: idempotency.CompleteInTx,
+		Entry:        []gin.HandlerFunc{idem.Handler(), tokens.Require(httpapi.UserIDHeader, false)},
+		IssueToken:   tokens.IssueHandler(httpapi.UserIDHeader),
+	}).Register(e)
+	return &guardedServer{server: &server{db: db, wakes: w, e: e}, tokens: tokens}
+}
+
+func orderTarget(s *guardedServer) idempotencytest.Target {
+	return idempotencytest.Target{
+		Handler: s.e,
+		Request: func(key, caller string, variant int) idempotencytest.Request {
+			body := `{"amount":1999}`
+			if variant == 1 {
+				body = `{"amount":2999}`
+			}
+			return idempotencytest.Request{
+				Path: "/orders", Key: key, CallerHeader: httpapi.UserIDHeader, Caller: caller,
+				Body: []byte(body), Header: http.Header{"Content-Type": {"application/json"}},
+			}
+		},
+		Effects:    func(t testing.TB) int { return int(s.count(t.(*testing.T), "orders")) },
+		WantStatus: http.StatusCreated,
+		Callers:    [2]string{"101", "202"},
+	}
+}
+
+// TestCreateOrderIdempotencyKey runs the Idempotency-Key suite on the real
+// POST /orders: one order per key under a 50-way race, replayed retries,
+// 422 on a changed body, 400 without a key, one order per user.
+func TestCreateOrderIdempotencyKey(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	idempotencytest.RunSuite(t, orderTarget(newGuardedServer(t, rdb, prefix)))
+}
+
+// TestCreateOrderIdempotencyKeyWithRedisDown proves Redis is only the entry
+// layer: pointed at a dead port, the database alone still lets one order
+// through per key.
+func TestCreateOrderIdempotencyKeyWithRedisDown(t *testing.T) {
+	dead := redisclient.New(redisclient.Config{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { dead.Close() })
+	s := newGuardedServer(t, dead, testenv.UniqueName(t, "t")+":")
+	before := s.count(t, "orders")
+	rs := idempotencytest.Race(s.e, 50, orderTarget(s).Request(idempotencytest.NewKey(), "101", 0))
+	if n := s.count(t, "orders") - before; n != 1 {
+		t.Fatalf("%d orders for one key with Redis down, want 1", n)
+	}
+	idempotencytest.CheckOneEffect(t, rs, http.StatusCreated)
+}
+
+// TestCreateOrderRejectedInputIsReplayedNotRerun checks that a deterministic
+// 400 (a bad amount) is stored and replayed, writing nothing either time.
+func TestCreateOrderRejectedInputIsReplayedNotRerun(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := newGuardedServer(t, rdb, prefix)
+	req := orderTarget(s).Request(idempotencytest.NewKey(), "101", 0)
+	req.Body = []byte(`{"amount":-5}`)
+	first := idempotencytest.Do(s.e, req)
+	second := idempotencytest.Do(s.e, req)
+	if first.Status != http.StatusBadRequest || second.Status != http.StatusBadRequest || !second.Replayed || string(first.Body) != string(second.Body) {
+		t.Fatalf("first %d %s, second %d replayed=%v %s", first.Status, first.Body, second.Status, second.Replayed, second.Body)
+	}
+	if n := s.count(t, "orders"); n != 0 {
+		t.Fatalf("%d orders written for a rejected request", n)
+	}
+}
+
+// TestFormTokenIsSpentOnce shows the synchronous-only scheme: a token from
+// GET /orders/token admits exactly one POST /orders, even when the client
+// sends two requests with different Idempotency-Keys.
+func TestFormTokenIsSpentOnce(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := newGuardedServer(t, rdb, prefix)
+
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/orders/token", nil)
+	req.Header.Set(httpapi.UserIDHeader, "101")
+	s.e.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK && rec.Code != http.StatusCreated {
+		t.Fatalf("GET /orders/token: %d %s", rec.Code, rec.Body)
+	}
+	token := extractToken(t, rec.Body.String())
+
+	var statuses []int
+	for range 2 {
+		r := orderTarget(s).Request(idempotencytest.NewKey(), "101", 0)
+		r.Header.Set("X-Form-Token", token)
+		statuses = append(statuses, idempotencytest.Do(s.e, r).Status)
+	}
+	if statuses[0] != http.StatusCreated || statuses[1] == http.StatusCreated {
+		t.Fatalf("statuses with one form token: %v, want 201 then a refusal", statuses)
+	}
+	if n := s.count(t, "orders"); n != 1 {
+		t.Fatalf("%d orders for one form token, want 1", n)
+	}
+}
+
+func extractToken(t *testing.T, body string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(body, `"token":"`)
+	if !ok {
+		t.Fatalf("no token in %s", body)
+	}
+	tok, _, _ := strings.Cut(rest, `"`)
+	return tok
+}

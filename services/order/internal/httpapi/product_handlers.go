@@ -1,0 +1,279 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/services/order/internal/catalog"
+	"github.com/oncemall/oncemall/services/order/internal/catalogapp"
+)
+
+// ProductHandlers serves the product catalog and its batch copy.
+type ProductHandlers struct {
+	app *catalogapp.App
+	log *slog.Logger
+}
+
+// RegisterProducts adds the catalog routes to r.
+func RegisterProducts(r gin.IRouter, app *catalogapp.App, log *slog.Logger) {
+	h := &ProductHandlers{app: app, log: log}
+	r.POST("/products", h.create)
+	r.GET("/products", h.listByBrand)
+	r.GET("/products/:id", h.get)
+	r.DELETE("/products/:id", h.delete)
+	r.POST("/products/templates", h.createTemplates)
+	r.POST("/products/batch-copy", h.startCopy)
+	r.GET("/products/batch-copy/:job", h.copyProgress)
+}
+
+// productJSON is a product on the wire.
+type productJSON struct {
+	ID        uint64    `json:"id"`
+	Brand     string    `json:"brand"`
+	Name      string    `json:"name"`
+	Model     string    `json:"model"`
+	Price     int64     `json:"price"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func toProductJSON(p catalog.Product) productJSON {
+	return productJSON{ID: p.ID, Brand: p.Brand, Name: p.Name, Model: p.Model, Price: p.Price, CreatedAt: p.CreatedAt}
+}
+
+// productInput is the body of POST /products, and one template.
+type productInput struct {
+	Brand string `json:"brand"`
+	Name  string `json:"name"`
+	Model string `json:"model"`
+	Price *int64 `json:"price"`
+}
+
+func (in productInput) toApp() (catalogapp.CreateProduct, error) {
+	if in.Price == nil {
+		return catalogapp.CreateProduct{}, catalog.ErrInvalidf("price is required")
+	}
+	return catalogapp.CreateProduct{Brand: in.Brand, Name: in.Name, Model: in.Model, Price: *in.Price}, nil
+}
+
+func (h *ProductHandlers) create(c *gin.Context) {
+	var in productInput
+	if !h.bind(c, &in) {
+		return
+	}
+	cmd, err := in.toApp()
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	p, err := h.app.CreateProduct(c.Request.Context(), cmd)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.Header("Location", fmt.Sprintf("/products/%d", p.ID))
+	c.JSON(http.StatusCreated, toProductJSON(p))
+}
+
+func (h *ProductHandlers) get(c *gin.Context) {
+	id, ok := h.productID(c)
+	if !ok {
+		return
+	}
+	p, err := h.app.Product(c.Request.Context(), id)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, toProductJSON(p))
+}
+
+// listByBrand pages through a brand's live products by id: ?brand=&after=&limit=.
+func (h *ProductHandlers) listByBrand(c *gin.Context) {
+	after, err := optionalUint(c.Query("after"))
+	if err != nil {
+		h.fail(c, catalog.ErrInvalidf("after must be a product id"))
+		return
+	}
+	limit, err := optionalUint(c.Query("limit"))
+	if err != nil {
+		h.fail(c, catalog.ErrInvalidf("limit must be a positive number"))
+		return
+	}
+	ps, err := h.app.ProductsByBrand(c.Request.Context(), c.Query("brand"), after, int(min(limit, 1<<20)))
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out := make([]productJSON, len(ps))
+	for i, p := range ps {
+		out[i] = toProductJSON(p)
+	}
+	c.JSON(http.StatusOK, gin.H{"products": out})
+}
+
+func optionalUint(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
+func (h *ProductHandlers) delete(c *gin.Context) {
+	id, ok := h.productID(c)
+	if !ok {
+		return
+	}
+	if err := h.app.DeleteProduct(c.Request.Context(), id); err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+func (h *ProductHandlers) createTemplates(c *gin.Context) {
+	var in struct {
+		Templates []productInput `json:"templates"`
+	}
+	if !h.bind(c, &in) {
+		return
+	}
+	cmds := make([]catalogapp.CreateProduct, len(in.Templates))
+	for i, t := range in.Templates {
+		var err error
+		if cmds[i], err = t.toApp(); err != nil {
+			h.fail(c, fmt.Errorf("template %d: %w", i, err))
+			return
+		}
+	}
+	ts, err := h.app.CreateTemplates(c.Request.Context(), cmds)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	ids := make([]uint64, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+	}
+	c.JSON(http.StatusCreated, gin.H{"template_ids": ids})
+}
+
+// copyRequestJSON is the body of POST /products/batch-copy.
+type copyRequestJSON struct {
+	RequestID   string   `json:"request_id"`
+	SourceBrand string   `json:"source_brand"`
+	TemplateIDs []uint64 `json:"template_ids"`
+	TargetBrand string   `json:"target_brand"`
+	OnDuplicate string   `json:"on_duplicate"` // "skip" (default) or "fail"
+}
+
+func (h *ProductHandlers) startCopy(c *gin.Context) {
+	var in copyRequestJSON
+	if !h.bind(c, &in) {
+		return
+	}
+	job, existed, err := h.app.StartCopy(c.Request.Context(), catalog.CopyRequest{
+		RequestID: in.RequestID, SourceBrand: in.SourceBrand, TemplateIDs: in.TemplateIDs,
+		TargetBrand: in.TargetBrand, OnDuplicate: catalog.OnDuplicate(in.OnDuplicate),
+	})
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	url := "/products/batch-copy/" + job.ID
+	c.Header("Location", url)
+	c.JSON(http.StatusAccepted, gin.H{"job_id": job.ID, "request_id": job.RequestID, "total": job.Total, "chunks": job.Chunks, "existed": existed, "status_url": url})
+}
+
+// CopyProgressJSON is the answer of GET /products/batch-copy/:job.
+type CopyProgressJSON struct {
+	JobID       string              `json:"job_id"`
+	RequestID   string              `json:"request_id"`
+	TargetBrand string              `json:"target_brand"`
+	OnDuplicate string              `json:"on_duplicate"`
+	Status      string              `json:"status"`
+	Done        bool                `json:"done"`
+	Total       int                 `json:"total"`
+	Created     int                 `json:"created"`
+	Skipped     int                 `json:"skipped"`
+	Failed      int                 `json:"failed"`
+	Chunks      int                 `json:"chunks"`
+	ChunksDone  int                 `json:"chunks_done"`
+	Errors      []string            `json:"errors,omitempty"`
+	Duplicates  []catalog.Duplicate `json:"duplicates,omitempty"`
+}
+
+func (h *ProductHandlers) copyProgress(c *gin.Context) {
+	p, err := h.app.CopyProgress(c.Request.Context(), c.Param("job"))
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, CopyProgressJSON{
+		JobID: p.Job.ID, RequestID: p.Job.RequestID, TargetBrand: p.Job.TargetBrand, OnDuplicate: string(p.Job.OnDuplicate),
+		Status: p.Status(), Done: p.Done(), Total: p.Job.Total, Created: p.Created, Skipped: p.Skipped, Failed: p.Failed,
+		Chunks: p.Job.Chunks, ChunksDone: p.ChunksDone, Errors: p.Errors, Duplicates: p.Duplicates,
+	})
+}
+
+func (h *ProductHandlers) productID(c *gin.Context) (uint64, bool) {
+	id, err := strconv.ParseUint(c.Param("id"), 10, 64)
+	if err != nil || id == 0 {
+		problem.Abort(c, http.StatusNotFound, "no such product")
+		return 0, false
+	}
+	return id, true
+}
+
+// bind decodes a JSON body strictly: unknown fields and trailing data are
+// refused, so a misspelt field is an error rather than silently ignored.
+func (h *ProductHandlers) bind(c *gin.Context, dst any) bool {
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		if httpserver.IsBodyTooLarge(err) {
+			problem.Abort(c, http.StatusRequestEntityTooLarge, "request body too large")
+			return false
+		}
+		problem.Abort(c, http.StatusBadRequest, "could not read the request body")
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		problem.Abort(c, http.StatusBadRequest, "malformed JSON body: "+err.Error())
+		return false
+	}
+	if dec.More() {
+		problem.Abort(c, http.StatusBadRequest, "malformed JSON body: trailing data")
+		return false
+	}
+	return true
+}
+
+// fail maps a catalog error to its problem document; the one place where
+// catalog errors become HTTP statuses.
+func (h *ProductHandlers) fail(c *gin.Context, err error) {
+	var dup *catalog.DuplicateError
+	switch {
+	case errors.As(err, &dup):
+		problem.Write(c, problem.New(http.StatusConflict, dup.Error()).
+			With("existing_id", dup.ExistingID).With("name", dup.Key.Name).With("model", dup.Key.Model))
+	case errors.Is(err, catalog.ErrInvalid):
+		problem.Abort(c, http.StatusBadRequest, err.Error())
+	case errors.Is(err, catalog.ErrNotFound):
+		problem.Abort(c, http.StatusNotFound, err.Error())
+	default:
+		h.log.ErrorContext(c.Request.Context(), "product request failed", "path", c.FullPath(), "err", err)
+		problem.Abort(c, http.StatusInternalServerError, "internal error")
+	}
+}

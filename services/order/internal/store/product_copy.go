@@ -1,0 +1,369 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+	"gorm.io/gorm/logger"
+
+	"github.com/oncemall/oncemall/pkg/database"
+	"github.com/oncemall/oncemall/services/order/internal/catalog"
+)
+
+// copyItem is one template of a chunk and the product it should become.
+type copyItem struct {
+	templateID uint64
+	product    catalog.Product
+}
+
+// chunkPlan splits a chunk's items into the first item of every key
+// (candidates) and the later items repeating a key within the chunk.
+type chunkPlan struct {
+	candidates []copyItem
+	repeats    []copyItem
+}
+
+func planChunk(items []copyItem) chunkPlan {
+	var p chunkPlan
+	seen := make(map[catalog.Key]bool, len(items))
+	for _, it := range items {
+		if seen[it.product.Key()] {
+			p.repeats = append(p.repeats, it)
+			continue
+		}
+		seen[it.product.Key()] = true
+		p.candidates = append(p.candidates, it)
+	}
+	// Inserting keys in one global order keeps two chunks carrying the same
+	// keys from locking them in opposite orders and deadlocking.
+	slices.SortFunc(p.candidates, func(a, b copyItem) int {
+		return strings.Compare(a.product.Name+"\x00"+a.product.Model, b.product.Name+"\x00"+b.product.Model)
+	})
+	return p
+}
+
+func (p chunkPlan) keys() []catalog.Key {
+	keys := make([]catalog.Key, len(p.candidates))
+	for i, it := range p.candidates {
+		keys[i] = it.product.Key()
+	}
+	return keys
+}
+
+// duplicates lists the candidates whose key is in existing, and the repeats,
+// which duplicate a candidate (created[key] when it was created).
+func (p chunkPlan) duplicates(existing, created map[catalog.Key]uint64) []catalog.Duplicate {
+	var dups []catalog.Duplicate
+	for _, it := range p.candidates {
+		if id, ok := existing[it.product.Key()]; ok {
+			dups = append(dups, duplicate(it, id))
+		}
+	}
+	for _, it := range p.repeats {
+		id, ok := existing[it.product.Key()]
+		if !ok {
+			id = created[it.product.Key()]
+		}
+		dups = append(dups, duplicate(it, id))
+	}
+	return dups
+}
+
+func duplicate(it copyItem, existingID uint64) catalog.Duplicate {
+	return catalog.Duplicate{TemplateID: it.templateID, Name: it.product.Name, Model: it.product.Model, ExistingID: existingID}
+}
+
+// CopyChunk processes one chunk in the store's transaction (see WithTx).
+func (s *ProductStore) CopyChunk(ctx context.Context, c catalog.CopyChunk) (catalog.ChunkResult, bool, error) {
+	db := s.db.WithContext(ctx)
+	// Locking the chunk row serialises two deliveries of the same chunk; the
+	// second one finds it processed and does nothing.
+	var chunk productCopyChunkRow
+	err := db.Clauses(clause.Locking{Strength: "UPDATE"}).Where("job_id = ? AND seq = ?", c.JobID, c.Seq).Take(&chunk).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return catalog.ChunkResult{}, false, fmt.Errorf("chunk %s/%d: %w", c.JobID, c.Seq, catalog.ErrNotFound)
+	}
+	if err != nil {
+		return catalog.ChunkResult{}, false, fmt.Errorf("lock chunk %s/%d: %w", c.JobID, c.Seq, err)
+	}
+	if chunk.Status != chunkPending {
+		return catalog.ChunkResult{}, false, nil
+	}
+
+	items, missing, err := s.chunkItems(ctx, c)
+	if err != nil {
+		return catalog.ChunkResult{}, false, err
+	}
+	onDup, err := catalog.ParseOnDuplicate(c.OnDuplicate)
+	if err != nil {
+		return catalog.ChunkResult{}, false, fmt.Errorf("chunk %s/%d: %w", c.JobID, c.Seq, err)
+	}
+	var res catalog.ChunkResult
+	if s.cfg.Mode == catalog.ModeFixed {
+		res, err = s.copyWithDedup(ctx, planChunk(items), onDup)
+	} else {
+		res, err = s.copyCheckThenInsert(ctx, planChunk(items), onDup)
+	}
+	if err != nil {
+		return catalog.ChunkResult{}, false, fmt.Errorf("copy chunk %s/%d: %w", c.JobID, c.Seq, err)
+	}
+	if missing > 0 {
+		res.Failed += missing
+		res.Error = strings.TrimPrefix(res.Error+fmt.Sprintf("; %d template(s) no longer exist", missing), "; ")
+	}
+	if err := s.finishChunk(ctx, c, res); err != nil {
+		return catalog.ChunkResult{}, false, err
+	}
+	return res, true, nil
+}
+
+// chunkItems loads the chunk's templates, in the chunk's order, as the
+// products to create; it counts the templates that no longer exist.
+func (s *ProductStore) chunkItems(ctx context.Context, c catalog.CopyChunk) ([]copyItem, int, error) {
+	var rows []productTemplateRow
+	if err := s.db.WithContext(ctx).Where("id IN ?", c.TemplateIDs).Find(&rows).Error; err != nil {
+		return nil, 0, fmt.Errorf("load templates of chunk %s/%d: %w", c.JobID, c.Seq, err)
+	}
+	byID := make(map[uint64]productTemplateRow, len(rows))
+	for _, r := range rows {
+		byID[r.ID] = r
+	}
+	items := make([]copyItem, 0, len(c.TemplateIDs))
+	missing := 0
+	for _, id := range c.TemplateIDs {
+		t, ok := byID[id]
+		if !ok {
+			missing++
+			continue
+		}
+		items = append(items, copyItem{templateID: id, product: catalog.Product{Brand: c.TargetBrand, Name: t.Name, Model: t.Model, Price: t.Price}})
+	}
+	return items, missing, nil
+}
+
+// finishChunk records the chunk's result with a conditional update; exactly
+// one row must change, or the chunk was processed twice.
+func (s *ProductStore) finishChunk(ctx context.Context, c catalog.CopyChunk, r catalog.ChunkResult) error {
+	status := chunkDone
+	if r.Error != "" {
+		status = chunkFailed
+	}
+	var dups *string
+	if len(r.Duplicates) > 0 {
+		b, err := json.Marshal(r.Duplicates)
+		if err != nil {
+			return fmt.Errorf("encode duplicates of chunk %s/%d: %w", c.JobID, c.Seq, err)
+		}
+		str := string(b)
+		dups = &str
+	}
+	res := s.db.WithContext(ctx).Model(&productCopyChunkRow{}).
+		Where("job_id = ? AND seq = ? AND status = ?", c.JobID, c.Seq, chunkPending).
+		Updates(map[string]any{
+			"status": status, "created": r.Created, "skipped": r.Skipped, "failed": r.Failed,
+			"error": truncate(r.Error, 1024), "duplicates": dups, "updated_at": s.now(),
+		})
+	if res.Error != nil {
+		return fmt.Errorf("record chunk %s/%d: %w", c.JobID, c.Seq, res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return fmt.Errorf("record chunk %s/%d: %d rows changed, want 1", c.JobID, c.Seq, res.RowsAffected)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// copyAttempts bounds how often a chunk re-reads the dedup table after losing
+// a race for a key; each round sees the winners, so it converges quickly.
+const copyAttempts = 5
+
+// copyWithDedup is the fix: the products and their product_dedup rows are
+// inserted together under a savepoint of the message's transaction. The
+// unique (name, model) of product_dedup admits one live product per key
+// whatever the concurrency; a loser's insert fails with a duplicate key, its
+// part is rolled back, and the winners are read and reported.
+func (s *ProductStore) copyWithDedup(ctx context.Context, p chunkPlan, onDup catalog.OnDuplicate) (catalog.ChunkResult, error) {
+	db := s.db.WithContext(ctx)
+	keys := p.keys()
+	for attempt := range copyAttempts {
+		// The first look is a plain read. After a lost race the winner has
+		// committed, but a REPEATABLE READ snapshot taken earlier would not
+		// show it, so later looks are locking reads, which always see the
+		// latest committed rows. (The inbox runs READ COMMITTED, where both
+		// see it; the store does not rely on that.)
+		existing, err := s.dedupOwners(ctx, db, keys, attempt > 0)
+		if err != nil {
+			return catalog.ChunkResult{}, err
+		}
+		dups := p.duplicates(existing, nil)
+		if onDup == catalog.FailOnDuplicate && len(dups) > 0 {
+			return failAll(p, dups), nil
+		}
+		toCreate := make([]copyItem, 0, len(p.candidates))
+		for _, it := range p.candidates {
+			if _, ok := existing[it.product.Key()]; !ok {
+				toCreate = append(toCreate, it)
+			}
+		}
+		if err := db.SavePoint("product_copy").Error; err != nil {
+			return catalog.ChunkResult{}, fmt.Errorf("savepoint: %w", err)
+		}
+		created, err := s.insertProducts(db, toCreate, true)
+		if database.IsDuplicateKey(err) {
+			if err := db.RollbackTo("product_copy").Error; err != nil {
+				return catalog.ChunkResult{}, fmt.Errorf("rollback to savepoint: %w", err)
+			}
+			continue
+		}
+		if err != nil {
+			return catalog.ChunkResult{}, err
+		}
+		return catalog.ChunkResult{Created: len(toCreate), Skipped: len(dups), Duplicates: p.duplicates(existing, created)}, nil
+	}
+	return catalog.ChunkResult{}, errors.New("keys kept changing hands, giving up for this delivery")
+}
+
+// copyCheckThenInsert is the broken and orderly way, the story's consumer:
+// read which keys have a live product, then insert the others. The read
+// takes no lock and products has no unique key, so two workers copying the
+// same keys at once both find them free and both insert: duplicate live
+// products. With one worker (orderly) no two copies overlap and it holds.
+func (s *ProductStore) copyCheckThenInsert(ctx context.Context, p chunkPlan, onDup catalog.OnDuplicate) (catalog.ChunkResult, error) {
+	db := s.db.WithContext(ctx)
+	existing, err := s.liveOwners(ctx, db, p.keys())
+	if err != nil {
+		return catalog.ChunkResult{}, err
+	}
+	dups := p.duplicates(existing, nil)
+	if onDup == catalog.FailOnDuplicate && len(dups) > 0 {
+		return failAll(p, dups), nil
+	}
+	toCreate := make([]copyItem, 0, len(p.candidates))
+	for _, it := range p.candidates {
+		if _, ok := existing[it.product.Key()]; !ok {
+			toCreate = append(toCreate, it)
+		}
+	}
+	created, err := s.insertProducts(db, toCreate, false)
+	if err != nil {
+		return catalog.ChunkResult{}, err
+	}
+	return catalog.ChunkResult{Created: len(toCreate), Skipped: len(dups), Duplicates: p.duplicates(existing, created)}, nil
+}
+
+// failAll is the all-or-nothing answer: nothing of the chunk is created and
+// every duplicate is named.
+func failAll(p chunkPlan, dups []catalog.Duplicate) catalog.ChunkResult {
+	return catalog.ChunkResult{Failed: len(p.candidates) + len(p.repeats), Error: catalog.DuplicatesError(dups), Duplicates: dups}
+}
+
+// insertProducts inserts items' products in one statement and, with dedup,
+// their product_dedup rows in a second; it returns the new id of every key.
+func (s *ProductStore) insertProducts(db *gorm.DB, items []copyItem, dedup bool) (map[catalog.Key]uint64, error) {
+	created := make(map[catalog.Key]uint64, len(items))
+	if len(items) == 0 {
+		return created, nil
+	}
+	now := s.now()
+	rows := make([]productRow, len(items))
+	for i, it := range items {
+		rows[i] = toDBProduct(it.product, now)
+	}
+	if err := db.Create(&rows).Error; err != nil {
+		return nil, fmt.Errorf("insert %d products: %w", len(rows), err)
+	}
+	for _, r := range rows {
+		created[catalog.Key{Name: r.Name, Model: r.Model}] = r.ID
+	}
+	if !dedup {
+		return created, nil
+	}
+	dedupRows := make([]productDedupRow, len(rows))
+	for i, r := range rows {
+		dedupRows[i] = productDedupRow{ProductID: r.ID, Name: r.Name, Model: r.Model, CreatedAt: now}
+	}
+	if err := quiet(db).Create(&dedupRows).Error; err != nil {
+		return nil, fmt.Errorf("insert %d product keys: %w", len(dedupRows), err)
+	}
+	return created, nil
+}
+
+// quiet returns db without statement error logging: a duplicate key on a
+// dedup row is the expected answer of a lost race, not an error to log.
+func quiet(db *gorm.DB) *gorm.DB {
+	return db.Session(&gorm.Session{Logger: db.Logger.LogMode(logger.Silent)})
+}
+
+// keyTuples renders keys as "(name, model) IN ((?,?),...)" arguments.
+func keyTuples(keys []catalog.Key) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, 2*len(keys))
+	b.WriteString("(name, model) IN (")
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("(?,?)")
+		args = append(args, k.Name, k.Model)
+	}
+	b.WriteString(")")
+	return b.String(), args
+}
+
+// dedupOwners returns the product holding each key in product_dedup. With
+// lock it is a locking read (LOCK IN SHARE MODE), which sees the latest
+// committed rows rather than the transaction's snapshot.
+func (s *ProductStore) dedupOwners(ctx context.Context, db *gorm.DB, keys []catalog.Key, lock bool) (map[catalog.Key]uint64, error) {
+	owners := make(map[catalog.Key]uint64, len(keys))
+	if len(keys) == 0 {
+		return owners, nil
+	}
+	cond, args := keyTuples(keys)
+	q := db.WithContext(ctx).Model(&productDedupRow{}).Select("product_id, name, model").Where(cond, args...)
+	if lock {
+		q = q.Clauses(clause.Locking{Strength: "SHARE"})
+	}
+	var rows []productDedupRow
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read %d product keys: %w", len(keys), err)
+	}
+	for _, r := range rows {
+		owners[catalog.Key{Name: r.Name, Model: r.Model}] = r.ProductID
+	}
+	return owners, nil
+}
+
+// liveOwners returns a live product for each key that has one (the oldest,
+// when the broken mode has let several in).
+func (s *ProductStore) liveOwners(ctx context.Context, db *gorm.DB, keys []catalog.Key) (map[catalog.Key]uint64, error) {
+	owners := make(map[catalog.Key]uint64, len(keys))
+	if len(keys) == 0 {
+		return owners, nil
+	}
+	cond, args := keyTuples(keys)
+	var rows []productRow
+	err := db.WithContext(ctx).Model(&productRow{}).Select("id, name, model").
+		Where("deleted = 0").Where(cond, args...).Order("id").Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("read live products of %d keys: %w", len(keys), err)
+	}
+	for _, r := range rows {
+		k := catalog.Key{Name: r.Name, Model: r.Model}
+		if _, ok := owners[k]; !ok {
+			owners[k] = r.ID
+		}
+	}
+	return owners, nil
+}

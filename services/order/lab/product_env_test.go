@@ -1,0 +1,16 @@
+package lab
+
+import (
+	"testing"
+
+	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/testenv"
+)
+
+// labEnv returns a lab environment on the test's dependencies, its names
+// unique to the test.
+func labEnv(t testing.TB) lab.Env {
+	t.Helper()
+	cfg := testenv.Config(t)
+	return lab.Env{MySQL: cfg.MySQL, NATS: cfg.NATS, Redis: cfg.Redis, Log: testenv.Logger(t), Prefix: testenv.UniqueName(t, "lab")}
+}

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS product_copy_chunks;
+DROP TABLE IF EXISTS product_copy_jobs;
