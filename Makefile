@@ -45,6 +45,11 @@ lint: ## go vet and gofmt -l on every module
 	@for m in $(MODULES); do echo "== vet $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi; echo "gofmt: clean"
 
+.PHONY: lab
+lab: ## run the incident scenarios: each broken variant must reproduce, each fixed one hold (INCIDENT=n for one)
+	@bash scripts/preflight.sh
+	$(GO) run ./scripts/cmd/lab -incident $(or $(INCIDENT),0)
+
 .PHONY: bench
 bench: ## run every module's benchmarks (placeholder; the lab refines it)
 	@bash scripts/preflight.sh

@@ -16,6 +16,7 @@ const (
 	OrderPaid        = "order.paid"
 	PaymentSucceeded = "payment.succeeded"
 	ProductBatchCopy = "product.batch_copy"
+	CouponUsed       = "coupon.used"
 )
 
 // DuplicateWindow is how long JetStream remembers a Nats-Msg-Id and drops a
@@ -41,6 +42,7 @@ const (
 	OrderStream   = "ORDER"   // order.>
 	PaymentStream = "PAYMENT" // payment.>
 	ProductStream = "PRODUCT" // product.>
+	CouponStream  = "COUPON"  // coupon.>
 )
 
 // OrderCreatedV1 is the body of order.created.
@@ -70,4 +72,14 @@ type PaymentSucceededV1 struct {
 	Channel        string    `json:"channel"`
 	PlatformSerial string    `json:"platform_serial"`
 	PaidAt         time.Time `json:"paid_at"`
+}
+
+// CouponUsedV1 is the body of coupon.used: the coupon service's stateless
+// "coupon used" notification, sent once per deducted order.
+type CouponUsedV1 struct {
+	OrderNo  string    `json:"order_no"`
+	CouponID uint64    `json:"coupon_id"`
+	UserID   uint64    `json:"user_id"`
+	Amount   int64     `json:"amount"` // cents
+	UsedAt   time.Time `json:"used_at"`
 }

@@ -1,1 +1,2 @@
 DROP TABLE IF EXISTS coupons;
+DROP TABLE IF EXISTS coupon_template;

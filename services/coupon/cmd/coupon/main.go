@@ -8,16 +8,30 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/robfig/cron/v3"
+
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/redislock"
+	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/config"
+	"github.com/oncemall/oncemall/services/coupon/internal/httpapi"
+	"github.com/oncemall/oncemall/services/coupon/internal/jobs"
+	"github.com/oncemall/oncemall/services/coupon/internal/messaging"
+	"github.com/oncemall/oncemall/services/coupon/internal/store"
 	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
 
@@ -41,11 +55,20 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	opts := platform.Options{
-		Service:    "coupon",
-		HTTPAddr:   cfg.HTTPAddr,
-		DBName:     cfg.DBName,
-		Migrations: []migrate.Source{migrations.Source},
-		Logger:     log,
+		Service:  "coupon",
+		HTTPAddr: cfg.HTTPAddr,
+		DBName:   cfg.DBName,
+		// The coupon tables, the outbox (coupon.used) and the inbox
+		// (order.paid deduplication) share the service's database, so each
+		// is written in the same transaction as the business change.
+		Migrations: []migrate.Source{migrations.Source, outbox.Migrations, inbox.Migrations},
+		// The order stream is the order service's; declaring it here too
+		// (idempotently) lets the coupon service start first.
+		Streams: []jetstream.StreamConfig{
+			events.StreamConfig(cfg.OrderStream, cfg.OrderStreamSubj),
+			events.StreamConfig(cfg.EventStream, cfg.EventStreamSubj),
+		},
+		Logger: log,
 	}
 	if len(args) > 0 {
 		switch args[0] {
@@ -61,7 +84,94 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.DeductionMode == "broken" {
+		log.Warn("COUPON_DEDUCTION_MODE=broken: running the incident 1 deduction that deducts twice on a lost COMMIT ack; lab use only")
+	}
 
-	// Serve until SIGTERM, then shut down in order.
+	// Outbox relay: publishes coupon.used. Registered first, so it stops
+	// last, after everything that writes to the outbox.
+	relay, err := outbox.NewRelay(rt.DB, rt.NATS.JS, outbox.Config{}, log, rt.Registry)
+	if err != nil {
+		return errors.Join(err, rt.Shutdown(context.Background()))
+	}
+	rt.OnShutdown("outbox relay", background(ctx, log, "outbox relay", relay.Run))
+
+	// Use cases and HTTP routes.
+	st := store.New(rt.DB).WithEventPrefix(cfg.EventStreamSubj)
+	a, err := app.New(st, relay.Wake, cfg.App(), log, rt.Registry)
+	if err != nil {
+		return errors.Join(err, rt.Shutdown(context.Background()))
+	}
+	httpapi.Register(rt.HTTP.Engine(), a, cfg.Platform.AdminToken, log)
+
+	// Cron: the retry pass over coupon_message and the record archive, one
+	// replica at a time under a Redis lock, plus the relay's safety-net poll
+	// and cleanup, and the inbox's cleanup of processed ids (on the archive
+	// schedule; a batched DELETE that any number of replicas may run).
+	locks := redislock.New(rt.Redis, "oncemall:lock:")
+	inboxCleanup := func(c *cron.Cron) error {
+		_, err := c.AddFunc(cfg.ArchiveSchedule, func() {
+			n, err := inbox.CleanupProcessed(ctx, rt.DB, cfg.InboxRetention, cfg.ArchiveBatch)
+			if err != nil {
+				log.Error("inbox cleanup failed", "deleted", n, "err", err)
+			} else if n > 0 {
+				log.Info("inbox cleanup", "deleted", n)
+			}
+		})
+		return err
+	}
+	sched, err := jobs.New(a, cfg.Jobs(), locks, log, relay.Schedule, inboxCleanup)
+	if err != nil {
+		return errors.Join(err, rt.Shutdown(context.Background()))
+	}
+	sched.Start()
+	rt.OnShutdown("cron", sched.Stop)
+
+	// order.paid consumer: lands events in coupon_message. Registered last,
+	// so it stops first and no event lands while cron is stopping.
+	orderPaid := cfg.OrderStreamSubj + ".paid" // events.OrderPaid with the default prefix
+	consumer, err := inbox.NewConsumer(rt.DB, rt.NATS.JS, inbox.Config{
+		Name:           cfg.ConsumerName,
+		Stream:         cfg.OrderStream,
+		FilterSubjects: []string{orderPaid},
+		Workers:        cfg.ConsumerWorkers,
+		MaxDeliver:     cfg.ConsumerDeliver,
+		AckWait:        cfg.ConsumerAckWait,
+	}, messaging.OrderPaidHandler(a, st, orderPaid), log, rt.Registry)
+	if err != nil {
+		return errors.Join(err, rt.Shutdown(context.Background()))
+	}
+	rt.OnShutdown("order.paid consumer", background(ctx, log, "order.paid consumer", consumer.Run))
+
+	// Serve until SIGTERM, then shut down in order: HTTP, consumer, cron,
+	// relay, NATS, Redis, MySQL.
 	return rt.Serve(ctx)
+}
+
+// background starts run on its own context and returns the shutdown function
+// that cancels it and waits for it to return (or for the shutdown deadline).
+func background(parent context.Context, log *slog.Logger, name string, run func(context.Context) error) func(context.Context) error {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx)
+		if err != nil && ctx.Err() == nil {
+			// A component that dies on its own is logged at once; the
+			// service keeps serving and /readyz keeps reporting the deps.
+			log.Error("component stopped unexpectedly", "component", name, "err", err)
+		}
+		done <- err
+	}()
+	return func(sctx context.Context) error {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			return nil
+		case <-sctx.Done():
+			return fmt.Errorf("%s did not stop in time: %w", name, sctx.Err())
+		}
+	}
 }

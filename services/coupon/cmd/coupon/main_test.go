@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/testenv"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestRunServesConsumesDeductsAndShutsDown starts the whole service as
+// `coupon` would (own database, streams and consumer names), issues a coupon
+// over HTTP, publishes order.paid, waits for the cron to deduct and the relay
+// to publish coupon.used, then stops it with the context, as SIGTERM does.
+func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
+	mysqlCfg, dbName := testenv.NewDatabase(t)
+	conn := testenv.NATS(t)
+	orderStream, eventStream := testenv.UniqueName(t, "ORDER"), testenv.UniqueName(t, "COUPON")
+	orderPrefix, eventPrefix := testenv.UniqueName(t, "order"), testenv.UniqueName(t, "coupon")
+	testenv.DeleteStreamAtCleanup(t, conn.JS, orderStream)
+	testenv.DeleteStreamAtCleanup(t, conn.JS, eventStream)
+	addr := freeAddr(t)
+	for k, v := range map[string]string{
+		"MYSQL_ADDR": mysqlCfg.Addr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr,
+		"COUPON_ORDER_STREAM": orderStream, "COUPON_ORDER_SUBJECT_PREFIX": orderPrefix,
+		"COUPON_EVENT_STREAM": eventStream, "COUPON_EVENT_SUBJECT_PREFIX": eventPrefix,
+		"COUPON_CONSUMER_NAME": testenv.UniqueName(t, "coupon"), "COUPON_RETRY_SCHEDULE": "@every 1s",
+	} {
+		t.Setenv(k, v)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, io.Discard) }()
+
+	base := "http://" + addr
+	waitFor(t, 30*time.Second, "the service to answer /healthz", func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	var tpl, cp struct{ ID uint64 }
+	post(t, base+"/coupon-templates", `{"name":"10 off","discount_amount":1000}`, &tpl)
+	post(t, base+"/coupons", fmt.Sprintf(`{"template_id":%d,"user_id":7}`, tpl.ID), &cp)
+
+	body, _ := json.Marshal(events.OrderPaidV1{OrderNo: "ORDER-1", UserID: 7, Amount: 5000, CouponID: &cp.ID, PaymentNo: "P1", PaidAt: time.Now().UTC()})
+	_, err := conn.JS.Publish(ctx, orderPrefix+".paid", body, jetstream.WithMsgID("evt-1"))
+	testenv.Must(t, err)
+
+	waitFor(t, 15*time.Second, "the coupon to be USED by ORDER-1", func() bool {
+		resp, err := http.Get(fmt.Sprintf("%s/coupons/%d", base, cp.ID))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `"status":"USED"`) && strings.Contains(string(b), `"used_order_no":"ORDER-1"`)
+	})
+	waitFor(t, 15*time.Second, "coupon.used on the event stream", func() bool {
+		s, err := conn.JS.Stream(ctx, eventStream)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		return err == nil && info.State.Msgs == 1
+	})
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return after cancellation")
+	}
+}
+
+func post(t *testing.T, url, body string, out any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", bytes.NewBufferString(body))
+	testenv.Must(t, err)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST %s: %d %s", url, resp.StatusCode, b)
+	}
+	testenv.Must(t, json.NewDecoder(resp.Body).Decode(out))
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,300 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
+	"github.com/oncemall/oncemall/services/coupon/internal/store"
+	"github.com/oncemall/oncemall/services/coupon/migrations"
+)
+
+var ctx = context.Background()
+
+type fixture struct {
+	app   *app.App
+	store *store.Store
+	reg   *prometheus.Registry
+	tpl   coupon.Template
+}
+
+func newFixture(t *testing.T, mode coupon.Mode) *fixture {
+	t.Helper()
+	return newFixtureOn(t, mode, nil)
+}
+
+func newFixtureB(b *testing.B, mode coupon.Mode) *fixture {
+	b.Helper()
+	return newFixtureOn(b, mode, nil)
+}
+
+// newFixtureOn builds the app on a fresh database, through wrap when given.
+func newFixtureOn(t testing.TB, mode coupon.Mode, wrap func(*store.Store) coupon.Store) *fixture {
+	t.Helper()
+	st := store.New(testenv.DB(t, migrations.Source, outbox.Migrations))
+	var s coupon.Store = st
+	if wrap != nil {
+		s = wrap(st)
+	}
+	cfg := app.DefaultConfig()
+	cfg.Mode = mode
+	cfg.Retry = coupon.RetryPolicy{Max: 3, Base: time.Millisecond, Cap: time.Millisecond}
+	reg := prometheus.NewRegistry()
+	a, err := app.New(s, nil, cfg, testenv.Logger(t), reg)
+	testenv.Must(t, err)
+	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
+	testenv.Must(t, err)
+	return &fixture{app: a, store: st, reg: reg, tpl: tpl}
+}
+
+func (f *fixture) issue(t testing.TB, userID uint64) coupon.Coupon {
+	t.Helper()
+	c, err := f.app.IssueCoupon(ctx, f.tpl.ID, userID)
+	testenv.Must(t, err)
+	return c
+}
+
+func (f *fixture) land(t *testing.T, messageID, orderNo string, userID, couponID uint64) coupon.Message {
+	t.Helper()
+	testenv.Must(t, f.store.InTx(ctx, func(tx coupon.Tx) error {
+		return f.app.LandOrderPaid(ctx, tx, app.OrderPaid{MessageID: messageID, OrderNo: orderNo, UserID: userID, CouponID: couponID})
+	}))
+	var id uint64
+	testenv.Must(t, f.store.DB().Table("coupon_message").Where("message_id = ?", messageID).Pluck("id", &id).Error)
+	m, err := f.store.Message(ctx, id)
+	testenv.Must(t, err)
+	return m
+}
+
+func (f *fixture) count(t *testing.T, table, where string, args ...any) int {
+	t.Helper()
+	var n int64
+	testenv.Must(t, f.store.DB().Table(table).Where(where, args...).Count(&n).Error)
+	return int(n)
+}
+
+// metric returns the value of the counter name with the given label value
+// (or the only series when label is "").
+func (f *fixture) metric(t *testing.T, name, label string) float64 {
+	t.Helper()
+	mfs, err := f.reg.Gather()
+	testenv.Must(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label == "" || hasLabelValue(m, label) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func hasLabelValue(m *dto.Metric, v string) bool {
+	for _, lp := range m.GetLabel() {
+		if lp.GetValue() == v {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRetryPassDeductsALandedMessageOnce(t *testing.T) {
+	f := newFixture(t, coupon.ModeFixed)
+	c := f.issue(t, 7)
+	m := f.land(t, "m1", "ORDER-1", 7, c.ID)
+	r, err := f.app.ProcessDueMessages(ctx)
+	if err != nil || r.Claimed != 1 || r.Deducted != 1 {
+		t.Fatalf("pass = %+v, %v", r, err)
+	}
+	got, _ := f.store.Message(ctx, m.ID)
+	cp, _ := f.app.Coupon(ctx, c.ID)
+	if got.Status != coupon.MessageSuccess || cp.Status != coupon.StatusUsed || cp.UsedOrderNo != "ORDER-1" {
+		t.Fatalf("message %s, coupon %s by %q", got.Status, cp.Status, cp.UsedOrderNo)
+	}
+	if n := f.count(t, "coupon_deduction", "order_no = ? AND amount = ?", "ORDER-1", 1000); n != 1 {
+		t.Fatalf("%d ledger rows", n)
+	}
+	if n := f.count(t, "local_message", "topic = ?", "coupon.used"); n != 1 {
+		t.Fatalf("%d coupon.used events queued, want 1", n)
+	}
+	if n := f.count(t, "biz_idempotent_record", "idempotent_key = ?", coupon.NoticeKey("ORDER-1")); n != 1 {
+		t.Fatalf("%d idempotent records, want 1", n)
+	}
+	if r, _ := f.app.ProcessDueMessages(ctx); r.Claimed != 0 {
+		t.Fatalf("a settled message was claimed again: %+v", r)
+	}
+	if v := f.metric(t, "coupon_deductions_total", "fixed"); v != 1 {
+		t.Fatalf("coupon_deductions_total{mode=fixed} = %v", v)
+	}
+}
+
+func TestOrderWithoutCouponLandsNothing(t *testing.T) {
+	f := newFixture(t, coupon.ModeFixed)
+	testenv.Must(t, f.store.InTx(ctx, func(tx coupon.Tx) error {
+		return f.app.LandOrderPaid(ctx, tx, app.OrderPaid{MessageID: "m1", OrderNo: "O", UserID: 1})
+	}))
+	if n := f.count(t, "coupon_message", "1 = 1"); n != 0 {
+		t.Fatalf("%d messages landed for an order without coupon", n)
+	}
+}
+
+// TestCouponUsedByAnotherOrderFailsTheMessageWithItsReason: the second order
+// gets a FAILED message naming the first order, at once (no retries), and the
+// first order's deduction is untouched.
+func TestCouponUsedByAnotherOrderFailsTheMessageWithItsReason(t *testing.T) {
+	for _, mode := range []coupon.Mode{coupon.ModeFixed, coupon.ModeBroken} {
+		t.Run(string(mode), func(t *testing.T) {
+			f := newFixture(t, mode)
+			c := f.issue(t, 7)
+			first := f.land(t, "m1", "FIRST", 7, c.ID)
+			if out, err := f.app.ProcessMessage(ctx, first); err != nil || out != app.Deducted {
+				t.Fatalf("first order: %s, %v", out, err)
+			}
+			second := f.land(t, "m2", "SECOND", 7, c.ID)
+			out, err := f.app.ProcessMessage(ctx, second)
+			if out != app.Failed || !errors.Is(err, coupon.ErrUsedByAnotherOrder) {
+				t.Fatalf("second order: %s, %v; want failed with ErrUsedByAnotherOrder", out, err)
+			}
+			got, _ := f.store.Message(ctx, second.ID)
+			if got.Status != coupon.MessageFailed || !strings.Contains(got.LastError, "used by order FIRST") || got.RetryCount != 1 {
+				t.Fatalf("second message = %s after %d attempts, reason %q", got.Status, got.RetryCount, got.LastError)
+			}
+			cp, _ := f.app.Coupon(ctx, c.ID)
+			if cp.UsedOrderNo != "FIRST" || f.count(t, "coupon_deduction", "order_no = ?", "FIRST") != 1 ||
+				f.count(t, "coupon_deduction", "order_no = ?", "SECOND") != 0 {
+				t.Fatalf("the first order's deduction changed: coupon used by %q", cp.UsedOrderNo)
+			}
+			if v := f.metric(t, "coupon_messages_failed_total", "used_by_another_order"); v != 1 {
+				t.Fatalf("coupon_messages_failed_total{reason=used_by_another_order} = %v", v)
+			}
+			if r, _ := f.app.ProcessDueMessages(ctx); r.Claimed != 0 {
+				t.Fatalf("the failed message was retried: %+v", r)
+			}
+		})
+	}
+}
+
+// TestRetryOfADeductedOrderIsAbsorbed is the fixed path's answer to a retry
+// after a lost acknowledgement that reached the coupon anyway (a second
+// message for the same order, say): success without a second effect.
+func TestRetryOfADeductedOrderIsAbsorbed(t *testing.T) {
+	f := newFixture(t, coupon.ModeFixed)
+	c := f.issue(t, 7)
+	first := f.land(t, "m1", "ORDER", 7, c.ID)
+	again := f.land(t, "m2", "ORDER", 7, c.ID)
+	if out, err := f.app.ProcessMessage(ctx, first); out != app.Deducted || err != nil {
+		t.Fatalf("first: %s, %v", out, err)
+	}
+	if out, err := f.app.ProcessMessage(ctx, again); out != app.Absorbed || err != nil {
+		t.Fatalf("again: %s, %v; want absorbed", out, err)
+	}
+	got, _ := f.store.Message(ctx, again.ID)
+	if got.Status != coupon.MessageSuccess || f.count(t, "coupon_deduction", "order_no = ?", "ORDER") != 1 {
+		t.Fatalf("message %s, %d ledger rows", got.Status, f.count(t, "coupon_deduction", "order_no = ?", "ORDER"))
+	}
+	if v := f.metric(t, "coupon_deduction_duplicates_absorbed_total", ""); v != 1 {
+		t.Fatalf("duplicates absorbed = %v", v)
+	}
+}
+
+func raceRetries(f *fixture, m coupon.Message, n int) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			_, _ = f.app.ProcessMessage(ctx, m)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+// TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix runs the same 20
+// concurrent retries against both deductions and asks the reconciler.
+func TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix(t *testing.T) {
+	broken := newFixture(t, coupon.ModeBroken)
+	c := broken.issue(t, 7)
+	raceRetries(broken, broken.land(t, "m1", "ORDER", 7, c.ID), 20)
+	as, err := broken.app.Reconcile(ctx)
+	testenv.Must(t, err)
+	if len(as) != 1 || as[0].Kind != coupon.AnomalyDuplicateDeduction || as[0].OrderNo != "ORDER" || as[0].Count < 2 {
+		t.Fatalf("broken: anomalies %+v; want one duplicate deduction of ORDER", as)
+	}
+	// The notification is stateless and guarded by biz_idempotent_record
+	// even on the broken path: one event however many deductions.
+	if n := broken.count(t, "local_message", "topic = ?", "coupon.used"); n != 1 {
+		t.Fatalf("broken: %d coupon.used events for %d deductions, want 1", n, as[0].Count)
+	}
+	if v := broken.metric(t, "coupon_used_notices_deduplicated_total", ""); int(v) != as[0].Count-1 {
+		t.Fatalf("broken: %v notices deduplicated, want %d", v, as[0].Count-1)
+	}
+
+	fixed := newFixture(t, coupon.ModeFixed)
+	c = fixed.issue(t, 7)
+	raceRetries(fixed, fixed.land(t, "m1", "ORDER", 7, c.ID), 20)
+	as, err = fixed.app.Reconcile(ctx)
+	if err != nil || len(as) != 0 {
+		t.Fatalf("fixed: anomalies %+v, %v; want none", as, err)
+	}
+	if v := fixed.metric(t, "coupon_deduction_duplicates_absorbed_total", ""); v != 19 {
+		t.Fatalf("fixed: %v duplicates absorbed, want 19", v)
+	}
+}
+
+// flakyStore is the real store whose deduction transactions fail before
+// reaching the database, as a dead connection would: it tests the retry
+// bookkeeping of the app, which is the component under test.
+type flakyStore struct {
+	*store.Store
+}
+
+func (flakyStore) InTx(context.Context, func(coupon.Tx) error) error {
+	return errors.New("dial tcp 127.0.0.1:3306: connection refused")
+}
+
+func TestTransientFailuresRetryThenFailAtTheLimit(t *testing.T) {
+	f := newFixtureOn(t, coupon.ModeFixed, func(s *store.Store) coupon.Store { return flakyStore{s} })
+	c := f.issue(t, 7)
+	testenv.Must(t, f.store.InTx(ctx, func(tx coupon.Tx) error {
+		m, _ := coupon.NewMessage("m1", "ORDER", 7, c.ID, time.Now().UTC())
+		_, err := tx.InsertMessage(ctx, &m)
+		return err
+	}))
+	var passes []app.PassResult
+	for range 6 {
+		time.Sleep(5 * time.Millisecond)
+		r, err := f.app.ProcessDueMessages(ctx)
+		testenv.Must(t, err)
+		passes = append(passes, r)
+	}
+	// Max is 3: two retries scheduled, the third failure is final.
+	if passes[0].Retried != 1 || passes[1].Retried != 1 || passes[2].Failed != 1 || passes[3].Claimed != 0 {
+		t.Fatalf("passes = %+v", passes)
+	}
+	var row struct {
+		Status     string
+		RetryCount int
+		LastError  string
+	}
+	testenv.Must(t, f.store.DB().Table("coupon_message").Where("message_id = ?", "m1").Take(&row).Error)
+	if row.Status != "FAILED" || row.RetryCount != 3 || !strings.Contains(row.LastError, "connection refused") {
+		t.Fatalf("message = %+v", row)
+	}
+	if v := f.metric(t, "coupon_messages_failed_total", "max_retries"); v != 1 {
+		t.Fatalf("coupon_messages_failed_total{reason=max_retries} = %v", v)
+	}
+}

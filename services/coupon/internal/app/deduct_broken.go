@@ -1,0 +1,85 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
+)
+
+// deductBroken is the deduction of incident 1 AS IT WAS: kept to reproduce the
+// incident in the lab and in the tests, selected by COUPON_DEDUCTION_MODE=broken,
+// never the default. Do not copy it. deductFixed, next door, is the fix.
+// Walkthrough: docs/incidents/ (incident 1, the lost commit ACK).
+//
+// It breaks in three places, marked BROKEN below:
+//
+//  1. The state check runs outside the transaction, on a plain read. Two
+//     retries running at once both read UNUSED and both deduct: the row lock
+//     only serialises the two UPDATEs, it does not re-run the check.
+//  2. The check lets a coupon that is USED by this same order through: the
+//     message is still PENDING, and the code takes that as proof that the
+//     earlier attempt rolled back, because it got an error. A lost COMMIT
+//     acknowledgement is exactly the case where the earlier attempt returned
+//     an error AND committed; the retry then deducts a second time.
+//  3. The message status is updated in a separate statement after the
+//     deduction committed. When the COMMIT reply is lost (or this second
+//     statement fails), the effect is durable but the message stays PENDING,
+//     so the retry job runs the whole deduction again.
+//
+// The ledger row is written without the per-order unique key (order_guard
+// stays NULL), as in the incident's schema, so nothing in the database stops
+// the second row. The "coupon used" notification, on the other hand, goes
+// through biz_idempotent_record even here: the broken path writes several
+// ledger rows for one order but queues one coupon.used event
+// (TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix counts both).
+func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, error) {
+	// BROKEN (1): a plain read outside any transaction; by the time the
+	// transaction below runs, another attempt may have deducted.
+	c, err := a.store.Coupon(ctx, m.CouponID)
+	if err != nil {
+		return "", fmt.Errorf("deduct coupon %d for order %s: %w", m.CouponID, m.OrderNo, err)
+	}
+	if c.UserID != m.UserID {
+		return "", fmt.Errorf("deduct coupon %d for order %s: %w", c.ID, m.OrderNo, coupon.ErrWrongOwner)
+	}
+	// BROKEN (2): only "used by ANOTHER order" is refused; "used by this
+	// order" is taken for the trace of an attempt that failed.
+	if c.Status == coupon.StatusUsed && c.UsedOrderNo != m.OrderNo {
+		return "", fmt.Errorf("deduct coupon %d for order %s: %w: used by order %s", c.ID, m.OrderNo,
+			coupon.ErrUsedByAnotherOrder, c.UsedOrderNo)
+	}
+
+	err = a.store.InTx(ctx, func(tx coupon.Tx) error {
+		now := a.now()
+		// BROKEN (1, continued): no status in the WHERE clause, so this
+		// "succeeds" on a coupon another attempt has just used.
+		if _, err := tx.UseCouponUnconditionally(ctx, c.ID, m.OrderNo, now); err != nil {
+			return err
+		}
+		t, err := tx.Template(ctx, c.TemplateID)
+		if err != nil {
+			return err
+		}
+		d := coupon.Deduction{OrderNo: m.OrderNo, CouponID: c.ID, UserID: c.UserID, Amount: t.DiscountAmount,
+			MessageID: m.MessageID, Mode: coupon.ModeBroken, CreatedAt: now}
+		if err := tx.InsertDeduction(ctx, &d, false); err != nil {
+			return err
+		}
+		return a.notifyCouponUsed(ctx, tx, d)
+	})
+	if err != nil {
+		// A lost COMMIT acknowledgement lands here although the deduction
+		// is in the database; the caller leaves the message PENDING.
+		return "", fmt.Errorf("deduct coupon %d for order %s: %w", c.ID, m.OrderNo, err)
+	}
+	a.metrics.deductions.WithLabelValues(string(coupon.ModeBroken)).Inc()
+	a.wake()
+
+	// BROKEN (3): the message status is not part of the deduction's
+	// transaction.
+	if _, err := a.store.MarkMessage(ctx, m.ID, coupon.MessageSuccess, m.RetryCount, a.now(), "", a.now()); err != nil {
+		return "", fmt.Errorf("mark message %s done: %w", m.MessageID, err)
+	}
+	return Deducted, nil
+}

@@ -1,0 +1,92 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
+)
+
+// deductFixed is the fix of incident 1 (the lost COMMIT acknowledgement): the
+// state check, the conditional state change, the ledger row and the message
+// status all happen in ONE transaction. Whatever the network does to the
+// COMMIT reply, the database holds either all of them or none:
+//
+//   - If the reply is lost, the message is already SUCCESS in the database and
+//     no pass of the retry job picks it up again.
+//   - If a retry runs anyway (a stale claim, a second replica, a duplicate
+//     event for the same order), the locking read sees the coupon USED by
+//     this order and the attempt succeeds without a second effect.
+//   - Concurrent attempts queue on the coupon's row lock; the first deducts,
+//     the others then read USED-by-this-order.
+//   - A coupon USED by another order is a permanent refusal: the message goes
+//     to FAILED with the reason, and the other order's deduction is untouched.
+//
+// Behind the state machine, the ledger row carries the per-order unique key
+// (order_guard) and the conditional update's rows affected are checked, so a
+// mistake in the check above still cannot write a second deduction.
+// Walkthrough: docs/incidents/ (incident 1); proof: services/coupon/lab.
+func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error) {
+	out := Deducted
+	err := a.store.InTx(ctx, func(tx coupon.Tx) error {
+		now := a.now()
+		c, err := tx.CouponForUpdate(ctx, m.CouponID)
+		if err != nil {
+			return err
+		}
+		decision, err := c.DecideDeduction(m.OrderNo, m.UserID)
+		if err != nil {
+			return err
+		}
+		if decision == coupon.AlreadyDone {
+			out = Absorbed
+			// Zero rows is fine here: a concurrent attempt that deducted
+			// has settled the message already.
+			_, err := tx.SettleMessage(ctx, m.ID, now)
+			return err
+		}
+		n, err := tx.UseCouponIfUnused(ctx, c.ID, m.OrderNo, now)
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("coupon %d for order %s: %w", c.ID, m.OrderNo, coupon.ErrConcurrentChange)
+		}
+		t, err := tx.Template(ctx, c.TemplateID)
+		if err != nil {
+			return err
+		}
+		d := coupon.Deduction{OrderNo: m.OrderNo, CouponID: c.ID, UserID: c.UserID, Amount: t.DiscountAmount,
+			MessageID: m.MessageID, Mode: coupon.ModeFixed, CreatedAt: now}
+		if err := tx.InsertDeduction(ctx, &d, true); err != nil {
+			return err
+		}
+		if err := a.notifyCouponUsed(ctx, tx, d); err != nil {
+			return err
+		}
+		n, err = tx.SettleMessage(ctx, m.ID, now)
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			// The message was failed or settled by someone else while this
+			// attempt deducted: roll the deduction back rather than leave
+			// an effect the message table does not account for.
+			return fmt.Errorf("message %s is no longer pending", m.MessageID)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("deduct coupon %d for order %s: %w", m.CouponID, m.OrderNo, err)
+	}
+	switch out {
+	case Absorbed:
+		a.metrics.duplicatesAbsorbed.Inc()
+		a.log.InfoContext(ctx, "coupon already used by this order, nothing to do", "order_no", m.OrderNo,
+			"coupon_id", m.CouponID, "message_id", m.MessageID)
+	case Deducted:
+		a.metrics.deductions.WithLabelValues(string(coupon.ModeFixed)).Inc()
+		a.wake()
+	}
+	return out, nil
+}

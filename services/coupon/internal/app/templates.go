@@ -1,0 +1,26 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
+)
+
+// CreateTemplate validates and stores a new coupon template.
+func (a *App) CreateTemplate(ctx context.Context, t coupon.Template) (coupon.Template, error) {
+	if err := t.Validate(); err != nil {
+		return coupon.Template{}, err
+	}
+	t.ID = 0
+	t.CreatedAt = a.now()
+	if err := a.store.CreateTemplate(ctx, &t); err != nil {
+		return coupon.Template{}, fmt.Errorf("create template: %w", err)
+	}
+	return t, nil
+}
+
+// Template returns one template.
+func (a *App) Template(ctx context.Context, id uint64) (coupon.Template, error) {
+	return a.store.Template(ctx, id)
+}

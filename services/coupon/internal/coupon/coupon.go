@@ -1,0 +1,157 @@
+// Package coupon is the coupon service's domain: templates, coupons issued to
+// users with their state machine (UNUSED -> USED), the deduction ledger, the
+// local message table entries that drive deductions, and the Store the domain
+// needs. It imports no web, database or messaging library.
+package coupon
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Status is a coupon's state.
+type Status string
+
+// A coupon starts UNUSED and becomes USED exactly once, by one order.
+const (
+	StatusUnused Status = "UNUSED"
+	StatusUsed   Status = "USED"
+)
+
+// Template is what coupons are issued from.
+type Template struct {
+	ID             uint64
+	Name           string
+	DiscountAmount int64 // cents
+	MinOrderAmount int64 // cents
+	CreatedAt      time.Time
+}
+
+// Validate reports the first unusable field of a new template.
+func (t Template) Validate() error {
+	switch {
+	case t.Name == "" || len(t.Name) > 128:
+		return fmt.Errorf("%w: name must be 1 to 128 characters", ErrInvalid)
+	case t.DiscountAmount <= 0:
+		return fmt.Errorf("%w: discount_amount must be positive", ErrInvalid)
+	case t.MinOrderAmount < 0:
+		return fmt.Errorf("%w: min_order_amount must not be negative", ErrInvalid)
+	}
+	return nil
+}
+
+// Coupon is one coupon issued to one user.
+type Coupon struct {
+	ID          uint64
+	TemplateID  uint64
+	UserID      uint64
+	Status      Status
+	UsedOrderNo string // set when USED
+	Version     uint32
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Issue returns a new UNUSED coupon of template t for userID.
+func Issue(t Template, userID uint64, now time.Time) (Coupon, error) {
+	if userID == 0 {
+		return Coupon{}, fmt.Errorf("%w: user_id must be positive", ErrInvalid)
+	}
+	return Coupon{TemplateID: t.ID, UserID: userID, Status: StatusUnused, CreatedAt: now, UpdatedAt: now}, nil
+}
+
+// Decision is what a deduction request means for a coupon in its current state.
+type Decision int
+
+const (
+	// Apply: the coupon is UNUSED; deduct it.
+	Apply Decision = iota + 1
+	// AlreadyDone: the coupon is already USED by this very order, so an
+	// earlier attempt committed (even if its caller never heard so); the
+	// request succeeds without a second effect.
+	AlreadyDone
+)
+
+// DecideDeduction is the state machine's answer to "deduct c for orderNo of
+// userID". It is only meaningful on a state read inside the transaction that
+// then writes the effect (see the fixed deduction).
+func (c Coupon) DecideDeduction(orderNo string, userID uint64) (Decision, error) {
+	if c.UserID != userID {
+		return 0, fmt.Errorf("%w: coupon %d belongs to user %d, not %d", ErrWrongOwner, c.ID, c.UserID, userID)
+	}
+	switch c.Status {
+	case StatusUnused:
+		return Apply, nil
+	case StatusUsed:
+		if c.UsedOrderNo == orderNo {
+			return AlreadyDone, nil
+		}
+		return 0, fmt.Errorf("%w: coupon %d was used by order %s, not %s", ErrUsedByAnotherOrder, c.ID, c.UsedOrderNo, orderNo)
+	default:
+		return 0, fmt.Errorf("coupon %d has unknown status %q", c.ID, c.Status)
+	}
+}
+
+// Deduction is one row of the deduction ledger: the business effect the
+// reconciler counts. There must be at most one per order.
+type Deduction struct {
+	ID        uint64
+	OrderNo   string
+	CouponID  uint64
+	UserID    uint64
+	Amount    int64
+	MessageID string
+	Mode      Mode
+	CreatedAt time.Time
+}
+
+// Mode selects the deduction code path.
+type Mode string
+
+// The fixed deduction is the default; the broken one reproduces incident 1
+// and exists for the lab and its tests.
+const (
+	ModeFixed  Mode = "fixed"
+	ModeBroken Mode = "broken"
+)
+
+// Sentinel errors. The permanent ones (see IsPermanent) send a message to
+// FAILED at once: retrying cannot change the answer.
+var (
+	ErrInvalid              = errors.New("invalid input")
+	ErrNotFound             = errors.New("not found")
+	ErrWrongOwner           = errors.New("coupon belongs to another user")
+	ErrUsedByAnotherOrder   = errors.New("coupon already used by another order")
+	ErrOrderAlreadyDeducted = errors.New("order already has a deduction")
+	// ErrConcurrentChange is returned when a conditional update matched no
+	// row although the state read in the same transaction allowed it. It is
+	// transient: the retry reads the new state and decides again.
+	ErrConcurrentChange = errors.New("coupon changed concurrently")
+)
+
+// IsPermanent reports whether retrying the deduction can never succeed.
+func IsPermanent(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongOwner) ||
+		errors.Is(err, ErrUsedByAnotherOrder) || errors.Is(err, ErrOrderAlreadyDeducted) ||
+		errors.Is(err, ErrInvalid)
+}
+
+// FailureReason is a short, stable label for a failed message, used as a
+// metric label.
+func FailureReason(err error) string {
+	switch {
+	case errors.Is(err, ErrUsedByAnotherOrder):
+		return "used_by_another_order"
+	case errors.Is(err, ErrOrderAlreadyDeducted):
+		return "order_already_deducted"
+	case errors.Is(err, ErrWrongOwner):
+		return "wrong_owner"
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	default:
+		return "max_retries"
+	}
+}

@@ -1,0 +1,227 @@
+// Package httpapi is the coupon service's HTTP interface: templates, issuing
+// and reading coupons, and the admin reconciliation report.
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
+)
+
+// Handlers serves the coupon endpoints.
+type Handlers struct {
+	app *app.App
+	log *slog.Logger
+}
+
+// Register installs the routes on e. Admin routes require adminToken.
+func Register(e *gin.Engine, a *app.App, adminToken string, log *slog.Logger) {
+	h := &Handlers{app: a, log: log}
+	e.POST("/coupon-templates", h.createTemplate)
+	e.GET("/coupon-templates/:id", h.getTemplate)
+	e.POST("/coupons", h.issueCoupon)
+	e.GET("/coupons/:id", h.getCoupon)
+	e.GET("/users/:id/coupons", h.userCoupons)
+	admin := e.Group("/admin", httpserver.AdminAuth(adminToken))
+	admin.GET("/reconcile", h.reconcile)
+}
+
+type templateRequest struct {
+	Name           string `json:"name"`
+	DiscountAmount int64  `json:"discount_amount"`
+	MinOrderAmount int64  `json:"min_order_amount"`
+}
+
+type templateResponse struct {
+	ID             uint64 `json:"id"`
+	Name           string `json:"name"`
+	DiscountAmount int64  `json:"discount_amount"`
+	MinOrderAmount int64  `json:"min_order_amount"`
+	CreatedAt      string `json:"created_at"`
+}
+
+func toTemplateResponse(t coupon.Template) templateResponse {
+	return templateResponse{ID: t.ID, Name: t.Name, DiscountAmount: t.DiscountAmount, MinOrderAmount: t.MinOrderAmount,
+		CreatedAt: t.CreatedAt.UTC().Format(timeFormat)}
+}
+
+type issueRequest struct {
+	TemplateID uint64 `json:"template_id"`
+	UserID     uint64 `json:"user_id"`
+}
+
+type couponResponse struct {
+	ID          uint64 `json:"id"`
+	TemplateID  uint64 `json:"template_id"`
+	UserID      uint64 `json:"user_id"`
+	Status      string `json:"status"`
+	UsedOrderNo string `json:"used_order_no,omitempty"`
+	CreatedAt   string `json:"created_at"`
+	UpdatedAt   string `json:"updated_at"`
+}
+
+func toCouponResponse(c coupon.Coupon) couponResponse {
+	return couponResponse{ID: c.ID, TemplateID: c.TemplateID, UserID: c.UserID, Status: string(c.Status),
+		UsedOrderNo: c.UsedOrderNo, CreatedAt: c.CreatedAt.UTC().Format(timeFormat), UpdatedAt: c.UpdatedAt.UTC().Format(timeFormat)}
+}
+
+type anomalyResponse struct {
+	Kind     string `json:"kind"`
+	OrderNo  string `json:"order_no,omitempty"`
+	CouponID uint64 `json:"coupon_id,omitempty"`
+	Count    int    `json:"count,omitempty"`
+}
+
+type reconcileResponse struct {
+	Anomalies []anomalyResponse `json:"anomalies"`
+}
+
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func (h *Handlers) createTemplate(c *gin.Context) {
+	var req templateRequest
+	if !decode(c, &req) {
+		return
+	}
+	t, err := h.app.CreateTemplate(c.Request.Context(), coupon.Template{Name: req.Name, DiscountAmount: req.DiscountAmount, MinOrderAmount: req.MinOrderAmount})
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, toTemplateResponse(t))
+}
+
+func (h *Handlers) getTemplate(c *gin.Context) {
+	id, ok := pathID(c)
+	if !ok {
+		return
+	}
+	t, err := h.app.Template(c.Request.Context(), id)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, toTemplateResponse(t))
+}
+
+func (h *Handlers) issueCoupon(c *gin.Context) {
+	var req issueRequest
+	if !decode(c, &req) {
+		return
+	}
+	if req.TemplateID == 0 || req.UserID == 0 {
+		problem.Abort(c, http.StatusBadRequest, "template_id and user_id are required positive integers")
+		return
+	}
+	cp, err := h.app.IssueCoupon(c.Request.Context(), req.TemplateID, req.UserID)
+	if err != nil {
+		if errors.Is(err, coupon.ErrNotFound) {
+			problem.Abort(c, http.StatusUnprocessableEntity, fmt.Sprintf("template %d does not exist", req.TemplateID))
+			return
+		}
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, toCouponResponse(cp))
+}
+
+func (h *Handlers) getCoupon(c *gin.Context) {
+	id, ok := pathID(c)
+	if !ok {
+		return
+	}
+	cp, err := h.app.Coupon(c.Request.Context(), id)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, toCouponResponse(cp))
+}
+
+func (h *Handlers) userCoupons(c *gin.Context) {
+	id, ok := pathID(c)
+	if !ok {
+		return
+	}
+	cs, err := h.app.UserCoupons(c.Request.Context(), id)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out := make([]couponResponse, len(cs))
+	for i, cp := range cs {
+		out[i] = toCouponResponse(cp)
+	}
+	c.JSON(http.StatusOK, gin.H{"coupons": out})
+}
+
+func (h *Handlers) reconcile(c *gin.Context) {
+	as, err := h.app.Reconcile(c.Request.Context())
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out := reconcileResponse{Anomalies: make([]anomalyResponse, len(as))}
+	for i, a := range as {
+		out.Anomalies[i] = anomalyResponse{Kind: string(a.Kind), OrderNo: a.OrderNo, CouponID: a.CouponID, Count: a.Count}
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// decode reads a JSON body strictly (unknown fields and trailing data are
+// refused) and answers 400 or 413 itself when it cannot.
+func decode(c *gin.Context, v any) bool {
+	dec := json.NewDecoder(c.Request.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the JSON object")
+	}
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			err = errors.New("trailing data after the JSON object")
+		}
+	}
+	switch {
+	case err == nil:
+		return true
+	case httpserver.IsBodyTooLarge(err):
+		problem.Abort(c, http.StatusRequestEntityTooLarge, "request body too large")
+	default:
+		problem.Abort(c, http.StatusBadRequest, "malformed JSON body: "+err.Error())
+	}
+	return false
+}
+
+func pathID(c *gin.Context) (uint64, bool) {
+	id, err := strconv.ParseUint(c.Param("id"), 10, 64)
+	if err != nil || id == 0 {
+		problem.Abort(c, http.StatusBadRequest, fmt.Sprintf("id %q is not a positive integer", c.Param("id")))
+		return 0, false
+	}
+	return id, true
+}
+
+// fail maps a use case error to its status, in one place.
+func (h *Handlers) fail(c *gin.Context, err error) {
+	switch {
+	case errors.Is(err, coupon.ErrInvalid):
+		problem.Abort(c, http.StatusBadRequest, err.Error())
+	case errors.Is(err, coupon.ErrNotFound):
+		problem.Abort(c, http.StatusNotFound, err.Error())
+	default:
+		h.log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
+		problem.Abort(c, http.StatusInternalServerError, "internal error")
+	}
+}

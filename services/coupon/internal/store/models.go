@@ -1,0 +1,124 @@
+package store
+
+import (
+	"time"
+
+	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
+)
+
+// The gorm models mirror the migrations; the schema itself lives in
+// migrations/, never in AutoMigrate.
+
+type templateRow struct {
+	ID             uint64 `gorm:"primaryKey"`
+	Name           string
+	DiscountAmount int64
+	MinOrderAmount int64
+	CreatedAt      time.Time
+}
+
+func (templateRow) TableName() string { return "coupon_template" }
+
+func toDBTemplate(t coupon.Template) templateRow {
+	return templateRow{ID: t.ID, Name: t.Name, DiscountAmount: t.DiscountAmount, MinOrderAmount: t.MinOrderAmount, CreatedAt: t.CreatedAt}
+}
+
+func (r templateRow) toDomain() coupon.Template {
+	return coupon.Template{ID: r.ID, Name: r.Name, DiscountAmount: r.DiscountAmount, MinOrderAmount: r.MinOrderAmount, CreatedAt: r.CreatedAt}
+}
+
+type couponRow struct {
+	ID          uint64 `gorm:"primaryKey"`
+	TemplateID  uint64
+	UserID      uint64
+	Status      string
+	UsedOrderNo *string
+	Version     uint32
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+func (couponRow) TableName() string { return "coupons" }
+
+func toDBCoupon(c coupon.Coupon) couponRow {
+	r := couponRow{ID: c.ID, TemplateID: c.TemplateID, UserID: c.UserID, Status: string(c.Status),
+		Version: c.Version, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+	if c.UsedOrderNo != "" {
+		r.UsedOrderNo = &c.UsedOrderNo
+	}
+	return r
+}
+
+func (r couponRow) toDomain() coupon.Coupon {
+	c := coupon.Coupon{ID: r.ID, TemplateID: r.TemplateID, UserID: r.UserID, Status: coupon.Status(r.Status),
+		Version: r.Version, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if r.UsedOrderNo != nil {
+		c.UsedOrderNo = *r.UsedOrderNo
+	}
+	return c
+}
+
+type deductionRow struct {
+	ID         uint64 `gorm:"primaryKey"`
+	OrderNo    string
+	CouponID   uint64
+	UserID     uint64
+	Amount     int64
+	MessageID  string
+	Mode       string
+	OrderGuard *string
+	CreatedAt  time.Time
+}
+
+func (deductionRow) TableName() string { return "coupon_deduction" }
+
+type messageRow struct {
+	ID            uint64 `gorm:"primaryKey"`
+	MessageID     string
+	OrderNo       string
+	UserID        uint64
+	CouponID      uint64
+	Status        string
+	RetryCount    int
+	NextRetryTime time.Time
+	LastError     string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+func (messageRow) TableName() string { return "coupon_message" }
+
+func toDBMessage(m coupon.Message) messageRow {
+	return messageRow{ID: m.ID, MessageID: m.MessageID, OrderNo: m.OrderNo, UserID: m.UserID, CouponID: m.CouponID,
+		Status: string(m.Status), RetryCount: m.RetryCount, NextRetryTime: m.NextRetryAt, LastError: m.LastError,
+		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+}
+
+func (r messageRow) toDomain() coupon.Message {
+	return coupon.Message{ID: r.ID, MessageID: r.MessageID, OrderNo: r.OrderNo, UserID: r.UserID, CouponID: r.CouponID,
+		Status: coupon.MessageStatus(r.Status), RetryCount: r.RetryCount, NextRetryAt: r.NextRetryTime,
+		LastError: r.LastError, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+}
+
+type idempotentRow struct {
+	ID            uint64 `gorm:"primaryKey"`
+	IdempotentKey string
+	BizType       uint8
+	BizNo         string
+	CreatedAt     time.Time
+	ExpireTime    time.Time
+}
+
+func (idempotentRow) TableName() string { return "biz_idempotent_record" }
+
+type archivedRow struct {
+	ID            uint64 `gorm:"primaryKey;autoIncrement:false"`
+	IdempotentKey string
+	BizType       uint8
+	BizNo         string
+	CreatedAt     time.Time `gorm:"autoCreateTime:false"`
+	ExpireTime    time.Time
+	ArchivedAt    time.Time
+}
+
+func (archivedRow) TableName() string { return "biz_idempotent_record_archive" }

@@ -1,0 +1,415 @@
+// Package store implements coupon.Store on MySQL/MariaDB through gorm.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/oncemall/oncemall/pkg/database"
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
+)
+
+// Store is the MySQL coupon.Store.
+type Store struct {
+	db          *gorm.DB
+	usedSubject string
+}
+
+var _ coupon.Store = (*Store)(nil)
+
+// New returns a Store over db that queues coupon.used events under
+// events.CouponUsed.
+func New(db *gorm.DB) *Store { return &Store{db: db, usedSubject: events.CouponUsed} }
+
+// WithEventPrefix returns a copy of s that queues its events under prefix
+// instead of "coupon" (prefix + ".used"), for a service or test running on
+// its own stream.
+func (s *Store) WithEventPrefix(prefix string) *Store {
+	c := *s
+	c.usedSubject = prefix + ".used"
+	return &c
+}
+
+// CreateTemplate inserts t and sets its ID.
+func (s *Store) CreateTemplate(ctx context.Context, t *coupon.Template) error {
+	row := toDBTemplate(*t)
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return fmt.Errorf("insert template: %w", err)
+	}
+	t.ID = row.ID
+	return nil
+}
+
+// Template returns the template id, or coupon.ErrNotFound.
+func (s *Store) Template(ctx context.Context, id uint64) (coupon.Template, error) {
+	var row templateRow
+	if err := s.db.WithContext(ctx).Take(&row, id).Error; err != nil {
+		return coupon.Template{}, notFound(err, "template %d", id)
+	}
+	return row.toDomain(), nil
+}
+
+// CreateCoupon inserts c and sets its ID.
+func (s *Store) CreateCoupon(ctx context.Context, c *coupon.Coupon) error {
+	row := toDBCoupon(*c)
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return fmt.Errorf("insert coupon: %w", err)
+	}
+	c.ID = row.ID
+	return nil
+}
+
+// Coupon returns the coupon id, or coupon.ErrNotFound.
+func (s *Store) Coupon(ctx context.Context, id uint64) (coupon.Coupon, error) {
+	var row couponRow
+	if err := s.db.WithContext(ctx).Take(&row, id).Error; err != nil {
+		return coupon.Coupon{}, notFound(err, "coupon %d", id)
+	}
+	return row.toDomain(), nil
+}
+
+// UserCoupons lists a user's coupons, newest first.
+func (s *Store) UserCoupons(ctx context.Context, userID uint64) ([]coupon.Coupon, error) {
+	var rows []couponRow
+	if err := s.db.WithContext(ctx).Where("user_id = ?", userID).Order("id DESC").Limit(1000).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list coupons of user %d: %w", userID, err)
+	}
+	out := make([]coupon.Coupon, len(rows))
+	for i, r := range rows {
+		out[i] = r.toDomain()
+	}
+	return out, nil
+}
+
+// Message returns the local message id, or coupon.ErrNotFound.
+func (s *Store) Message(ctx context.Context, id uint64) (coupon.Message, error) {
+	var row messageRow
+	if err := s.db.WithContext(ctx).Take(&row, id).Error; err != nil {
+		return coupon.Message{}, notFound(err, "message %d", id)
+	}
+	return row.toDomain(), nil
+}
+
+// readCommitted is the isolation of the queue-style transactions (claims and
+// archive batches). Under MySQL's default REPEATABLE READ, a locking scan of
+// the (status, next_retry_time) index also locks the gaps between rows; moving
+// a claimed row's next_retry_time then inserts into a gap another claimer
+// holds, and two claimers deadlock. READ COMMITTED takes record locks only,
+// which is all SKIP LOCKED needs.
+var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+// queueTx runs fn in a READ COMMITTED transaction and runs it again, up to
+// three times in all, when InnoDB picks it as a deadlock victim. The claim
+// and archive transactions are safe to repeat (a rolled-back claim claimed
+// nothing), and on a small table the optimizer may answer "WHERE id IN (…)"
+// with a scan that waits on rows another claimer holds, so two claimers can
+// deadlock even on disjoint rows.
+func (s *Store) queueTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	var err error
+	for range 3 {
+		err = s.db.WithContext(ctx).Transaction(fn, readCommitted)
+		if !database.IsDeadlock(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// ClaimDueMessages implements coupon.Store. The claim is a short transaction
+// of its own: SELECT ... FOR UPDATE SKIP LOCKED keeps two replicas from
+// picking the same rows at the same moment, and moving next_retry_time past
+// the lease keeps them from picking the rows again while they are processed.
+func (s *Store) ClaimDueMessages(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]coupon.Message, error) {
+	var rows []messageRow
+	err := s.queueTx(ctx, func(tx *gorm.DB) error {
+		rows = nil
+		err := tx.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
+			Where("status = ? AND next_retry_time <= ?", string(coupon.MessagePending), now).
+			Order("next_retry_time, id").Limit(limit).Find(&rows).Error
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		ids := make([]uint64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		res := tx.Model(&messageRow{}).Where("id IN ? AND status = ?", ids, string(coupon.MessagePending)).
+			Updates(map[string]any{"next_retry_time": now.Add(lease), "updated_at": now})
+		if res.Error != nil {
+			return res.Error
+		}
+		// The rows are locked by this transaction, so every one must have
+		// been updated; anything else means the lock did not hold.
+		if res.RowsAffected != int64(len(rows)) {
+			return fmt.Errorf("claimed %d messages but extended %d leases", len(rows), res.RowsAffected)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim due messages: %w", err)
+	}
+	out := make([]coupon.Message, len(rows))
+	for i, r := range rows {
+		out[i] = r.toDomain()
+	}
+	return out, nil
+}
+
+// MarkMessage implements coupon.Store.
+func (s *Store) MarkMessage(ctx context.Context, id uint64, status coupon.MessageStatus, retryCount int, next time.Time, lastError string, now time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Model(&messageRow{}).
+		Where("id = ? AND status = ?", id, string(coupon.MessagePending)).
+		Updates(map[string]any{"status": string(status), "retry_count": retryCount, "next_retry_time": next,
+			"last_error": lastError, "updated_at": now})
+	if res.Error != nil {
+		return false, fmt.Errorf("mark message %d %s: %w", id, status, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// InTx implements coupon.Store. gorm's Transaction returns the Commit error,
+// which is the one that a lost COMMIT acknowledgement produces.
+func (s *Store) InTx(ctx context.Context, fn func(coupon.Tx) error) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return fn(&Tx{db: tx, usedSubject: s.usedSubject})
+	})
+}
+
+// Reconcile implements coupon.Store with three queries, one per invariant.
+func (s *Store) Reconcile(ctx context.Context) ([]coupon.Anomaly, error) {
+	db := s.db.WithContext(ctx)
+	out := []coupon.Anomaly{}
+
+	var dups []struct {
+		OrderNo string
+		N       int
+	}
+	if err := db.Raw(`SELECT order_no, COUNT(*) AS n FROM coupon_deduction
+		GROUP BY order_no HAVING COUNT(*) > 1 ORDER BY order_no LIMIT 1000`).Scan(&dups).Error; err != nil {
+		return nil, fmt.Errorf("reconcile duplicate deductions: %w", err)
+	}
+	for _, d := range dups {
+		out = append(out, coupon.Anomaly{Kind: coupon.AnomalyDuplicateDeduction, OrderNo: d.OrderNo, Count: d.N})
+	}
+
+	var orphans []struct {
+		ID          uint64
+		UsedOrderNo *string
+	}
+	if err := db.Raw(`SELECT c.id, c.used_order_no FROM coupons c
+		WHERE c.status = ? AND NOT EXISTS (SELECT 1 FROM coupon_deduction d WHERE d.coupon_id = c.id)
+		ORDER BY c.id LIMIT 1000`, string(coupon.StatusUsed)).Scan(&orphans).Error; err != nil {
+		return nil, fmt.Errorf("reconcile used coupons without deduction: %w", err)
+	}
+	for _, o := range orphans {
+		a := coupon.Anomaly{Kind: coupon.AnomalyUsedWithoutLedger, CouponID: o.ID}
+		if o.UsedOrderNo != nil {
+			a.OrderNo = *o.UsedOrderNo
+		}
+		out = append(out, a)
+	}
+
+	var unused []struct {
+		OrderNo  string
+		CouponID uint64
+		N        int
+	}
+	if err := db.Raw(`SELECT d.order_no, d.coupon_id, COUNT(*) AS n FROM coupon_deduction d
+		JOIN coupons c ON c.id = d.coupon_id WHERE c.status = ?
+		GROUP BY d.order_no, d.coupon_id ORDER BY d.order_no LIMIT 1000`, string(coupon.StatusUnused)).Scan(&unused).Error; err != nil {
+		return nil, fmt.Errorf("reconcile deductions on unused coupons: %w", err)
+	}
+	for _, u := range unused {
+		out = append(out, coupon.Anomaly{Kind: coupon.AnomalyLedgerOnUnused, OrderNo: u.OrderNo, CouponID: u.CouponID, Count: u.N})
+	}
+	return out, nil
+}
+
+// ArchiveIdempotentRecords implements coupon.Store: one transaction copies a
+// batch of expired rows to the archive and deletes them, so a row is always in
+// exactly one of the two tables. SKIP LOCKED lets two replicas archive
+// different batches without waiting on each other. After the locking read,
+// every statement touches only the rows this transaction locked: the archive
+// rows are inserted from the values read, and each row is deleted by its
+// primary key. (A "DELETE ... WHERE id IN (...)" may be answered with a scan
+// that waits on another archiver's rows, and the two deadlock.)
+func (s *Store) ArchiveIdempotentRecords(ctx context.Context, now time.Time, batch int) (int, error) {
+	var moved int
+	err := s.queueTx(ctx, func(tx *gorm.DB) error {
+		moved = 0
+		var rows []idempotentRow
+		if err := tx.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
+			Where("expire_time < ?", now).Order("expire_time, id").Limit(batch).Find(&rows).Error; err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		archive := make([]archivedRow, len(rows))
+		for i, r := range rows {
+			archive[i] = archivedRow{ID: r.ID, IdempotentKey: r.IdempotentKey, BizType: r.BizType, BizNo: r.BizNo,
+				CreatedAt: r.CreatedAt, ExpireTime: r.ExpireTime, ArchivedAt: now}
+		}
+		if err := tx.Create(&archive).Error; err != nil {
+			return err
+		}
+		for _, r := range rows {
+			del := tx.Delete(&idempotentRow{}, r.ID)
+			if del.Error != nil {
+				return del.Error
+			}
+			if del.RowsAffected != 1 {
+				return fmt.Errorf("idempotent record %d vanished while locked", r.ID)
+			}
+		}
+		moved = len(rows)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("archive idempotent records: %w", err)
+	}
+	return moved, nil
+}
+
+// Tx is coupon.Tx on one gorm transaction.
+type Tx struct {
+	db          *gorm.DB
+	usedSubject string
+}
+
+var _ coupon.Tx = (*Tx)(nil)
+
+// BindTx returns the coupon.Tx view of a transaction someone else opened,
+// such as the inbox consumer's.
+func (s *Store) BindTx(tx *gorm.DB) *Tx { return &Tx{db: tx, usedSubject: s.usedSubject} }
+
+// Template implements coupon.Tx.
+func (t *Tx) Template(ctx context.Context, id uint64) (coupon.Template, error) {
+	var row templateRow
+	if err := t.db.WithContext(ctx).Take(&row, id).Error; err != nil {
+		return coupon.Template{}, notFound(err, "template %d", id)
+	}
+	return row.toDomain(), nil
+}
+
+// CouponForUpdate implements coupon.Tx with SELECT ... FOR UPDATE.
+func (t *Tx) CouponForUpdate(ctx context.Context, id uint64) (coupon.Coupon, error) {
+	var row couponRow
+	err := t.db.WithContext(ctx).Clauses(clause.Locking{Strength: "UPDATE"}).Take(&row, id).Error
+	if err != nil {
+		return coupon.Coupon{}, notFound(err, "coupon %d", id)
+	}
+	return row.toDomain(), nil
+}
+
+// UseCouponIfUnused implements coupon.Tx.
+func (t *Tx) UseCouponIfUnused(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
+	res := t.db.WithContext(ctx).Model(&couponRow{}).
+		Where("id = ? AND status = ?", id, string(coupon.StatusUnused)).
+		Updates(map[string]any{"status": string(coupon.StatusUsed), "used_order_no": orderNo,
+			"version": gorm.Expr("version + 1"), "updated_at": now})
+	if res.Error != nil {
+		return 0, fmt.Errorf("use coupon %d: %w", id, res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
+// UseCouponUnconditionally implements coupon.Tx. It exists only for the
+// broken deduction: there is no status in the WHERE clause, so it "succeeds"
+// on a coupon that is already USED.
+func (t *Tx) UseCouponUnconditionally(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
+	res := t.db.WithContext(ctx).Model(&couponRow{}).Where("id = ?", id).
+		Updates(map[string]any{"status": string(coupon.StatusUsed), "used_order_no": orderNo,
+			"version": gorm.Expr("version + 1"), "updated_at": now})
+	if res.Error != nil {
+		return 0, fmt.Errorf("use coupon %d: %w", id, res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
+// InsertDeduction implements coupon.Tx.
+func (t *Tx) InsertDeduction(ctx context.Context, d *coupon.Deduction, guarded bool) error {
+	row := deductionRow{OrderNo: d.OrderNo, CouponID: d.CouponID, UserID: d.UserID, Amount: d.Amount,
+		MessageID: d.MessageID, Mode: string(d.Mode), CreatedAt: d.CreatedAt}
+	if guarded {
+		row.OrderGuard = &d.OrderNo
+	}
+	if err := t.db.WithContext(ctx).Create(&row).Error; err != nil {
+		if database.IsDuplicateKey(err) {
+			return fmt.Errorf("%w: order %s", coupon.ErrOrderAlreadyDeducted, d.OrderNo)
+		}
+		return fmt.Errorf("insert deduction for order %s: %w", d.OrderNo, err)
+	}
+	d.ID = row.ID
+	return nil
+}
+
+// SettleMessage implements coupon.Tx.
+func (t *Tx) SettleMessage(ctx context.Context, id uint64, now time.Time) (int64, error) {
+	res := t.db.WithContext(ctx).Model(&messageRow{}).
+		Where("id = ? AND status = ?", id, string(coupon.MessagePending)).
+		Updates(map[string]any{"status": string(coupon.MessageSuccess), "last_error": "", "updated_at": now})
+	if res.Error != nil {
+		return 0, fmt.Errorf("settle message %d: %w", id, res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
+// InsertIdempotentRecord implements coupon.Tx. A duplicate key inside a
+// MySQL transaction rolls back only the statement, so the caller's
+// transaction carries on.
+func (t *Tx) InsertIdempotentRecord(ctx context.Context, r coupon.IdempotentRecord) (bool, error) {
+	row := idempotentRow{IdempotentKey: r.Key, BizType: uint8(r.BizType), BizNo: r.BizNo, CreatedAt: r.CreatedAt, ExpireTime: r.ExpireTime}
+	if err := t.db.WithContext(ctx).Create(&row).Error; err != nil {
+		if database.IsDuplicateKey(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("insert idempotent record %s: %w", r.Key, err)
+	}
+	return true, nil
+}
+
+// PublishCouponUsed implements coupon.Tx through the outbox.
+func (t *Tx) PublishCouponUsed(ctx context.Context, e coupon.CouponUsed) error {
+	body, err := json.Marshal(events.CouponUsedV1{OrderNo: e.OrderNo, CouponID: e.CouponID, UserID: e.UserID, Amount: e.Amount, UsedAt: e.UsedAt})
+	if err != nil {
+		return fmt.Errorf("encode coupon.used: %w", err)
+	}
+	if err := outbox.Add(t.db.WithContext(ctx), outbox.Message{Subject: t.usedSubject, Body: body}); err != nil {
+		return fmt.Errorf("queue coupon.used for order %s: %w", e.OrderNo, err)
+	}
+	return nil
+}
+
+// InsertMessage implements coupon.Tx.
+func (t *Tx) InsertMessage(ctx context.Context, m *coupon.Message) (bool, error) {
+	row := toDBMessage(*m)
+	if err := t.db.WithContext(ctx).Create(&row).Error; err != nil {
+		if database.IsDuplicateKey(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("insert message %s: %w", m.MessageID, err)
+	}
+	m.ID = row.ID
+	return true, nil
+}
+
+func notFound(err error, format string, args ...any) error {
+	what := fmt.Sprintf(format, args...)
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return fmt.Errorf("%s: %w", what, coupon.ErrNotFound)
+	}
+	return fmt.Errorf("read %s: %w", what, err)
+}
+
+// DB returns the underlying handle, for tests and the lab that count rows.
+func (s *Store) DB() *gorm.DB { return s.db }

@@ -1,0 +1,242 @@
+// Package lab holds the scenarios of incident 1, the lost COMMIT
+// acknowledgement, for both of their front ends: this package's tests, which
+// assert that the broken deduction reproduces the incident and the fixed one
+// holds, and the `make lab` runner, which prints the same results.
+//
+// Every scenario builds a fresh coupon database, issues one coupon, lands one
+// order.paid message for it, injects a failure, runs the deduction as the
+// service would, and counts the ledger rows of the order in the database. The
+// invariant is one deduction per order. Walkthrough: docs/incidents/
+// (incident 1); the code under test is services/coupon/internal/app
+// (deduct_broken.go beside deduct_fixed.go).
+package lab
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/fault"
+	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
+	"github.com/oncemall/oncemall/services/coupon/internal/store"
+	"github.com/oncemall/oncemall/services/coupon/migrations"
+)
+
+// Incident is the incident number these scenarios reproduce.
+const Incident = 1
+
+const title = "lost commit ACK"
+
+// ConcurrentRetries is how many retries of one message race in the
+// concurrency scenario.
+const ConcurrentRetries = 20
+
+// Scenarios lists the variants of incident 1.
+func Scenarios() []lab.Scenario {
+	var out []lab.Scenario
+	for _, mode := range []coupon.Mode{coupon.ModeBroken, coupon.ModeFixed} {
+		variant, holds := lab.Fixed, true
+		if mode == coupon.ModeBroken {
+			variant, holds = lab.Broken, false
+		}
+		out = append(out,
+			lab.Scenario{Incident: Incident, Variant: variant + "/driver", WantHolds: holds,
+				Run: func(ctx context.Context, env lab.Env) (lab.Result, error) { return LostAckDriver(ctx, env, mode) }},
+			lab.Scenario{Incident: Incident, Variant: variant + "/proxy", WantHolds: holds,
+				Run: func(ctx context.Context, env lab.Env) (lab.Result, error) { return LostAckProxy(ctx, env, mode) }},
+			lab.Scenario{Incident: Incident, Variant: variant + "/concurrent", WantHolds: holds,
+				Run: func(ctx context.Context, env lab.Env) (lab.Result, error) {
+					return ConcurrentRetry(ctx, env, mode, ConcurrentRetries)
+				}},
+		)
+	}
+	return out
+}
+
+// Fixture is one scenario's coupon database with one coupon and one landed
+// order.paid message for it.
+type Fixture struct {
+	DB      *gorm.DB
+	App     *app.App
+	Store   *store.Store
+	Coupon  coupon.Coupon
+	Message coupon.Message
+	Close   func()
+}
+
+// Setup opens a fresh coupon database on env (with env.MySQL as given, so a
+// caller can route it through a fault driver or proxy first), builds the use
+// cases in mode with retries due almost at once, and lands one message.
+func Setup(ctx context.Context, env lab.Env, suffix string, mode coupon.Mode) (*Fixture, error) {
+	db, drop, err := env.OpenDB(ctx, suffix, migrations.Source, outbox.Migrations)
+	if err != nil {
+		return nil, err
+	}
+	cfg := app.DefaultConfig()
+	cfg.Mode = mode
+	// The scheduled retry is made due after a millisecond, so the lab does
+	// not wait for the production backoff.
+	cfg.Retry = coupon.RetryPolicy{Max: 5, Base: time.Millisecond, Cap: time.Millisecond}
+	st := store.New(db)
+	a, err := app.New(st, nil, cfg, env.Log, prometheus.NewRegistry())
+	if err != nil {
+		drop()
+		return nil, err
+	}
+	f := &Fixture{DB: db, App: a, Store: st, Close: drop}
+	if f.Coupon, f.Message, err = Seed(ctx, a, st, "order-"+suffix, 1001); err != nil {
+		drop()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Seed issues a coupon to userID and lands an order.paid message that uses it
+// for orderNo, as the inbox consumer would.
+func Seed(ctx context.Context, a *app.App, st *store.Store, orderNo string, userID uint64) (coupon.Coupon, coupon.Message, error) {
+	t, err := a.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
+	if err != nil {
+		return coupon.Coupon{}, coupon.Message{}, err
+	}
+	c, err := a.IssueCoupon(ctx, t.ID, userID)
+	if err != nil {
+		return coupon.Coupon{}, coupon.Message{}, err
+	}
+	m, err := Land(ctx, a, st, "msg-"+orderNo, orderNo, userID, c.ID)
+	return c, m, err
+}
+
+// Land lands one order.paid message and returns it as stored.
+func Land(ctx context.Context, a *app.App, st *store.Store, messageID, orderNo string, userID, couponID uint64) (coupon.Message, error) {
+	err := st.InTx(ctx, func(tx coupon.Tx) error {
+		return a.LandOrderPaid(ctx, tx, app.OrderPaid{MessageID: messageID, OrderNo: orderNo, UserID: userID, CouponID: couponID})
+	})
+	if err != nil {
+		return coupon.Message{}, fmt.Errorf("land message: %w", err)
+	}
+	var id uint64
+	if err := st.DB().WithContext(ctx).Table("coupon_message").Where("message_id = ?", messageID).Pluck("id", &id).Error; err != nil {
+		return coupon.Message{}, err
+	}
+	return st.Message(ctx, id)
+}
+
+// CountDeductions counts the ledger rows of orderNo: the effect the
+// invariant is about.
+func CountDeductions(ctx context.Context, db *gorm.DB, orderNo string) (int, error) {
+	var n int64
+	err := db.WithContext(ctx).Table("coupon_deduction").Where("order_no = ?", orderNo).Count(&n).Error
+	return int(n), err
+}
+
+// committedDespiteError checks that the injected failure is the incident's:
+// the client got an error, yet the deduction is in the database.
+func committedDespiteError(ctx context.Context, f *Fixture) error {
+	n, err := CountDeductions(ctx, f.DB, f.Message.OrderNo)
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("after the lost COMMIT ack the ledger holds %d rows for the order, want the 1 that committed", n)
+	}
+	return nil
+}
+
+// drainRetries runs passes of the retry job, as the cron would, until no
+// message is due any more (bounded, so a bug cannot loop forever).
+func drainRetries(ctx context.Context, a *app.App) error {
+	for range 10 {
+		time.Sleep(5 * time.Millisecond) // past the lab's 1ms backoff
+		r, err := a.ProcessDueMessages(ctx)
+		if err != nil {
+			return err
+		}
+		if r.Claimed == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+func result(mode coupon.Mode, sub, injected string, n int) lab.Result {
+	variant := lab.Fixed + "/" + sub
+	if mode == coupon.ModeBroken {
+		variant = lab.Broken + "/" + sub
+	}
+	return lab.Result{Incident: Incident, Title: title, Variant: variant, Injected: injected,
+		Effect: "coupon_deduction rows of the order", Count: n, Expected: "= 1", Holds: n == 1}
+}
+
+// LostAckDriver loses the acknowledgement of the deduction's COMMIT with the
+// fault-injecting database/sql driver (pkg/fault), then lets the retry job
+// run as it would in production.
+func LostAckDriver(ctx context.Context, env lab.Env, mode coupon.Mode) (lab.Result, error) {
+	driverName := env.Name("fault_" + string(mode))
+	inj, err := fault.Register(driverName)
+	if err != nil {
+		return lab.Result{}, err
+	}
+	env.MySQL.DriverName = driverName
+	f, err := Setup(ctx, env, "i1_driver_"+string(mode), mode)
+	if err != nil {
+		return lab.Result{}, err
+	}
+	defer f.Close()
+
+	env.Note("arming: the next COMMIT is applied and its acknowledgement lost")
+	inj.LoseCommitAcks(1)
+	_, attemptErr := f.App.ProcessMessage(ctx, f.Message)
+	inj.Disarm()
+	if got := inj.Stats().CommitAcksLost; got != 1 {
+		return lab.Result{}, fmt.Errorf("expected 1 lost COMMIT ack, injected %d (attempt error: %v)", got, attemptErr)
+	}
+	if attemptErr == nil {
+		return lab.Result{}, fmt.Errorf("the attempt did not see the lost COMMIT ack")
+	}
+	env.Note("first attempt saw: %v", attemptErr)
+	if err := committedDespiteError(ctx, f); err != nil {
+		return lab.Result{}, err
+	}
+	if err := drainRetries(ctx, f.App); err != nil {
+		return lab.Result{}, err
+	}
+	n, err := CountDeductions(ctx, f.DB, f.Message.OrderNo)
+	if err != nil {
+		return lab.Result{}, err
+	}
+	return result(mode, "driver", "1 lost COMMIT ACK (driver wrapper), then the scheduled retry", n), nil
+}
+
+// ConcurrentRetry runs n attempts at the same message at once, as retries
+// from several replicas (or a stale claim next to a fresh one) would.
+func ConcurrentRetry(ctx context.Context, env lab.Env, mode coupon.Mode, n int) (lab.Result, error) {
+	f, err := Setup(ctx, env, "i1_concurrent_"+string(mode), mode)
+	if err != nil {
+		return lab.Result{}, err
+	}
+	defer f.Close()
+
+	env.Note("racing %d retries of message %s", n, f.Message.MessageID)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			_, _ = f.App.ProcessMessage(ctx, f.Message)
+		})
+	}
+	close(start)
+	wg.Wait()
+	count, err := CountDeductions(ctx, f.DB, f.Message.OrderNo)
+	if err != nil {
+		return lab.Result{}, err
+	}
+	return result(mode, "concurrent", fmt.Sprintf("%d concurrent retries of one message", n), count), nil
+}

@@ -1,0 +1,46 @@
+package lab_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/testenv"
+	couponlab "github.com/oncemall/oncemall/services/coupon/lab"
+)
+
+func labEnv(t *testing.T) lab.Env {
+	t.Helper()
+	cfg := testenv.Config(t)
+	return lab.Env{MySQL: cfg.MySQL, NATS: cfg.NATS, Redis: cfg.Redis, Log: testenv.Logger(t),
+		Prefix: testenv.UniqueName(t, "lab"), Progress: t.Logf}
+}
+
+// TestScenarios runs every incident 1 scenario, the same ones `make lab`
+// prints: each broken variant must deduct more than once for one order, and
+// each fixed variant exactly once.
+func TestScenarios(t *testing.T) {
+	for _, s := range couponlab.Scenarios() {
+		t.Run(s.Variant, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			r, err := s.Run(ctx, labEnv(t))
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			t.Logf("%s: %s → %d %s (want %s)", r.Variant, r.Injected, r.Count, r.Effect, r.Expected)
+			if strings.HasPrefix(s.Variant, lab.Broken) {
+				if r.Count <= 1 {
+					t.Fatalf("broken variant did not reproduce the incident: %d deductions for one order", r.Count)
+				}
+			} else if r.Count != 1 {
+				t.Fatalf("fixed variant: %d deductions for one order, want exactly 1", r.Count)
+			}
+			if !s.Verdict(r) {
+				t.Fatalf("verdict: Holds=%v, WantHolds=%v", r.Holds, s.WantHolds)
+			}
+		})
+	}
+}

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS biz_idempotent_record_archive;
+DROP TABLE IF EXISTS biz_idempotent_record;
