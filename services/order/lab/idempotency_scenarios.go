@@ -267,7 +267,7 @@ func doubleSubmitScenario(variant, suffix, guard string) func(context.Context, l
 			return res, err
 		}
 		res.Count = int(orders)
-		res.Effect = fmt.Sprintf("orders for the key (order.created events %d; answers: %d fresh 201, %d replayed, %d×409, %d other)",
+		res.Effect = fmt.Sprintf("orders for the key (outbox rows %d; answers: %d new 201, %d replayed, %d×409, %d other)",
 			events, ans.Fresh, ans.Replayed, ans.Conflict, ans.Other)
 		lateOK := late.Status == http.StatusCreated && late.Replayed && bytes.Equal(late.Body, ans.Body)
 		res.Holds = orders == 1 && events == 1 && ans.Fresh == 1 && ans.Other == 0 && ans.Identical && lateOK
