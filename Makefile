@@ -51,9 +51,9 @@ lab: ## run the incident scenarios: each broken variant must reproduce, each fix
 	$(GO) run ./scripts/cmd/lab --incident $(or $(INCIDENT),0) $(LAB_FLAGS)
 
 .PHONY: bench
-bench: ## run every module's benchmarks (placeholder; the lab refines it)
+bench: ## run the benchmark suites and write docs/benchmarks.md with the targets judged (BENCH_FLAGS=--only outbox,idempotency)
 	@bash scripts/preflight.sh
-	@for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) test -run '^$$' -bench . ./...) || exit 1; done
+	GO=$(GO) $(GO) run ./scripts/cmd/benchreport $(BENCH_FLAGS)
 
 .PHONY: dupproof
 dupproof: ## race goroutines for one Redis key: check-then-set vs SET NX vs sliding window
