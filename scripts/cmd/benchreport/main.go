@@ -184,7 +184,7 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 	rep := Report{
 		Started: started, Finished: time.Now().UTC(), Machine: machine, Note: *note,
 		Outcomes: outcomes, Dup: dup, DupErr: dupErr, Checks: checks,
-		Invocation: invocation(args),
+		Invocation: invocation(*only, *out),
 	}
 	var buf bytes.Buffer
 	if err := rep.Write(&buf); err != nil {
@@ -292,11 +292,17 @@ func goBinary() string {
 	return "go"
 }
 
-func invocation(args []string) string {
-	if len(args) == 0 {
-		return "make bench"
+// invocation is how the page says it was written: make bench, or the
+// subset that was run.
+func invocation(only, out string) string {
+	s := "make bench"
+	if only != "" {
+		s = "go run ./scripts/cmd/benchreport --only " + only
+		if out != "docs/benchmarks.md" {
+			s += " --out " + out
+		}
 	}
-	return "go run ./scripts/cmd/benchreport " + strings.Join(args, " ")
+	return s
 }
 
 func tail(s string, lines int) string {
