@@ -62,17 +62,17 @@ type Suite struct {
 // figures with the whole run under ten minutes on two cores.
 var suites = []Suite{
 	{
-		Name: "outbox", Title: "Outbox relay (pkg/outbox)", Dir: "pkg", Pkg: "./outbox/", Bench: ".", Benchtime: "1x", Count: 1,
+		Name: "outbox", Title: "Outbox relay (pkg/outbox)", Dir: "pkg", Pkg: "./outbox/", Bench: ".", Benchtime: "1x", Count: 2,
 		Doc:   "docs/benchmarks/outbox.md",
 		About: "Raw JetStream async publish (the ceiling); relay throughput, committed rows → PubAck → marked sent, for 100,000 rows with 1 and 3 relays; commit→publish latency while committing 1,000 orders/s for 5 s.",
 	},
 	{
-		Name: "idempotency", Title: "Idempotency-Key middleware (pkg/idempotency)", Dir: "pkg", Pkg: "./idempotency/", Bench: ".", Benchtime: "2s", Count: 2,
+		Name: "idempotency", Title: "Idempotency-Key middleware (pkg/idempotency)", Dir: "pkg", Pkg: "./idempotency/", Bench: ".", Benchtime: "2s", Count: 3,
 		Doc:   "docs/benchmarks/idempotency.md",
 		About: "POST /orders on the package's order-writing test handler without and with the middleware (a fresh key per request, 16 requests in flight per core), with the driver preparing statements and with client-side interpolation; the replay path's latency.",
 	},
 	{
-		Name: "products", Title: "Batch product copy (services/order/lab, incident 3)", Dir: "services/order", Pkg: "./lab", Bench: "BenchmarkProductCopy10k", Benchtime: "2x", Count: 1,
+		Name: "products", Title: "Batch product copy (services/order/lab, incident 3)", Dir: "services/order", Pkg: "./lab", Bench: "BenchmarkProductCopy10k", Benchtime: "3x", Count: 1,
 		Doc:   "docs/benchmarks/products.md",
 		About: "10,000 products copied by one batch-copy request in each mode, interleaved: fixed (16 workers), orderly (1 worker), broken (16 workers), fixed with 4 workers.",
 	},
