@@ -269,33 +269,67 @@ func failAll(p chunkPlan, dups []catalog.Duplicate) catalog.ChunkResult {
 	return catalog.ChunkResult{Failed: len(p.candidates) + len(p.repeats), Error: catalog.DuplicatesError(dups), Duplicates: dups}
 }
 
-// insertProducts inserts items' products in one statement and, with dedup,
-// their product_dedup rows in a second; it returns the new id of every key.
+// insertProducts inserts items' products in one multi-row statement and,
+// with dedup, their product_dedup rows in a second; it returns the new id of
+// every key. The statements are built here and sent straight to the
+// transaction's connection: on a worker's hot path gorm's Create spent more
+// CPU reflecting over a hundred structs than the driver spent sending them.
+//
+// The ids are the first inserted id plus the row's position, as gorm's own
+// batch Create assumes: a multi-row INSERT with a known row count gets
+// consecutive AUTO_INCREMENT values under innodb_autoinc_lock_mode 0 or 1
+// (MariaDB's default is 1) with auto_increment_increment 1. A deployment on
+// lock mode 2 must not use this store.
 func (s *ProductStore) insertProducts(db *gorm.DB, items []copyItem, dedup bool) (map[catalog.Key]uint64, error) {
 	created := make(map[catalog.Key]uint64, len(items))
 	if len(items) == 0 {
 		return created, nil
 	}
+	ctx := db.Statement.Context
 	now := s.now()
-	rows := make([]productRow, len(items))
+	var q strings.Builder
+	q.WriteString("INSERT INTO products (brand, name, model, price, deleted, created_at, updated_at) VALUES ")
+	args := make([]any, 0, 6*len(items))
 	for i, it := range items {
-		rows[i] = toDBProduct(it.product, now)
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString("(?,?,?,?,0,?,?)")
+		p := toDBProduct(it.product, now)
+		args = append(args, p.Brand, p.Name, p.Model, p.Price, p.CreatedAt, p.UpdatedAt)
 	}
-	if err := db.Create(&rows).Error; err != nil {
-		return nil, fmt.Errorf("insert %d products: %w", len(rows), err)
+	res, err := db.Statement.ConnPool.ExecContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("insert %d products: %w", len(items), err)
 	}
-	for _, r := range rows {
-		created[catalog.Key{Name: r.Name, Model: r.Model}] = r.ID
+	first, err := res.LastInsertId()
+	if err != nil {
+		return nil, fmt.Errorf("insert %d products: id: %w", len(items), err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != int64(len(items)) {
+		return nil, fmt.Errorf("insert %d products: %d rows inserted (%v)", len(items), n, err)
+	}
+	for i, it := range items {
+		created[it.product.Key()] = uint64(first) + uint64(i)
 	}
 	if !dedup {
 		return created, nil
 	}
-	dedupRows := make([]productDedupRow, len(rows))
-	for i, r := range rows {
-		dedupRows[i] = productDedupRow{ProductID: r.ID, Name: r.Name, Model: r.Model, CreatedAt: now}
+	q.Reset()
+	q.WriteString("INSERT INTO product_dedup (product_id, name, model, created_at) VALUES ")
+	args = args[:0]
+	for i, it := range items {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString("(?,?,?,?)")
+		args = append(args, uint64(first)+uint64(i), it.product.Name, it.product.Model, now)
 	}
-	if err := quiet(db).Create(&dedupRows).Error; err != nil {
-		return nil, fmt.Errorf("insert %d product keys: %w", len(dedupRows), err)
+	// A duplicate key here is the expected answer of a lost race: the
+	// caller rolls back to its savepoint and reads the winners. Sent
+	// outside gorm, it is not logged as a statement error either.
+	if _, err := db.Statement.ConnPool.ExecContext(ctx, q.String(), args...); err != nil {
+		return nil, fmt.Errorf("insert %d product keys: %w", len(items), err)
 	}
 	return created, nil
 }
