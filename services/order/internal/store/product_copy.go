@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -126,13 +127,35 @@ func (s *ProductStore) CopyChunk(ctx context.Context, c catalog.CopyChunk) (cata
 // chunkItems loads the chunk's templates, in the chunk's order, as the
 // products to create; it counts the templates that no longer exist.
 func (s *ProductStore) chunkItems(ctx context.Context, c catalog.CopyChunk) ([]copyItem, int, error) {
-	var rows []productTemplateRow
-	if err := s.db.WithContext(ctx).Where("id IN ?", c.TemplateIDs).Find(&rows).Error; err != nil {
-		return nil, 0, fmt.Errorf("load templates of chunk %s/%d: %w", c.JobID, c.Seq, err)
+	type tmpl struct {
+		name, model string
+		price       int64
 	}
-	byID := make(map[uint64]productTemplateRow, len(rows))
-	for _, r := range rows {
-		byID[r.ID] = r
+	byID := make(map[uint64]tmpl, len(c.TemplateIDs))
+	if len(c.TemplateIDs) > 0 {
+		var q strings.Builder
+		q.WriteString("SELECT id, name, model, price FROM product_templates WHERE id IN (")
+		args := make([]any, len(c.TemplateIDs))
+		for i, id := range c.TemplateIDs {
+			if i > 0 {
+				q.WriteByte(',')
+			}
+			q.WriteByte('?')
+			args[i] = id
+		}
+		q.WriteByte(')')
+		err := queryRows(ctx, s.db, q.String(), args, func(rows *sql.Rows) error {
+			var id uint64
+			var t tmpl
+			if err := rows.Scan(&id, &t.name, &t.model, &t.price); err != nil {
+				return err
+			}
+			byID[id] = t
+			return nil
+		})
+		if err != nil {
+			return nil, 0, fmt.Errorf("load templates of chunk %s/%d: %w", c.JobID, c.Seq, err)
+		}
 	}
 	items := make([]copyItem, 0, len(c.TemplateIDs))
 	missing := 0
@@ -142,9 +165,27 @@ func (s *ProductStore) chunkItems(ctx context.Context, c catalog.CopyChunk) ([]c
 			missing++
 			continue
 		}
-		items = append(items, copyItem{templateID: id, product: catalog.Product{Brand: c.TargetBrand, Name: t.Name, Model: t.Model, Price: t.Price}})
+		items = append(items, copyItem{templateID: id, product: catalog.Product{Brand: c.TargetBrand, Name: t.name, Model: t.model, Price: t.price}})
 	}
 	return items, missing, nil
+}
+
+// queryRows runs q on db's connection (the message's transaction) and calls
+// scan for every row. The worker's reads go straight to the driver: gorm's
+// Find reflects over the destination for every row, which on this path cost
+// more CPU than the query.
+func queryRows(ctx context.Context, db *gorm.DB, q string, args []any, scan func(*sql.Rows) error) error {
+	rows, err := db.Statement.ConnPool.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // finishChunk records the chunk's result with a conditional update; exactly
@@ -365,16 +406,21 @@ func (s *ProductStore) dedupOwners(ctx context.Context, db *gorm.DB, keys []cata
 		return owners, nil
 	}
 	cond, args := keyTuples(keys)
-	q := db.WithContext(ctx).Model(&productDedupRow{}).Select("product_id, name, model").Where(cond, args...)
+	q := "SELECT product_id, name, model FROM product_dedup WHERE " + cond
 	if lock {
-		q = q.Clauses(clause.Locking{Strength: "SHARE"})
+		q += " LOCK IN SHARE MODE"
 	}
-	var rows []productDedupRow
-	if err := q.Find(&rows).Error; err != nil {
+	err := queryRows(ctx, db, q, args, func(rows *sql.Rows) error {
+		var id uint64
+		var k catalog.Key
+		if err := rows.Scan(&id, &k.Name, &k.Model); err != nil {
+			return err
+		}
+		owners[k] = id
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read %d product keys: %w", len(keys), err)
-	}
-	for _, r := range rows {
-		owners[catalog.Key{Name: r.Name, Model: r.Model}] = r.ProductID
 	}
 	return owners, nil
 }
@@ -387,17 +433,19 @@ func (s *ProductStore) liveOwners(ctx context.Context, db *gorm.DB, keys []catal
 		return owners, nil
 	}
 	cond, args := keyTuples(keys)
-	var rows []productRow
-	err := db.WithContext(ctx).Model(&productRow{}).Select("id, name, model").
-		Where("deleted = 0").Where(cond, args...).Order("id").Find(&rows).Error
+	err := queryRows(ctx, db, "SELECT id, name, model FROM products WHERE deleted = 0 AND "+cond+" ORDER BY id", args, func(rows *sql.Rows) error {
+		var id uint64
+		var k catalog.Key
+		if err := rows.Scan(&id, &k.Name, &k.Model); err != nil {
+			return err
+		}
+		if _, ok := owners[k]; !ok {
+			owners[k] = id
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read live products of %d keys: %w", len(keys), err)
-	}
-	for _, r := range rows {
-		k := catalog.Key{Name: r.Name, Model: r.Model}
-		if _, ok := owners[k]; !ok {
-			owners[k] = r.ID
-		}
 	}
 	return owners, nil
 }
