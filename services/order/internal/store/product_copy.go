@@ -317,10 +317,13 @@ func failAll(p chunkPlan, dups []catalog.Duplicate) catalog.ChunkResult {
 // CPU reflecting over a hundred structs than the driver spent sending them.
 //
 // The ids are the first inserted id plus the row's position, as gorm's own
-// batch Create assumes: a multi-row INSERT with a known row count gets
-// consecutive AUTO_INCREMENT values under innodb_autoinc_lock_mode 0 or 1
-// (MariaDB's default is 1) with auto_increment_increment 1. A deployment on
-// lock mode 2 must not use this store.
+// batch Create assumes: a multi-row INSERT … VALUES is a "simple insert",
+// whose AUTO_INCREMENT values InnoDB reserves at once, so they are
+// consecutive with auto_increment_increment 1 (gaps in interleaved lock
+// mode 2, MySQL 8's default, come from bulk inserts such as INSERT …
+// SELECT). The assumption is checked, not trusted: the last row is read back
+// by its computed id, and a mismatch fails the transaction loudly instead of
+// pointing dedup rows at the wrong products.
 func (s *ProductStore) insertProducts(db *gorm.DB, items []copyItem, dedup bool) (map[catalog.Key]uint64, error) {
 	created := make(map[catalog.Key]uint64, len(items))
 	if len(items) == 0 {
@@ -352,6 +355,11 @@ func (s *ProductStore) insertProducts(db *gorm.DB, items []copyItem, dedup bool)
 	}
 	for i, it := range items {
 		created[it.product.Key()] = uint64(first) + uint64(i)
+	}
+	last := items[len(items)-1].product
+	var name, model string
+	if err := db.Statement.ConnPool.QueryRowContext(ctx, "SELECT name, model FROM products WHERE id = ?", uint64(first)+uint64(len(items)-1)).Scan(&name, &model); err != nil || name != last.Name || model != last.Model {
+		return nil, fmt.Errorf("insert %d products: ids from %d are not consecutive (auto_increment_increment must be 1): last row reads (%q, %q), err %v", len(items), first, name, model, err)
 	}
 	if !dedup {
 		return created, nil
