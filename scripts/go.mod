@@ -8,6 +8,7 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/oncemall/oncemall/pkg v0.0.0
 	github.com/oncemall/oncemall/services/order v0.0.0
+	github.com/oncemall/oncemall/services/payment v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 )
 
@@ -71,3 +72,5 @@ require (
 replace github.com/oncemall/oncemall/services/coupon => ../services/coupon
 
 replace github.com/oncemall/oncemall/services/order => ../services/order
+
+replace github.com/oncemall/oncemall/services/payment => ../services/payment

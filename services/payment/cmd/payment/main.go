@@ -2,23 +2,38 @@
 //
 // Usage:
 //
-//	payment           serve HTTP and consume events until SIGTERM or SIGINT
+//	payment           serve HTTP and relay events until SIGTERM or SIGINT
 //	payment migrate   apply the database migrations and exit
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/robfig/cron/v3"
+
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/redislock"
+	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/config"
+	"github.com/oncemall/oncemall/services/payment/internal/httpapi"
+	"github.com/oncemall/oncemall/services/payment/internal/jobs"
+	"github.com/oncemall/oncemall/services/payment/internal/orderclient"
+	"github.com/oncemall/oncemall/services/payment/internal/store"
 	"github.com/oncemall/oncemall/services/payment/migrations"
+	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 func main() {
@@ -44,7 +59,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		Service:    "payment",
 		HTTPAddr:   cfg.HTTPAddr,
 		DBName:     cfg.DBName,
-		Migrations: []migrate.Source{migrations.Source},
+		Migrations: []migrate.Source{migrations.Source, outbox.Migrations, idempotency.Migrations},
+		Streams:    []jetstream.StreamConfig{events.StreamConfig(events.PaymentStream, "payment")},
 		Logger:     log,
 	}
 	if len(args) > 0 {
@@ -56,12 +72,103 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 
-	// Platform: MySQL (migrated), NATS JetStream, Redis, HTTP server.
+	// Platform: MySQL (migrated), NATS JetStream with the PAYMENT stream,
+	// Redis, HTTP server.
 	rt, err := platform.Start(ctx, cfg.Platform, opts)
 	if err != nil {
 		return err
 	}
 
-	// Serve until SIGTERM, then shut down in order.
+	// Outbox relay: publishes payment.succeeded rows committed by the
+	// callback handler. It starts first and stops after cron.
+	relay, err := outbox.NewRelay(rt.DB, rt.NATS.JS, cfg.Outbox, log, rt.Registry)
+	if err != nil {
+		return errors.Join(fmt.Errorf("outbox relay: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- relay.Run(relayCtx) }()
+	rt.OnShutdown("outbox relay", func(ctx context.Context) error {
+		stopRelay()
+		select {
+		case err := <-relayDone:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+
+	// Use cases over the store, the order service and the platform.
+	a, err := app.New(
+		store.New(rt.DB, store.Config{ReconcileLookback: cfg.ReconcileLookback}),
+		orderclient.New(cfg.OrderURL, &http.Client{Timeout: cfg.OrderTimeout}),
+		psp.NewClient(cfg.PSPURL, &http.Client{Timeout: cfg.PSPTimeout}),
+		relay,
+		app.Config{NotifyURL: cfg.PSPNotifyURL},
+		log,
+	)
+	if err != nil {
+		return errors.Join(err, rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+
+	// Cron: the relay's safety-net poll and cleanup, and the reconciliation
+	// job. Registered after the relay, so it stops before the relay.
+	c := cron.New()
+	reconcile, err := jobs.NewReconcile(a, log, rt.Registry)
+	if err == nil {
+		err = errors.Join(relay.Schedule(c), reconcile.Schedule(c, cfg.ReconcileSchedule))
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("cron: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+	c.Start()
+	rt.OnShutdown("cron", func(ctx context.Context) error {
+		select {
+		case <-c.Stop().Done():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+
+	// Idempotency-Key on POST /payments: Redis as the entry hint, the
+	// database record as the truth, and its archiver on one replica at a
+	// time. The archiver stops before the relay and after the HTTP server.
+	idem, err := idempotency.New(rt.DB, rt.Redis, cfg.Idempotency, log, rt.Registry)
+	if err != nil {
+		return errors.Join(fmt.Errorf("idempotency: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+	locks := redislock.New(rt.Redis, "payment:lock:")
+	archiver, err := idempotency.NewArchiver(idem.Store(), locks, cfg.Idempotency, log, rt.Registry)
+	if err == nil {
+		err = archiver.Start(context.WithoutCancel(ctx))
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("idempotency archiver: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+	rt.OnShutdown("idempotency archiver", archiver.Stop)
+
+	// HTTP routes, with the optional entry lock in front of the callback.
+	var callbackLock *redislock.Client
+	if cfg.CallbackLock {
+		callbackLock = locks
+	}
+	if err := httpapi.Register(rt.HTTP.Engine(), httpapi.Options{
+		App:             a,
+		Secret:          []byte(cfg.PSPSecret),
+		SignatureWindow: cfg.SignatureWindow,
+		CallbackMode:    cfg.CallbackMode,
+		AdminToken:      cfg.Platform.AdminToken,
+		Idempotency:     idem.Handler(),
+		Lock:            callbackLock,
+		LockTTL:         cfg.CallbackLockTTL,
+		Registerer:      rt.Registry,
+		Log:             log,
+	}); err != nil {
+		return errors.Join(err, rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+
+	// Serve until SIGTERM, then shut down in order: HTTP, idempotency
+	// archiver, cron, relay, NATS, Redis, MySQL.
 	return rt.Serve(ctx)
 }

@@ -44,12 +44,39 @@ func TestComposeDockerfileAndREADMEMatch(t *testing.T) {
 		Dir:      "services/payment/cmd/payment",
 		Vars:     pkgconfig.Vars(&config.Config{}),
 		AddrVars: []string{"HTTP_ADDR"},
-		// The payment helper adds these settings on its branch; compose sets
-		// them already so the containers are wired once it lands.
-		Pending: map[string]string{
-			"PSP_URL":    "payment-platform simulator client (issue: payment callback)",
-			"PSP_SECRET": "callback signature secret (issue: payment callback)",
-			"ORDER_URL":  "order amount lookup (issue: payment callback)",
-		},
 	})
+}
+
+func TestDefaultsSelectTheFixedHandlerAndLocalPeers(t *testing.T) {
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CallbackMode != "fixed" || c.PSPURL != "http://127.0.0.1:8090" || c.OrderURL != "http://127.0.0.1:8081" || c.CallbackLock {
+		t.Fatalf("defaults: mode %s psp %s order %s lock %v", c.CallbackMode, c.PSPURL, c.OrderURL, c.CallbackLock)
+	}
+}
+
+func TestPaymentSettingsNameTheBadVariable(t *testing.T) {
+	for name, value := range map[string]string{
+		"PAYMENT_CALLBACK_MODE":   "lenient",
+		"PAYMENT_CALLBACK_WINDOW": "-1s",
+		"PSP_TIMEOUT":             "0s",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, value)
+			_, err := config.Load()
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=%q: error %v does not name the variable", name, value, err)
+			}
+		})
+	}
+}
+
+func TestEveryVariableIsDocumented(t *testing.T) {
+	for _, v := range pkgconfig.Vars(&config.Config{}) {
+		if v.Usage == "" {
+			t.Errorf("%s has no usage text", v.Name)
+		}
+	}
 }

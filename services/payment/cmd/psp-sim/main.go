@@ -1,0 +1,69 @@
+// Command psp-sim runs the payment-platform simulator on :8090 (PSP_HTTP_ADDR).
+// It accepts charges from the payment service and calls back
+// PSP_CALLBACK_URL (or the charge's notify_url) with signed notifications;
+// see package pspsim for the modes and services/payment/README.md for the
+// contract.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/oncemall/oncemall/pkg/logging"
+	"github.com/oncemall/oncemall/services/payment/pspsim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "psp-sim:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, stdout io.Writer) error {
+	cfg, err := pspsim.Load()
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(stdout, "psp-sim", cfg.Log)
+	if err != nil {
+		return err
+	}
+	sim, err := pspsim.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("psp simulator listening", "addr", ln.Addr().String(), "callback_url", cfg.CallbackURL, "mode", cfg.Mode, "retry_schedule", cfg.RetrySchedule)
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return err
+	}
+	// Shutdown: stop taking charges, then stop pending deliveries.
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	sim.Close()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oncemall/oncemall/services/payment/psp"
+)
+
+// TestRunServesChargesAndStopsOnCancel runs the program's run function on a
+// free port: it accepts a charge, notifies the callback URL from the
+// environment with a signature the payment side verifies, and returns nil
+// when its context is cancelled.
+func TestRunServesChargesAndStopsOnCancel(t *testing.T) {
+	var verified atomic.Int32
+	merchant := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if psp.Verify(r.Header, body, []byte("dev-psp-secret-not-for-production"), time.Now(), time.Minute) == nil {
+			verified.Add(1)
+		}
+	}))
+	defer merchant.Close()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	t.Setenv("PSP_HTTP_ADDR", addr)
+	t.Setenv("PSP_CALLBACK_URL", merchant.URL)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, io.Discard) }()
+
+	client := psp.NewClient("http://"+addr, http.DefaultClient)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err = client.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P-main", Amount: 100})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("charge: %v", err)
+	}
+	for verified.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if verified.Load() != 1 {
+		t.Fatalf("merchant verified %d notifications, want 1", verified.Load())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run returned %v after cancel", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+}

@@ -1,0 +1,90 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/services/payment/internal/payment"
+)
+
+// HandlePaid applies a verified "paid" notification: the fix for incident 2.
+// The platform delivers a notification at least once and sometimes many
+// times at once, so every step is written to make a repeat harmless:
+//
+//  1. The payment is looked up and the notified amount compared with ours; a
+//     mismatch is refused and logged as an alert, nothing is written.
+//  2. In ONE transaction: the platform transaction is inserted under the
+//     unique key (channel, platform_serial), so a repeat fails here and is
+//     answered as already processed; the payment moves WAIT_PAY → PAID by a
+//     conditional update whose rows affected say whether this call made the
+//     move; the payment.succeeded event goes to the outbox. Either all three
+//     are committed or none is.
+//  3. When the conditional update changes nothing, the payment is re-read:
+//     paid by this very transaction is success, anything else (paid by
+//     another transaction, closed) is a conflict, refused and logged.
+//
+// Signature and timestamp are verified before this is called (httpapi).
+// Correctness depends only on the database: no lock is needed in front.
+func (a *App) HandlePaid(ctx context.Context, t payment.Transaction) (payment.Outcome, error) {
+	p, err := a.store.Get(ctx, t.OutTradeNo)
+	if err != nil {
+		return "", fmt.Errorf("handle notification %s: %w", t.PlatformSerial, err)
+	}
+	if t.Amount != p.Amount {
+		a.log.ErrorContext(ctx, "payment notification amount mismatch", "alert", "payment_amount_mismatch",
+			"out_trade_no", t.OutTradeNo, "platform_serial", t.PlatformSerial, "expected", p.Amount, "notified", t.Amount)
+		return "", fmt.Errorf("handle notification %s: expected %d, notified %d: %w", t.PlatformSerial, p.Amount, t.Amount, payment.ErrAmountMismatch)
+	}
+	body, err := json.Marshal(events.PaymentSucceededV1{
+		PaymentNo: p.OutTradeNo, OrderNo: p.OrderNo, Amount: p.Amount,
+		Channel: t.Channel, PlatformSerial: t.PlatformSerial, PaidAt: t.PaidAt.UTC(),
+	})
+	if err != nil {
+		return "", fmt.Errorf("handle notification %s: encode event: %w", t.PlatformSerial, err)
+	}
+
+	err = a.store.Transact(ctx, func(tx payment.Tx) error {
+		if err := tx.InsertTransaction(t); err != nil {
+			return err
+		}
+		moved, err := tx.MarkPaid(t)
+		if err != nil {
+			return err
+		}
+		if !moved {
+			cur, err := tx.Get(t.OutTradeNo)
+			if err != nil {
+				return err
+			}
+			if cur.PaidBy(t.Channel, t.PlatformSerial) {
+				return errAlreadyPaid
+			}
+			return fmt.Errorf("payment %s is %s by %s/%s: %w", cur.OutTradeNo, cur.Status, cur.Channel, cur.PlatformSerial, payment.ErrConflict)
+		}
+		// The message number is derived from the payment, so even a second
+		// event for it would be dropped by the stream and the consumers.
+		return tx.AddEvent(payment.Event{ID: "payment-succeeded-" + p.OutTradeNo, Subject: a.cfg.SubjectPrefix + events.PaymentSucceeded, Body: body})
+	})
+	switch {
+	case err == nil:
+		a.wake()
+		a.log.InfoContext(ctx, "payment paid", "out_trade_no", t.OutTradeNo, "platform_serial", t.PlatformSerial, "amount", t.Amount)
+		return payment.Processed, nil
+	case errors.Is(err, payment.ErrDuplicateTxn), errors.Is(err, errAlreadyPaid):
+		a.log.DebugContext(ctx, "duplicate payment notification", "out_trade_no", t.OutTradeNo, "platform_serial", t.PlatformSerial)
+		return payment.Duplicate, nil
+	case errors.Is(err, payment.ErrConflict):
+		a.log.ErrorContext(ctx, "payment notification conflicts with the payment's state", "alert", "payment_conflict",
+			"out_trade_no", t.OutTradeNo, "platform_serial", t.PlatformSerial, "err", err)
+		return "", fmt.Errorf("handle notification %s: %w", t.PlatformSerial, err)
+	default:
+		return "", fmt.Errorf("handle notification %s: %w", t.PlatformSerial, err)
+	}
+}
+
+// errAlreadyPaid rolls back a transaction whose notification turned out to
+// be already applied, without treating it as a failure.
+var errAlreadyPaid = errors.New("already paid by this transaction")

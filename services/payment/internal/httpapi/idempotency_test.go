@@ -1,0 +1,53 @@
+package httpapi_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/oncemall/oncemall/pkg/idempotency/idempotencytest"
+)
+
+// TestCreatePaymentIdempotencyKeySuite runs pkg/idempotency's checks on the
+// real POST /payments: 50 racing requests with one key create one payment,
+// retries replay, a changed body under the same key is refused, no key is
+// refused, and two callers' keys are separate. Every caller and key pays its
+// own order, so that the unique order_no does not mask the middleware.
+func TestCreatePaymentIdempotencyKeySuite(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.GET("/orders/:no", func(c *gin.Context) {
+		c.JSON(http.StatusOK, gin.H{"order_no": c.Param("no"), "amount": 1000, "status": "WAIT_PAY"})
+	})
+	orders := httptest.NewServer(e)
+	t.Cleanup(orders.Close)
+	f := newFixtureWithPlatform(t, orders.URL)
+
+	idempotencytest.RunSuite(t, idempotencytest.Target{
+		Handler: f.rig.Server.Config.Handler,
+		Request: func(key, caller string, variant int) idempotencytest.Request {
+			sum := sha256.Sum256([]byte(caller + "/" + key))
+			orderNo := "O" + hex.EncodeToString(sum[:8])
+			if variant == 1 {
+				orderNo += "b"
+			}
+			return idempotencytest.Request{
+				Path: "/payments", Key: key, CallerHeader: "X-User-ID", Caller: caller,
+				Body: []byte(`{"order_no":"` + orderNo + `"}`),
+			}
+		},
+		Effects: func(t testing.TB) int {
+			var n int
+			if err := f.rig.DB.Raw("SELECT COUNT(*) FROM payments").Scan(&n).Error; err != nil {
+				t.Fatal(err)
+			}
+			return n
+		},
+		WantStatus: http.StatusCreated,
+		Callers:    [2]string{"1", "2"},
+	})
+}

@@ -1,0 +1,72 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/services/payment/internal/payment"
+)
+
+type createPaymentRequest struct {
+	OrderNo string `json:"order_no"`
+}
+
+// paymentResponse is a payment as the API shows it.
+type paymentResponse struct {
+	OutTradeNo     string     `json:"out_trade_no"`
+	OrderNo        string     `json:"order_no"`
+	Amount         int64      `json:"amount"`
+	Status         string     `json:"status"`
+	Channel        string     `json:"channel,omitempty"`
+	PlatformSerial string     `json:"platform_serial,omitempty"`
+	PaidAt         *time.Time `json:"paid_at,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
+}
+
+func toPaymentResponse(p payment.Payment) paymentResponse {
+	return paymentResponse{
+		OutTradeNo: p.OutTradeNo, OrderNo: p.OrderNo, Amount: p.Amount, Status: string(p.Status),
+		Channel: p.Channel, PlatformSerial: p.PlatformSerial, PaidAt: p.PaidAt, CreatedAt: p.CreatedAt,
+	}
+}
+
+// createPayment answers 201 with a new payment, or 200 with the order's
+// existing one.
+func (h *handlers) createPayment(c *gin.Context) {
+	var req createPaymentRequest
+	if err := c.ShouldBindJSON(&req); err != nil || req.OrderNo == "" || len(req.OrderNo) > 64 {
+		problem.Abort(c, http.StatusBadRequest, "want a JSON body with order_no")
+		return
+	}
+	p, created, err := h.opts.App.CreatePayment(c.Request.Context(), req.OrderNo)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	c.JSON(status, toPaymentResponse(p))
+}
+
+func (h *handlers) getPayment(c *gin.Context) {
+	p, err := h.opts.App.GetPayment(c.Request.Context(), c.Param("no"))
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, toPaymentResponse(p))
+}
+
+func (h *handlers) reconcile(c *gin.Context) {
+	rep, err := h.opts.App.Reconcile(c.Request.Context())
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"empty": rep.Empty(), "report": rep})
+}

@@ -1,0 +1,178 @@
+// Package lab holds incident 2's scenarios (payment callback retries) for
+// both front ends: `make lab` prints them and this package's tests assert on
+// them. It also exports the Rig the scenarios run on, which the payment
+// service's tests and benchmark reuse.
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/logging"
+	"github.com/oncemall/oncemall/pkg/natsjs"
+	"github.com/oncemall/oncemall/services/payment/psp"
+	"github.com/oncemall/oncemall/services/payment/pspsim"
+)
+
+// Incident is incident 2's number in DESIGN.md.
+const Incident = 2
+
+// The storms of the scenarios: how many payments are stormed, the copies
+// the platform sends at once for each, then the late retries after the
+// first success.
+const (
+	Storms      = 3
+	StormCopies = 50
+	LateRetries = 10
+)
+
+// Scenarios lists incident 2's variants: the broken handler must record the
+// payment more than once, the fixed one exactly once.
+func Scenarios() []lab.Scenario {
+	return []lab.Scenario{
+		{Incident: Incident, Variant: lab.Broken, WantHolds: false, Run: storm("broken")},
+		{Incident: Incident, Variant: lab.Fixed, WantHolds: true, Run: storm("fixed")},
+	}
+}
+
+// storm runs the platform simulator against the callback handler in mode:
+// for each of Storms payments, StormCopies concurrent deliveries of its
+// notification, then LateRetries more; it counts payment records, outbox
+// rows and stream messages per payment.
+//
+// Several storms, because the race needs the copies to overlap: on a loaded
+// machine one storm in twenty or so reaches the server spread out enough that
+// the first copy finishes before the others read, and the broken handler
+// looks correct. The fixed handler must hold on every storm.
+func storm(mode string) func(ctx context.Context, env lab.Env) (lab.Result, error) {
+	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
+		res := lab.Result{
+			Incident: Incident, Title: "payment callback retries", Variant: mode,
+			Injected: fmt.Sprintf("%d payments × (%d concurrent identical callbacks + %d late retries)", Storms, StormCopies, LateRetries),
+			Expected: "= 1 record, 1 payment.succeeded row, 1 stream message per payment",
+		}
+		db, drop, err := env.OpenDB(ctx, "payment_"+mode, Migrations...)
+		if err != nil {
+			return res, err
+		}
+		defer drop()
+
+		// A stream of this run's own, over subjects no other stream uses.
+		nc, err := natsjs.Connect(ctx, env.NATS, env.Name("payment_"+mode), env.Log)
+		if err != nil {
+			return res, err
+		}
+		defer nc.NC.Close()
+		prefix := env.Name(mode) + "."
+		streamName := strings.ToUpper(env.Name("payment_" + mode))
+		stream, err := natsjs.EnsureStream(ctx, nc.JS, events.StreamConfig(streamName, prefix+"payment"))
+		if err != nil {
+			return res, err
+		}
+		defer func() { _ = nc.JS.DeleteStream(context.WithoutCancel(ctx), streamName) }()
+
+		rig, err := NewRig(db, RigConfig{Mode: mode, SubjectPrefix: prefix, JS: nc.JS}, env.Log)
+		if err != nil {
+			return res, err
+		}
+		defer rig.Close()
+		sim, simURL, stopSim, err := StartSimulator(env)
+		if err != nil {
+			return res, err
+		}
+		defer stopSim()
+		platform := psp.NewClient(simURL, http.DefaultClient)
+
+		holds := true
+		worst, worstNo := Effects{}, ""
+		totalEvents := 0
+		for i := range Storms {
+			outTradeNo := fmt.Sprintf("P%s%d", strings.ReplaceAll(env.Name(mode), "_", ""), i)
+			if len(outTradeNo) > 60 {
+				outTradeNo = outTradeNo[len(outTradeNo)-60:]
+			}
+			if _, err := rig.InsertPayment(ctx, outTradeNo, 4200); err != nil {
+				return res, err
+			}
+			env.Note("%s: storm %d/%d: the platform sends %d copies at once, then %d late retries", mode, i+1, Storms, StormCopies, LateRetries)
+			_, err = platform.Charge(ctx, psp.ChargeRequest{
+				OutTradeNo: outTradeNo, Amount: 4200, NotifyURL: rig.CallbackURL,
+				Simulate: &psp.Simulation{Mode: psp.ModeStorm, Copies: StormCopies, Replays: LateRetries},
+			})
+			if err != nil {
+				return res, err
+			}
+			wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			err = sim.Wait(wctx)
+			cancel()
+			if err != nil {
+				return res, fmt.Errorf("waiting for the platform's deliveries: %w", err)
+			}
+			eff, err := rig.Effects(ctx, outTradeNo)
+			if err != nil {
+				return res, err
+			}
+			totalEvents += eff.Events
+			holds = holds && eff.Records == 1 && eff.Events == 1 && eff.Status == "PAID"
+			if worstNo == "" || eff.Records > worst.Records {
+				worst, worstNo = eff, outTradeNo
+			}
+		}
+
+		// The relay publishes every committed row; wait until the stream
+		// holds as many messages as there are rows, or a little longer.
+		var msgs uint64
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			info, err := stream.Info(ctx)
+			if err != nil {
+				return res, err
+			}
+			msgs = info.State.Msgs
+			if msgs >= uint64(totalEvents) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		res.Effect = fmt.Sprintf("max payment records per payment (%s: events %d; stream msgs %d for %d payments)",
+			worstNo, worst.Events, msgs, Storms)
+		res.Count = worst.Records
+		res.Holds = holds && msgs == uint64(Storms)
+		return res, nil
+	}
+}
+
+// StartSimulator runs the platform simulator in-process on a loopback
+// listener, with the rig's secret and a compressed retry schedule, and
+// returns it with its base URL and a stop function.
+func StartSimulator(env lab.Env) (*pspsim.Simulator, string, func(), error) {
+	sim, err := pspsim.New(SimulatorConfig(), env.Log)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	srv := httptest.NewServer(sim.Handler())
+	return sim, srv.URL, func() { sim.Close(); srv.Close() }, nil
+}
+
+// SimulatorConfig is the simulator configuration of the scenarios and tests:
+// the defaults with a retry schedule short enough for a test run.
+func SimulatorConfig() pspsim.Config {
+	return pspsim.Config{
+		Log:           logging.Config{Level: "info"},
+		HTTPAddr:      ":8090", // unused: tests serve Handler on their own listener
+		Secret:        DevSecret,
+		CallbackURL:   "http://127.0.0.1:8083/payments/callback",
+		RetrySchedule: []string{"20ms", "50ms", "100ms"},
+		NotifyTimeout: 5 * time.Second,
+		NotifyDelay:   0,
+		Mode:          psp.ModeNormal,
+		StormCopies:   StormCopies,
+		Replays:       LateRetries,
+	}
+}

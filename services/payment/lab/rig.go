@@ -1,0 +1,196 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/idempotency"
+	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/redislock"
+	"github.com/oncemall/oncemall/services/payment/internal/app"
+	"github.com/oncemall/oncemall/services/payment/internal/httpapi"
+	"github.com/oncemall/oncemall/services/payment/internal/orderclient"
+	"github.com/oncemall/oncemall/services/payment/internal/payment"
+	"github.com/oncemall/oncemall/services/payment/internal/store"
+	"github.com/oncemall/oncemall/services/payment/migrations"
+	"github.com/oncemall/oncemall/services/payment/psp"
+)
+
+// DevSecret is the platform secret the rig and its simulator share.
+const DevSecret = "dev-psp-secret-not-for-production"
+
+// AdminToken guards the rig's /admin endpoints.
+const AdminToken = "lab-admin-token"
+
+// RigConfig says how to assemble a Rig.
+type RigConfig struct {
+	// Mode is the callback handler: "fixed" or "broken".
+	Mode string
+	// SubjectPrefix is put before payment.succeeded (unique per run).
+	SubjectPrefix string
+	// JS, when set, gets an outbox relay publishing to it; the caller
+	// declares a stream over SubjectPrefix + "payment.>".
+	JS jetstream.JetStream
+	// Window is the signature timestamp window (default 5m).
+	Window time.Duration
+	// OrderURL and PSPURL, when set, let POST /payments reach an order
+	// service and a platform; without them only the callback path works.
+	OrderURL, PSPURL string
+	// Lock, when set, is the callback entry lock (fixed mode only).
+	Lock *redislock.Client
+}
+
+// Migrations are the sources a rig's database needs.
+var Migrations = []migrate.Source{migrations.Source, outbox.Migrations, idempotency.Migrations}
+
+// Rig is the payment service's callback path assembled in-process over a
+// migrated database: store, use cases, the real HTTP stack on an httptest
+// server and, optionally, the outbox relay. The scenarios, the tests and the
+// benchmark all drive it; only the order service and the platform are left
+// out (payments are inserted directly).
+type Rig struct {
+	DB          *gorm.DB
+	App         *app.App
+	Server      *httptest.Server
+	CallbackURL string
+	Subject     string
+	Registry    *prometheus.Registry
+
+	stop func()
+}
+
+// NewRig assembles a rig over db, which has Migrations applied. Close it when done.
+func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
+	if cfg.Window == 0 {
+		cfg.Window = 5 * time.Minute
+	}
+	reg := prometheus.NewRegistry()
+	r := &Rig{DB: db, Subject: cfg.SubjectPrefix + events.PaymentSucceeded, Registry: reg, stop: func() {}}
+	var waker app.Waker
+	if cfg.JS != nil {
+		relay, err := outbox.NewRelay(db, cfg.JS, outbox.Config{}, log, reg)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = relay.Run(ctx); close(done) }()
+		r.stop = func() { cancel(); <-done }
+		waker = relay
+	}
+	// The server starts first, so that its URL can be the notify_url sent
+	// with charges; its handler is set below, before any request can come.
+	var handler http.Handler
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { handler.ServeHTTP(w, req) }))
+	r.CallbackURL = r.Server.URL + "/payments/callback"
+	stopRelay := r.stop
+	r.stop = func() { r.Server.Close(); stopRelay() }
+
+	var orders app.Orders
+	if cfg.OrderURL != "" {
+		orders = orderclient.New(cfg.OrderURL, &http.Client{Timeout: 5 * time.Second})
+	}
+	var platform app.Platform
+	if cfg.PSPURL != "" {
+		platform = psp.NewClient(cfg.PSPURL, &http.Client{Timeout: 5 * time.Second})
+	}
+	a, err := app.New(store.New(db, store.Config{SubjectPrefix: cfg.SubjectPrefix}), orders, platform, waker,
+		app.Config{SubjectPrefix: cfg.SubjectPrefix, NotifyURL: r.CallbackURL}, log)
+	if err != nil {
+		r.stop()
+		return nil, err
+	}
+	// The Idempotency-Key middleware on the database alone (no Redis).
+	idem, err := idempotency.New(db, nil, idempotency.DefaultConfig(), log, reg)
+	if err != nil {
+		r.stop()
+		return nil, err
+	}
+	srv := httpserver.New(httpserver.Options{
+		Config:   httpserver.Config{BodyLimitBytes: 1 << 20, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second},
+		Logger:   log,
+		Registry: reg,
+	})
+	if err := httpapi.Register(srv.Engine(), httpapi.Options{
+		App: a, Secret: []byte(DevSecret), SignatureWindow: cfg.Window, CallbackMode: cfg.Mode,
+		AdminToken: AdminToken, Idempotency: idem.Handler(), Lock: cfg.Lock, Registerer: reg, Log: log,
+	}); err != nil {
+		r.stop()
+		return nil, err
+	}
+	r.App = a
+	handler = srv.Handler()
+	return r, nil
+}
+
+// Close stops the HTTP server and the relay.
+func (r *Rig) Close() { r.stop() }
+
+// InsertPayment inserts a WAIT_PAY payment of amount cents for a fresh order
+// and returns it.
+func (r *Rig) InsertPayment(ctx context.Context, outTradeNo string, amount int64) (payment.Payment, error) {
+	now := time.Now().UTC()
+	err := r.DB.WithContext(ctx).Exec(`INSERT INTO payments (out_trade_no, order_no, amount, status, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, outTradeNo, "O"+outTradeNo, amount, string(payment.StatusWaitPay), now, now).Error
+	if err != nil {
+		return payment.Payment{}, fmt.Errorf("insert payment %s: %w", outTradeNo, err)
+	}
+	return r.App.GetPayment(ctx, outTradeNo)
+}
+
+// Effects are the side effects of the notifications for one payment.
+type Effects struct {
+	Records int    // rows in payment_transaction and payment_transaction_broken
+	Events  int    // payment.succeeded rows in local_message
+	Status  string // the payment's status
+}
+
+// Effects counts, in the database, what the notifications for outTradeNo did.
+func (r *Rig) Effects(ctx context.Context, outTradeNo string) (Effects, error) {
+	var e Effects
+	db := r.DB.WithContext(ctx)
+	err := errors.Join(
+		db.Raw(`SELECT (SELECT COUNT(*) FROM payment_transaction WHERE out_trade_no = ?)
+			+ (SELECT COUNT(*) FROM payment_transaction_broken WHERE out_trade_no = ?)`, outTradeNo, outTradeNo).Scan(&e.Records).Error,
+		db.Raw(`SELECT COUNT(*) FROM local_message WHERE topic = ?
+			AND JSON_UNQUOTE(JSON_EXTRACT(CONVERT(body USING utf8mb4), '$.payment_no')) = ?`, r.Subject, outTradeNo).Scan(&e.Events).Error,
+		db.Raw(`SELECT status FROM payments WHERE out_trade_no = ?`, outTradeNo).Scan(&e.Status).Error,
+	)
+	if err != nil {
+		return Effects{}, fmt.Errorf("count effects of %s: %w", outTradeNo, err)
+	}
+	return e, nil
+}
+
+// Snapshot is every row count and the payments' states: two equal snapshots
+// mean nothing changed in any table.
+type Snapshot struct {
+	Payments, Transactions, BrokenRecords, Messages int
+	PaymentStates                                   string
+}
+
+// Snapshot reads the tables the callback can touch.
+func (r *Rig) Snapshot(ctx context.Context) (Snapshot, error) {
+	var s Snapshot
+	db := r.DB.WithContext(ctx)
+	err := errors.Join(
+		db.Raw(`SELECT COUNT(*) FROM payments`).Scan(&s.Payments).Error,
+		db.Raw(`SELECT COUNT(*) FROM payment_transaction`).Scan(&s.Transactions).Error,
+		db.Raw(`SELECT COUNT(*) FROM payment_transaction_broken`).Scan(&s.BrokenRecords).Error,
+		db.Raw(`SELECT COUNT(*) FROM local_message`).Scan(&s.Messages).Error,
+		db.Raw(`SELECT COALESCE(GROUP_CONCAT(CONCAT(out_trade_no, ':', status, ':', platform_serial, ':', updated_at) ORDER BY id), '') FROM payments`).Scan(&s.PaymentStates).Error,
+	)
+	return s, err
+}

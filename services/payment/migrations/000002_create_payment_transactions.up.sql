@@ -1,0 +1,41 @@
+-- The platform transaction that paid a payment, recorded on the payment itself.
+ALTER TABLE payments
+  ADD COLUMN channel         VARCHAR(32) NOT NULL DEFAULT '' COMMENT 'platform that paid it' AFTER status,
+  ADD COLUMN platform_serial VARCHAR(64) NOT NULL DEFAULT '' COMMENT 'platform transaction that paid it' AFTER channel,
+  ADD COLUMN paid_at         DATETIME(3) NULL AFTER platform_serial,
+  -- One payment per order: a second create for the same order finds the first.
+  DROP INDEX idx_payments_order,
+  ADD UNIQUE KEY uk_payments_order (order_no);
+
+-- payment_transaction is the payment record the fixed callback handler
+-- writes. The unique key on (channel, platform_serial) is the last line of
+-- defense: a redelivered notification fails to insert and is answered as
+-- already processed.
+CREATE TABLE payment_transaction (
+  id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  channel         VARCHAR(32)     NOT NULL,
+  platform_serial VARCHAR(64)     NOT NULL,
+  out_trade_no    VARCHAR(64)     NOT NULL,
+  amount          BIGINT          NOT NULL COMMENT 'cents, as notified',
+  paid_at         DATETIME(3)     NOT NULL,
+  created_at      DATETIME(3)     NOT NULL,
+  PRIMARY KEY (id),
+  UNIQUE KEY uk_payment_transaction_serial (channel, platform_serial),
+  KEY idx_payment_transaction_out_trade_no (out_trade_no)
+) ENGINE=InnoDB;
+
+-- payment_transaction_broken has the same columns WITHOUT the unique key: it
+-- is what the broken callback handler (PAYMENT_CALLBACK_MODE=broken) writes,
+-- kept so incident 2 can be reproduced. Keeping it a separate table lets the
+-- fixed schema keep its constraint; reconciliation reads both.
+CREATE TABLE payment_transaction_broken (
+  id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  channel         VARCHAR(32)     NOT NULL,
+  platform_serial VARCHAR(64)     NOT NULL,
+  out_trade_no    VARCHAR(64)     NOT NULL,
+  amount          BIGINT          NOT NULL,
+  paid_at         DATETIME(3)     NOT NULL,
+  created_at      DATETIME(3)     NOT NULL,
+  PRIMARY KEY (id),
+  KEY idx_payment_transaction_broken_out_trade_no (out_trade_no)
+) ENGINE=InnoDB;

@@ -1,0 +1,79 @@
+// Package pspsim is a payment-platform simulator: it accepts charges and
+// delivers signed "paid" notifications the way real platforms do, retrying
+// on any non-2xx answer or timeout, and on request misbehaving in the ways
+// that break naive callback handlers (storms of concurrent copies, replays
+// after success, out-of-order delivery, wrong amounts, bad signatures, stale
+// timestamps). cmd/psp-sim serves it on :8090; tests run it in-process.
+package pspsim
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/logging"
+	"github.com/oncemall/oncemall/services/payment/psp"
+)
+
+// Config is the simulator's configuration, read from the environment by
+// pkg/config. It lives in an importable package so that the compose and
+// README drift tests can list its variables.
+type Config struct {
+	Log         logging.Config
+	HTTPAddr    string `env:"PSP_HTTP_ADDR" default:":8090" usage:"listen address of the payment-platform simulator"`
+	Secret      string `env:"PSP_SECRET" default:"dev-psp-secret-not-for-production" usage:"HMAC-SHA256 key shared with the payment service (the default is for local development only)"`
+	CallbackURL string `env:"PSP_CALLBACK_URL" default:"http://127.0.0.1:8083/payments/callback" usage:"where notifications go when a charge names no notify_url"`
+	// RetrySchedule is the wait before each retry of an unanswered or
+	// rejected notification. Real platforms spread about eight attempts over
+	// a day (for example 4m, 10m, 10m, 1h, 2h, 6h, 15h); the default
+	// compresses that into seconds for demos and tests.
+	RetrySchedule []string      `env:"PSP_RETRY_SCHEDULE" default:"200ms,500ms,1s,2s,4s" usage:"comma-separated waits before each notification retry (compressed by default; real platforms use minutes to hours)"`
+	NotifyTimeout time.Duration `env:"PSP_NOTIFY_TIMEOUT" default:"5s" usage:"how long one notification attempt waits for the merchant's answer before it counts as failed"`
+	NotifyDelay   time.Duration `env:"PSP_NOTIFY_DELAY" default:"50ms" usage:"wait between answering a charge and the first notification"`
+	Mode          string        `env:"PSP_MODE" default:"normal" usage:"default delivery mode for charges that name none: normal, storm, replay, out_of_order, wrong_amount, bad_signature, stale_timestamp"`
+	StormCopies   int           `env:"PSP_STORM_COPIES" default:"50" usage:"concurrent copies of a notification in storm mode"`
+	Replays       int           `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay mode"`
+}
+
+// Load reads the configuration from the environment and validates it.
+func Load() (Config, error) {
+	var c Config
+	if err := pkgconfig.Load(&c); err != nil {
+		return Config{}, err
+	}
+	return c, c.Validate()
+}
+
+// Validate reports every unusable setting, each naming its variable.
+func (c Config) Validate() error {
+	_, schedErr := c.Schedule()
+	var secretErr error
+	if c.Secret == "" {
+		secretErr = &pkgconfig.Error{Var: "PSP_SECRET", Err: errors.New("must not be empty")}
+	}
+	return errors.Join(
+		c.Log.Validate(),
+		pkgconfig.CheckAddr("PSP_HTTP_ADDR", c.HTTPAddr),
+		secretErr,
+		schedErr,
+		pkgconfig.CheckPositive("PSP_NOTIFY_TIMEOUT", c.NotifyTimeout),
+		pkgconfig.CheckOneOf("PSP_MODE", c.Mode, psp.Modes...),
+		pkgconfig.CheckPositive("PSP_STORM_COPIES", c.StormCopies),
+		pkgconfig.CheckPositive("PSP_REPLAYS", c.Replays),
+	)
+}
+
+// Schedule parses RetrySchedule.
+func (c Config) Schedule() ([]time.Duration, error) {
+	out := make([]time.Duration, 0, len(c.RetrySchedule))
+	for _, s := range c.RetrySchedule {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil || d < 0 {
+			return nil, &pkgconfig.Error{Var: "PSP_RETRY_SCHEDULE", Value: strings.Join(c.RetrySchedule, ","), Err: fmt.Errorf("%q is not a non-negative duration", s)}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}

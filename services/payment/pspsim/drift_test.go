@@ -1,0 +1,20 @@
+package pspsim_test
+
+import (
+	"testing"
+
+	"github.com/oncemall/oncemall/pkg/composecheck"
+	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/services/payment/pspsim"
+)
+
+// TestComposeDockerfileAndREADMEMatch is the simulator's drift test: see
+// pkg/composecheck for the rules.
+func TestComposeDockerfileAndREADMEMatch(t *testing.T) {
+	composecheck.Run(t, composecheck.Program{
+		Service:  "psp-sim",
+		Dir:      "services/payment/cmd/psp-sim",
+		Vars:     pkgconfig.Vars(&pspsim.Config{}),
+		AddrVars: []string{"PSP_HTTP_ADDR"},
+	})
+}

@@ -1,0 +1,329 @@
+package pspsim_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/services/payment/psp"
+	"github.com/oncemall/oncemall/services/payment/pspsim"
+)
+
+const secret = "test-secret"
+
+// merchant is a real HTTP peer standing in for the payment service: it
+// verifies every notification and answers what answer says.
+type merchant struct {
+	t      *testing.T
+	srv    *httptest.Server
+	mu     sync.Mutex
+	got    []received
+	inFly  atomic.Int32
+	maxFly atomic.Int32
+	answer func(n int, r received) int // n counts requests from 1
+	delay  func(n int) time.Duration
+}
+
+type received struct {
+	n         psp.Notification
+	verifyErr error
+	nonce     string
+	at        time.Time
+}
+
+func newMerchant(t *testing.T, answer func(n int, r received) int) *merchant {
+	m := &merchant{t: t, answer: answer}
+	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
+	t.Cleanup(m.srv.Close)
+	return m
+}
+
+func (m *merchant) serve(w http.ResponseWriter, r *http.Request) {
+	fly := m.inFly.Add(1)
+	defer m.inFly.Add(-1)
+	for {
+		max := m.maxFly.Load()
+		if fly <= max || m.maxFly.CompareAndSwap(max, fly) {
+			break
+		}
+	}
+	body, _ := io.ReadAll(r.Body)
+	rec := received{verifyErr: psp.Verify(r.Header, body, []byte(secret), time.Now(), 5*time.Minute), nonce: r.Header.Get(psp.HeaderNonce), at: time.Now()}
+	if err := json.Unmarshal(body, &rec.n); err != nil {
+		m.t.Errorf("merchant: undecodable notification: %v", err)
+	}
+	m.mu.Lock()
+	m.got = append(m.got, rec)
+	n := len(m.got)
+	m.mu.Unlock()
+	if m.delay != nil {
+		time.Sleep(m.delay(n))
+	}
+	w.WriteHeader(m.answer(n, rec))
+}
+
+func (m *merchant) received() []received {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]received(nil), m.got...)
+}
+
+func config() pspsim.Config {
+	var c pspsim.Config
+	if err := pkgconfig.LoadFrom(&c, func(string) (string, bool) { return "", false }); err != nil {
+		panic(err)
+	}
+	c.Secret = secret
+	c.RetrySchedule = []string{"10ms", "20ms", "30ms"}
+	c.NotifyDelay = 0
+	return c
+}
+
+// startSim serves a simulator on a real loopback listener.
+func startSim(t *testing.T, cfg pspsim.Config) (*pspsim.Simulator, *psp.Client) {
+	t.Helper()
+	sim, err := pspsim.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() { sim.Close(); srv.Close() })
+	return sim, psp.NewClient(srv.URL, srv.Client())
+}
+
+func charge(t *testing.T, sim *pspsim.Simulator, c *psp.Client, m *merchant, sim_ *psp.Simulation) pspsim.Charge {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P1", Amount: 4200, NotifyURL: m.srv.URL, Simulate: sim_})
+	if err != nil {
+		t.Fatalf("charge: %v", err)
+	}
+	if err := sim.Wait(ctx); err != nil {
+		t.Fatalf("deliveries did not finish: %v", err)
+	}
+	got, ok := sim.Get(resp.PlatformSerial)
+	if !ok || !got.Done {
+		t.Fatalf("charge %s unknown or not done: %+v", resp.PlatformSerial, got)
+	}
+	return got
+}
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	var c pspsim.Config
+	if err := pkgconfig.LoadFrom(&c, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	if c.HTTPAddr != ":8090" || c.CallbackURL != "http://127.0.0.1:8083/payments/callback" || !strings.HasPrefix(c.Secret, "dev-") {
+		t.Fatalf("unexpected defaults: %+v", c)
+	}
+}
+
+func TestConfigErrorsNameTheVariable(t *testing.T) {
+	c := config()
+	c.RetrySchedule = []string{"1s", "soon"}
+	c.Mode = "chaos"
+	err := c.Validate()
+	var ce *pkgconfig.Error
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "PSP_RETRY_SCHEDULE") || !strings.Contains(err.Error(), "PSP_MODE") {
+		t.Fatalf("Validate = %v, want errors naming PSP_RETRY_SCHEDULE and PSP_MODE", err)
+	}
+}
+
+func TestRetriesUntilAcknowledged(t *testing.T) {
+	m := newMerchant(t, func(n int, _ received) int {
+		if n < 3 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	sim, c := startSim(t, config())
+	ch := charge(t, sim, c, m, nil)
+
+	got := m.received()
+	if len(got) != 3 || !ch.Acknowledged || len(ch.Attempts) != 3 {
+		t.Fatalf("merchant got %d deliveries, charge %d attempts (acknowledged %v); want 3, 3, true", len(got), len(ch.Attempts), ch.Acknowledged)
+	}
+	nonces := map[string]bool{}
+	for i, r := range got {
+		if r.verifyErr != nil {
+			t.Fatalf("delivery %d does not verify: %v", i+1, r.verifyErr)
+		}
+		nonces[r.nonce] = true
+		if r.n.PlatformSerial != ch.Notification.PlatformSerial || r.n.OutTradeNo != "P1" || r.n.Amount != 4200 || r.n.Channel != psp.Channel {
+			t.Fatalf("delivery %d carries %+v", i+1, r.n)
+		}
+	}
+	if len(nonces) != 3 {
+		t.Fatalf("retries reuse nonces: %d distinct of 3", len(nonces))
+	}
+	// The second wait of the schedule (20ms) separates the 2nd and 3rd try.
+	if gap := got[2].at.Sub(got[1].at); gap < 20*time.Millisecond {
+		t.Fatalf("third try came %v after the second, before the schedule's 20ms", gap)
+	}
+}
+
+func TestTimeoutCountsAsFailure(t *testing.T) {
+	cfg := config()
+	cfg.NotifyTimeout = 100 * time.Millisecond
+	m := newMerchant(t, func(int, received) int { return http.StatusOK })
+	m.delay = func(n int) time.Duration {
+		if n == 1 {
+			return 400 * time.Millisecond // longer than the platform waits
+		}
+		return 0
+	}
+	sim, c := startSim(t, cfg)
+	ch := charge(t, sim, c, m, nil)
+	if len(ch.Attempts) != 2 || ch.Attempts[0].Error == "" || ch.Attempts[1].Status != http.StatusOK {
+		t.Fatalf("attempts = %+v, want a timed-out first try and an acknowledged retry", ch.Attempts)
+	}
+}
+
+func TestRetriesStopWhenTheScheduleIsExhausted(t *testing.T) {
+	m := newMerchant(t, func(int, received) int { return http.StatusServiceUnavailable })
+	sim, c := startSim(t, config())
+	ch := charge(t, sim, c, m, nil)
+	if want := 1 + 3; len(m.received()) != want || ch.Acknowledged {
+		t.Fatalf("merchant got %d deliveries (acknowledged %v), want %d: the first and one per scheduled retry", len(m.received()), ch.Acknowledged, want)
+	}
+}
+
+func TestStormSendsConcurrentCopiesThenLateRetries(t *testing.T) {
+	m := newMerchant(t, func(int, received) int { return http.StatusOK })
+	// Hold each answer a little, so overlapping deliveries are observable.
+	m.delay = func(int) time.Duration { return 20 * time.Millisecond }
+	sim, c := startSim(t, config())
+	ch := charge(t, sim, c, m, &psp.Simulation{Mode: psp.ModeStorm, Copies: 20, Replays: 5})
+
+	got := m.received()
+	if len(got) != 25 || len(ch.Attempts) != 25 {
+		t.Fatalf("merchant got %d deliveries, want 20 concurrent + 5 late", len(got))
+	}
+	if m.maxFly.Load() < 5 {
+		t.Fatalf("at most %d deliveries overlapped; a storm must send its copies at once", m.maxFly.Load())
+	}
+	serials := map[string]bool{}
+	for _, r := range got {
+		serials[r.n.PlatformSerial] = true
+		if r.verifyErr != nil {
+			t.Fatalf("storm copy does not verify: %v", r.verifyErr)
+		}
+	}
+	if len(serials) != 1 {
+		t.Fatalf("storm copies carry %d serials, want the same notification", len(serials))
+	}
+}
+
+func TestReplayAfterSuccess(t *testing.T) {
+	m := newMerchant(t, func(int, received) int { return http.StatusOK })
+	sim, c := startSim(t, config())
+	ch := charge(t, sim, c, m, &psp.Simulation{Mode: psp.ModeReplay, Replays: 4})
+	if len(m.received()) != 5 || !ch.Acknowledged {
+		t.Fatalf("merchant got %d deliveries, want 1 + 4 replays", len(m.received()))
+	}
+}
+
+func TestMisbehavingModes(t *testing.T) {
+	tests := []struct {
+		mode  string
+		check func(t *testing.T, r received)
+	}{
+		{psp.ModeWrongAmount, func(t *testing.T, r received) {
+			if r.verifyErr != nil || r.n.Amount == 4200 {
+				t.Fatalf("wrong_amount: verify %v, amount %d; want a valid signature over another amount", r.verifyErr, r.n.Amount)
+			}
+		}},
+		{psp.ModeBadSignature, func(t *testing.T, r received) {
+			if !errors.Is(r.verifyErr, psp.ErrBadSignature) {
+				t.Fatalf("bad_signature: verify %v", r.verifyErr)
+			}
+		}},
+		{psp.ModeStaleTimestamp, func(t *testing.T, r received) {
+			if !errors.Is(r.verifyErr, psp.ErrStale) {
+				t.Fatalf("stale_timestamp: verify %v", r.verifyErr)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			m := newMerchant(t, func(_ int, r received) int {
+				if r.verifyErr != nil {
+					return http.StatusUnauthorized
+				}
+				return http.StatusOK
+			})
+			sim, c := startSim(t, config())
+			charge(t, sim, c, m, &psp.Simulation{Mode: tt.mode})
+			got := m.received()
+			if len(got) == 0 {
+				t.Fatal("no delivery")
+			}
+			for _, r := range got {
+				tt.check(t, r)
+			}
+		})
+	}
+}
+
+func TestOutOfOrderNotifiesBeforeTheChargeAnswerAndRedeliversAnOlderCopy(t *testing.T) {
+	var charged atomic.Bool
+	var before atomic.Int32
+	m := newMerchant(t, func(int, received) int {
+		if !charged.Load() {
+			before.Add(1)
+		}
+		return http.StatusOK
+	})
+	sim, c := startSim(t, config())
+	ctx := context.Background()
+	resp, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P1", Amount: 4200, NotifyURL: m.srv.URL, Simulate: &psp.Simulation{Mode: psp.ModeOutOfOrder}})
+	charged.Store(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := m.received()
+	if before.Load() != 1 || len(got) != 2 {
+		t.Fatalf("%d deliveries before the charge answer, %d in all; want 1 and 2", before.Load(), len(got))
+	}
+	ch, _ := sim.Get(resp.PlatformSerial)
+	if !ch.Acknowledged || got[1].verifyErr != nil {
+		t.Fatalf("late copy: %+v, verify %v", ch, got[1].verifyErr)
+	}
+}
+
+func TestChargesAreKeyedByOutTradeNo(t *testing.T) {
+	m := newMerchant(t, func(int, received) int { return http.StatusOK })
+	sim, c := startSim(t, config())
+	ctx := context.Background()
+	a, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P1", Amount: 4200, NotifyURL: m.srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P1", Amount: 4200, NotifyURL: m.srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a.PlatformSerial != b.PlatformSerial || len(m.received()) != 1 {
+		t.Fatalf("charging twice gave serials %s and %s and %d notifications; want one transaction", a.PlatformSerial, b.PlatformSerial, len(m.received()))
+	}
+}
