@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	"github.com/robfig/cron/v3"
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/config"
@@ -262,4 +263,48 @@ func MigrateOnly(ctx context.Context, cfg Config, opts Options) error {
 	}
 	opts.Logger.Info("migrations applied", "database", opts.DBName)
 	return nil
+}
+
+// Go runs fn in the background on a context of its own, not the signal's:
+// relays and consumers must keep running while the HTTP server drains, and
+// stop only when the ordered shutdown reaches them. The shutdown cancels the
+// context and waits for fn to return. A component that dies on its own is
+// logged at once; the service keeps serving and /readyz keeps reporting the
+// dependencies.
+func (r *Runtime) Go(name string, fn func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		err := fn(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.Log.Error("component stopped unexpectedly", "component", name, "err", err)
+		}
+		done <- err
+	}()
+	r.OnShutdown(name, func(sctx context.Context) error {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return nil
+		case <-sctx.Done():
+			return fmt.Errorf("did not stop in time: %w", sctx.Err())
+		}
+	})
+}
+
+// StartCron starts c and registers its stop, which waits for running jobs
+// to finish (or the shutdown deadline).
+func (r *Runtime) StartCron(name string, c *cron.Cron) {
+	c.Start()
+	r.OnShutdown(name, func(ctx context.Context) error {
+		select {
+		case <-c.Stop().Done():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
 }

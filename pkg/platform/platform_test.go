@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/robfig/cron/v3"
 
 	"github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/migrate"
@@ -266,5 +267,64 @@ func TestMigrateOnly(t *testing.T) {
 	}
 	if err := platform.MigrateOnly(context.Background(), cfg, opts); err != nil {
 		t.Fatalf("second run: %v", err)
+	}
+}
+
+// TestGoAndStartCronStopInReverse checks that background components keep
+// running through the HTTP drain, are cancelled in reverse registration
+// order, and that StartCron's stop waits for a running job.
+func TestGoAndStartCronStopInReverse(t *testing.T) {
+	cfg, opts, _ := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt, err := platform.Start(ctx, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	record := func(e string) { mu.Lock(); events = append(events, e); mu.Unlock() }
+	component := func(name string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			<-ctx.Done()
+			record(name)
+			return ctx.Err() // a cancelled component is a clean stop
+		}
+	}
+	rt.Go("relay", component("relay"))
+	jobStarted := make(chan struct{}, 1)
+	c := cron.New(cron.WithSeconds())
+	if _, err := c.AddFunc("* * * * * *", func() {
+		select {
+		case jobStarted <- struct{}{}:
+			time.Sleep(300 * time.Millisecond)
+			record("cron job finished")
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rt.StartCron("cron", c)
+	rt.Go("consumer", component("consumer"))
+
+	served := make(chan error, 1)
+	go func() { served <- rt.Serve(ctx) }()
+	waitReady(t, "http://"+opts.HTTPAddr+"/readyz", http.StatusOK)
+	select {
+	case <-jobStarted:
+	case <-time.After(3 * time.Second):
+		t.Fatal("cron job never ran")
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	want := []string{"consumer", "cron job finished", "relay"}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(events, ",") != strings.Join(want, ",") {
+		t.Fatalf("stop events %v, want %v", events, want)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -94,7 +93,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return errors.Join(err, rt.Shutdown(context.Background()))
 	}
-	rt.OnShutdown("outbox relay", background(ctx, log, "outbox relay", relay.Run))
+	rt.Go("outbox relay", relay.Run)
 
 	// Use cases and HTTP routes.
 	st := store.New(rt.DB).WithEventPrefix(cfg.EventStreamSubj)
@@ -141,37 +140,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return errors.Join(err, rt.Shutdown(context.Background()))
 	}
-	rt.OnShutdown("order.paid consumer", background(ctx, log, "order.paid consumer", consumer.Run))
+	rt.Go("order.paid consumer", consumer.Run)
 
 	// Serve until SIGTERM, then shut down in order: HTTP, consumer, cron,
 	// relay, NATS, Redis, MySQL.
 	return rt.Serve(ctx)
-}
-
-// background starts run on its own context and returns the shutdown function
-// that cancels it and waits for it to return (or for the shutdown deadline).
-func background(parent context.Context, log *slog.Logger, name string, run func(context.Context) error) func(context.Context) error {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
-	done := make(chan error, 1)
-	go func() {
-		err := run(ctx)
-		if err != nil && ctx.Err() == nil {
-			// A component that dies on its own is logged at once; the
-			// service keeps serving and /readyz keeps reporting the deps.
-			log.Error("component stopped unexpectedly", "component", name, "err", err)
-		}
-		done <- err
-	}()
-	return func(sctx context.Context) error {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			return nil
-		case <-sctx.Done():
-			return fmt.Errorf("%s did not stop in time: %w", name, sctx.Err())
-		}
-	}
 }

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -141,25 +140,17 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	// Background components, registered relay → cron → consumer so that
 	// shutdown stops them consumer → cron → relay: the consumer's last
 	// commits still get their order.paid rows published.
-	rt.OnShutdown("outbox relay", background(log, "outbox relay", relay.Run))
+	rt.Go("outbox relay", relay.Run)
 	jobs := cron.New()
 	if err := relay.Schedule(jobs); err != nil {
 		return fail(err)
 	}
-	jobs.Start()
 	if err := archiver.Start(context.WithoutCancel(ctx)); err != nil {
 		return fail(err)
 	}
 	rt.OnShutdown("idempotency archiver", archiver.Stop)
-	rt.OnShutdown("cron", func(ctx context.Context) error {
-		select {
-		case <-jobs.Stop().Done():
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
-	rt.OnShutdown("payment.succeeded consumer", background(log, "payment.succeeded consumer", consumer.Run))
+	rt.StartCron("cron", jobs)
+	rt.Go("payment.succeeded consumer", consumer.Run)
 
 	// Products: catalog routes and the batch-copy consumer (incident 3),
 	// see products.go. Registered after cron like the other consumer.
@@ -167,34 +158,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fail(err)
 	}
-	rt.OnShutdown("product copy consumer", background(log, "product copy consumer", copier.Run))
+	rt.Go("product copy consumer", copier.Run)
 
 	// Serve until SIGTERM, then shut down in order.
 	return rt.Serve(ctx)
-}
-
-// background runs fn on its own context, not the signal's: components must
-// keep running while the HTTP server drains, and stop only when Serve's
-// ordered shutdown calls the returned function.
-func background(log *slog.Logger, name string, fn func(context.Context) error) func(context.Context) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		err := fn(ctx)
-		if err != nil && ctx.Err() == nil {
-			log.Error("component stopped early", "component", name, "err", err)
-		}
-		done <- err
-	}()
-	return func(sctx context.Context) error {
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-sctx.Done():
-			return sctx.Err()
-		}
-	}
 }
 
 // outboxCommand serves `order outbox stats|redrive [id...]`, the operator's

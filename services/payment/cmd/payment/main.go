@@ -85,18 +85,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("outbox relay: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
 	}
-	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- relay.Run(relayCtx) }()
-	rt.OnShutdown("outbox relay", func(ctx context.Context) error {
-		stopRelay()
-		select {
-		case err := <-relayDone:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	rt.Go("outbox relay", relay.Run)
 
 	// Use cases over the store, the order service and the platform.
 	a, err := app.New(
@@ -121,15 +110,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("cron: %w", err), rt.Shutdown(context.WithoutCancel(ctx)))
 	}
-	c.Start()
-	rt.OnShutdown("cron", func(ctx context.Context) error {
-		select {
-		case <-c.Stop().Done():
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	rt.StartCron("cron", c)
 
 	// Idempotency-Key on POST /payments: Redis as the entry hint, the
 	// database record as the truth, and its archiver on one replica at a
