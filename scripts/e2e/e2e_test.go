@@ -105,6 +105,9 @@ func startRig(t *testing.T, callbackLock bool) *rig {
 		"COUPON_ORDER_STREAM="+r.orderStream, "COUPON_ORDER_SUBJECT_PREFIX="+r.subjectPrefix+"order",
 		"COUPON_EVENT_STREAM="+couponStream, "COUPON_EVENT_SUBJECT_PREFIX="+r.subjectPrefix+"coupon",
 		"COUPON_RETRY_SCHEDULE=@every 1s", "COUPON_RETRY_BACKOFF=200ms",
+		// The retry pass lock is named the same in every coupon process on
+		// this Redis; a short expiry bounds how long a killed run holds it.
+		"COUPON_JOB_LOCK_TTL=5s",
 	)
 	r.payment = withDB("payment", addrs["payment"],
 		"PAYMENT_STREAM="+r.paymentStream, "EVENT_SUBJECT_PREFIX="+r.subjectPrefix,
