@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -215,6 +216,28 @@ func streamMsgs(t *testing.T, js jetstream.JetStream, stream, subject string) ui
 	return info.State.Subjects[subject]
 }
 
+// scrape reads a Prometheus text exposition into series → value.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	st, raw := call(t, "GET", url, nil, nil, nil)
+	want(t, "GET /metrics", st, raw, http.StatusOK)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
 type coupon struct {
 	ID          uint64 `json:"id"`
 	Status      string `json:"status"`
@@ -388,6 +411,12 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 		{"order.paid outbox rows", r.order.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{r.subjectPrefix + "order.paid"}, 1},
 		{"coupon ledger rows for the order", r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction WHERE order_no = ?", []any{o1.OrderNo}, 1},
 		{"coupon ledger rows in all", r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction", nil, 1},
+		{"order.created outbox rows", r.order.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{r.subjectPrefix + "order.created"}, 1},
+		{"order dead letters", r.order.db, "SELECT COUNT(*) FROM dead_message", nil, 0},
+		{"coupon messages, SUCCESS", r.coupon.db, "SELECT COUNT(*) FROM coupon_message WHERE status = 'SUCCESS'", nil, 1},
+		{"coupon messages in all", r.coupon.db, "SELECT COUNT(*) FROM coupon_message", nil, 1},
+		{"coupon.used outbox rows", r.coupon.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{r.subjectPrefix + "coupon.used"}, 1},
+		{"coupon dead letters", r.coupon.db, "SELECT COUNT(*) FROM dead_message", nil, 0},
 	}
 	for _, c := range checks {
 		if n := count(t, c.db, c.q, c.args...); n != c.want {
@@ -404,6 +433,37 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 	}
 	if n := streamMsgs(t, r.js, r.orderStream, r.subjectPrefix+"order.paid"); n != 1 {
 		t.Errorf("order.paid messages in stream %s: %d, want 1", r.orderStream, n)
+	}
+
+	// The payment service's own count of callback outcomes: exactly one
+	// notification was processed; every other answered copy was a
+	// duplicate, and none was refused as wrong.
+	metrics := scrape(t, r.payment.URL("/metrics"))
+	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="processed"}`]; got != 1 {
+		t.Errorf("callbacks processed: %v, want 1", got)
+	}
+	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="duplicate"}`]; got != float64(acked-1) {
+		t.Errorf("callbacks answered as duplicates: %v, want %d (the 2xx answers but the first)", got, acked-1)
+	}
+	// Every delivery the simulator got an answer to was counted, and only
+	// as processed, duplicate or (entry lock) locked.
+	answered, counted := 0, 0.0
+	for _, a := range ch.Attempts {
+		if a.Status != 0 {
+			answered++
+		}
+	}
+	for k, v := range metrics {
+		if !strings.HasPrefix(k, "payment_callbacks_total{") {
+			continue
+		}
+		counted += v
+		if v != 0 && !strings.Contains(k, `outcome="processed"`) && !strings.Contains(k, `outcome="duplicate"`) && !strings.Contains(k, `outcome="locked"`) {
+			t.Errorf("%s = %v, want 0", k, v)
+		}
+	}
+	if counted != float64(answered) {
+		t.Errorf("payment_callbacks_total sums to %v, the simulator got %d answers", counted, answered)
 	}
 
 	// 7. Every reconciler is empty. The order service has none: its
