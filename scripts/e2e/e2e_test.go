@@ -123,6 +123,10 @@ func startRig(t *testing.T, callbackLock bool) *rig {
 	return r
 }
 
+// client bounds every request, so a hung service fails the test instead of
+// stalling it.
+var client = &http.Client{Timeout: 10 * time.Second}
+
 // call sends a JSON request and decodes a JSON answer into out (if not nil);
 // it returns the status and the raw body.
 func call(t *testing.T, method, url string, headers map[string]string, in, out any) (int, []byte) {
@@ -145,7 +149,7 @@ func call(t *testing.T, method, url string, headers map[string]string, in, out a
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}

@@ -161,6 +161,9 @@ func (p *Process) Stdout() string { return p.stdout.String() }
 // URL returns http://Addr + path.
 func (p *Process) URL(path string) string { return "http://" + p.Addr + path }
 
+// pollClient bounds each poll, so a hung endpoint is polled again.
+var pollClient = &http.Client{Timeout: 5 * time.Second}
+
 // WaitStatus polls GET path until it answers want, the process exits, or
 // timeout passes; it returns the body of the matching answer.
 func (p *Process) WaitStatus(t testing.TB, path string, want int, timeout time.Duration) string {
@@ -173,7 +176,7 @@ func (p *Process) WaitStatus(t testing.TB, path string, want int, timeout time.D
 			p.done <- err
 			t.Fatalf("%s exited before %s answered %d: %v", p.Name, path, want, err)
 		}
-		resp, err := http.Get(p.URL(path))
+		resp, err := pollClient.Get(p.URL(path))
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
