@@ -18,6 +18,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/testenv"
 	"github.com/oncemall/oncemall/scripts/proctest"
+	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 func TestMain(m *testing.M) { proctest.Main(m) }
@@ -27,7 +28,12 @@ func TestMain(m *testing.M) { proctest.Main(m) }
 // but the holder's are answered 503 and retried on the simulator's
 // schedule, so the storm also exercises the platform's retries; with it off
 // (the default) every copy reaches the database at once.
-const stormCopies = 30
+const stormCopies = 50
+
+// lateRetries is how many more deliveries of the same notification the
+// platform makes after the storm is over, each signed anew: the late
+// retries of the story.
+const lateRetries = 10
 
 // flowDeadline bounds every wait of the flow; the whole test stays well
 // under a minute on a shared machine.
@@ -44,6 +50,7 @@ type rig struct {
 	order, coupon, payment, psp service
 	js                          jetstream.JetStream
 	adminToken                  string
+	pspSecret                   []byte
 	subjectPrefix               string
 	orderStream, paymentStream  string
 }
@@ -56,6 +63,7 @@ func startRig(t *testing.T, callbackLock bool) *rig {
 	sfx := testenv.RandomSuffix(8)
 	r := &rig{
 		adminToken:    "e2e-admin-" + sfx,
+		pspSecret:     []byte("e2e-psp-secret-" + sfx),
 		subjectPrefix: "e2e" + sfx + ".",
 		orderStream:   "E2E_" + sfx + "_ORDER",
 		paymentStream: "E2E_" + sfx + "_PAYMENT",
@@ -92,7 +100,7 @@ func startRig(t *testing.T, callbackLock bool) *rig {
 	}
 
 	r.psp = service{Process: proctest.Start(t, "psp-sim", proctest.Build(t, "services/payment/cmd/psp-sim"), addrs["psp-sim"],
-		"PSP_HTTP_ADDR="+addrs["psp-sim"],
+		"PSP_HTTP_ADDR="+addrs["psp-sim"], "PSP_SECRET="+string(r.pspSecret),
 		"PSP_CALLBACK_URL=http://"+addrs["payment"]+"/payments/callback",
 		"PSP_MODE=storm", fmt.Sprintf("PSP_STORM_COPIES=%d", stormCopies),
 		"PSP_RETRY_SCHEDULE=100ms,200ms,300ms,500ms,1s,1s,2s",
@@ -112,7 +120,7 @@ func startRig(t *testing.T, callbackLock bool) *rig {
 	)
 	r.payment = withDB("payment", addrs["payment"],
 		"PAYMENT_STREAM="+r.paymentStream, "EVENT_SUBJECT_PREFIX="+r.subjectPrefix,
-		"PSP_URL=http://"+addrs["psp-sim"], "ORDER_URL=http://"+addrs["order"],
+		"PSP_URL=http://"+addrs["psp-sim"], "ORDER_URL=http://"+addrs["order"], "PSP_SECRET="+string(r.pspSecret),
 		"PAYMENT_CALLBACK_MODE=fixed", fmt.Sprintf("PAYMENT_CALLBACK_LOCK=%t", callbackLock),
 	)
 
@@ -146,12 +154,19 @@ func call(t *testing.T, method, url string, headers map[string]string, in, out a
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return do(t, req, headers, out)
+}
+
+// do sends req with headers and decodes a 2xx JSON answer into out (if not
+// nil); it returns the status and the raw body.
+func do(t *testing.T, req *http.Request, headers map[string]string, out any) (int, []byte) {
+	t.Helper()
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
@@ -160,10 +175,20 @@ func call(t *testing.T, method, url string, headers map[string]string, in, out a
 	}
 	if out != nil && resp.StatusCode/100 == 2 {
 		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("%s %s: %d %s: %v", method, url, resp.StatusCode, raw, err)
+			t.Fatalf("%s %s: %d %s: %v", req.Method, req.URL, resp.StatusCode, raw, err)
 		}
 	}
 	return resp.StatusCode, raw
+}
+
+// callRaw sends body as is and decodes a 2xx JSON answer into out.
+func callRaw(t *testing.T, method, url string, headers map[string]string, body []byte, out any) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return do(t, req, headers, out)
 }
 
 // want fails unless status is one of ok.
@@ -265,7 +290,8 @@ type payment struct {
 }
 
 type charge struct {
-	Attempts []struct {
+	Notification psp.Notification `json:"notification"`
+	Attempts     []struct {
 		Copy   int    `json:"copy"`
 		Try    int    `json:"try"`
 		Status int    `json:"status"`
@@ -278,10 +304,10 @@ type charge struct {
 // TestOrderWithCouponPaidThroughCallbackStorm is incident 2's chain across
 // the services as processes: coupon issued → order with the coupon (POST
 // twice with one Idempotency-Key) → payment (POST twice with one key) →
-// the simulator's storm of concurrent notifications, the refused ones
-// retried → order PAID → coupon USED. Then it counts the effects in every
-// database and stream, asks every reconciler, and stops every process with
-// SIGTERM expecting exit status 0.
+// the simulator's storm of 50 concurrent notifications, the refused ones
+// retried → order PAID → coupon USED → 10 late retries, each a duplicate.
+// Then it counts the effects in every database and stream, asks every
+// reconciler, and stops every process with SIGTERM expecting exit status 0.
 //
 // It runs twice, in parallel: with the payment service's default
 // configuration (no entry lock: all copies race in the database), and with
@@ -398,6 +424,29 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 		t.Fatalf("simulator: no retries although the entry lock was on: the storm did not exercise the platform's retries")
 	}
 
+	// Late retries: the same notification again, re-signed each time as
+	// the platform does, after everything was settled. Each one is a
+	// duplicate: 200, nothing changed (counted below).
+	note, err := json.Marshal(ch.Notification)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range lateRetries {
+		h := http.Header{}
+		psp.SignHeaders(h, r.pspSecret, time.Now(), note)
+		headers := map[string]string{"Content-Type": "application/json"}
+		for k := range h {
+			headers[k] = h.Get(k)
+		}
+		var ans struct {
+			Outcome string `json:"outcome"`
+		}
+		st, raw := callRaw(t, "POST", r.payment.URL("/payments/callback"), headers, note, &ans)
+		if st != http.StatusOK || ans.Outcome != "duplicate" {
+			t.Fatalf("late retry %d: %d %s, want 200 with outcome duplicate", i+1, st, raw)
+		}
+	}
+
 	// 6. Exactly one of every effect.
 	paySubject := r.subjectPrefix + "payment.succeeded"
 	checks := []struct {
@@ -446,8 +495,8 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="processed"}`]; got != 1 {
 		t.Errorf("callbacks processed: %v, want 1", got)
 	}
-	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="duplicate"}`]; got != float64(acked-1) {
-		t.Errorf("callbacks answered as duplicates: %v, want %d (the 2xx answers but the first)", got, acked-1)
+	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="duplicate"}`]; got != float64(acked-1+lateRetries) {
+		t.Errorf("callbacks answered as duplicates: %v, want %d (the simulator's 2xx answers but the first, and the late retries)", got, acked-1+lateRetries)
 	}
 	// Every delivery the simulator got an answer to was counted, and only
 	// as processed, duplicate or (entry lock) locked.
@@ -466,8 +515,8 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 			t.Errorf("%s = %v, want 0", k, v)
 		}
 	}
-	if counted != float64(answered) {
-		t.Errorf("payment_callbacks_total sums to %v, the simulator got %d answers", counted, answered)
+	if counted != float64(answered+lateRetries) {
+		t.Errorf("payment_callbacks_total sums to %v, want the simulator's %d answers and %d late retries", counted, answered, lateRetries)
 	}
 
 	// 7. Every reconciler is empty. The order service has none: its
