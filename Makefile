@@ -46,14 +46,14 @@ lint: ## go vet and gofmt -l on every module
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi; echo "gofmt: clean"
 
 .PHONY: lab
-lab: ## run the incident scenarios: each broken variant must reproduce, each fixed one hold (INCIDENT=n for one)
+lab: ## run the incident scenarios: each broken variant must reproduce, each fixed one hold (INCIDENT=n for one, LAB_FLAGS=--json)
 	@bash scripts/preflight.sh
-	$(GO) run ./scripts/cmd/lab -incident $(or $(INCIDENT),0)
+	$(GO) run ./scripts/cmd/lab --incident $(or $(INCIDENT),0) $(LAB_FLAGS)
 
 .PHONY: bench
-bench: ## run every module's benchmarks (placeholder; the lab refines it)
+bench: ## run the benchmark suites and write docs/benchmarks.md with the targets judged (BENCH_FLAGS=--only outbox,idempotency)
 	@bash scripts/preflight.sh
-	@for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) test -run '^$$' -bench . ./...) || exit 1; done
+	GO=$(GO) $(GO) run ./scripts/cmd/benchreport $(BENCH_FLAGS)
 
 .PHONY: dupproof
 dupproof: ## race goroutines for one Redis key: check-then-set vs SET NX vs sliding window

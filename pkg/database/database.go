@@ -78,8 +78,9 @@ func Open(ctx context.Context, cfg Config, dbName string, log *slog.Logger) (*go
 	if driver == "" {
 		driver = "mysql"
 	}
+	logCfg := logger.Config{SlowThreshold: 200 * time.Millisecond, LogLevel: logger.Warn, IgnoreRecordNotFoundError: true}
 	db, err := gorm.Open(gormmysql.New(gormmysql.Config{DriverName: driver, DSN: cfg.DSN(dbName)}), &gorm.Config{
-		Logger:                 logger.NewSlogLogger(log, logger.Config{SlowThreshold: 200 * time.Millisecond, LogLevel: logger.Warn, IgnoreRecordNotFoundError: true}),
+		Logger:                 newLazyTrace(logger.NewSlogLogger(log, logCfg), logCfg),
 		SkipDefaultTransaction: true,
 		TranslateError:         true,
 	})

@@ -95,33 +95,46 @@ func setNX(ctx context.Context, rdb redis.Cmdable, key string) (bool, error) {
 func Run(ctx context.Context, rdb redis.UniversalClient, prefix string) ([]Row, error) {
 	var rows []Row
 	for i, set := range []struct{ goroutines, allow int }{{100, 1}, {200, 5}} {
-		limiter, err := ratelimit.New(rdb, ratelimit.Config{Prefix: prefix, Limit: set.allow, Window: time.Minute})
-		if err != nil {
-			return nil, err
-		}
-		guards := []struct {
-			name string
-			want int
-			try  func(key string) (bool, error)
-		}{
-			{CheckThenSet, set.allow, func(k string) (bool, error) { return checkThenSet(ctx, rdb, k) }},
-			{SetNX, 1, func(k string) (bool, error) { return setNX(ctx, rdb, k) }},
-			{SlidingWindow, set.allow, func(k string) (bool, error) { return limiter.Allow(ctx, k) }},
-		}
-		for j, g := range guards {
-			key := fmt.Sprintf("%sdupproof:%d:%d", prefix, i, j)
-			passed, err := Race(set.goroutines, func() (bool, error) { return g.try(key) })
-			rdb.Del(context.WithoutCancel(ctx), key, prefix+key)
+		for j, guard := range []string{CheckThenSet, SetNX, SlidingWindow} {
+			row, err := RunGuard(ctx, rdb, fmt.Sprintf("%s%d:%d:", prefix, i, j), guard, set.goroutines, set.allow)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", g.name, err)
+				return nil, err
 			}
-			rows = append(rows, Row{
-				Guard: g.name, Goroutines: set.goroutines, Allow: set.allow,
-				Passed: passed, Want: g.want, Holds: passed == g.want,
-			})
+			rows = append(rows, row)
 		}
 	}
 	return rows, nil
+}
+
+// RunGuard measures one guard (CheckThenSet, SetNX or SlidingWindow): n
+// goroutines race for one key named under prefix, wanting allow of them let
+// through. The key is deleted afterwards. The lab runs each guard as a row
+// of incident 4 with it.
+func RunGuard(ctx context.Context, rdb redis.UniversalClient, prefix, guard string, n, allow int) (Row, error) {
+	key := prefix + "dupproof"
+	want := allow
+	var try func() (bool, error)
+	switch guard {
+	case CheckThenSet:
+		try = func() (bool, error) { return checkThenSet(ctx, rdb, key) }
+	case SetNX:
+		want = 1
+		try = func() (bool, error) { return setNX(ctx, rdb, key) }
+	case SlidingWindow:
+		limiter, err := ratelimit.New(rdb, ratelimit.Config{Prefix: prefix, Limit: allow, Window: time.Minute})
+		if err != nil {
+			return Row{}, err
+		}
+		try = func() (bool, error) { return limiter.Allow(ctx, key) }
+	default:
+		return Row{}, fmt.Errorf("dupproof: unknown guard %q", guard)
+	}
+	passed, err := Race(n, try)
+	rdb.Del(context.WithoutCancel(ctx), key, prefix+key)
+	if err != nil {
+		return Row{}, fmt.Errorf("%s: %w", guard, err)
+	}
+	return Row{Guard: guard, Goroutines: n, Allow: allow, Passed: passed, Want: want, Holds: passed == want}, nil
 }
 
 // Print writes rows as an aligned table.

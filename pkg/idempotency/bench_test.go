@@ -15,8 +15,9 @@ import (
 // completion). The middleware costs one more commit per request (the claim
 // is visible to duplicates before the handler runs), so it is compared under
 // concurrency, where commits are grouped. Each runs twice: with the project's
-// DSN, where go-sql-driver prepares, executes and closes every statement that
-// has arguments (three round trips), and with interpolateParams (one).
+// DSN, which interpolates arguments client-side (one round trip per
+// statement), and with interpolateParams off, where go-sql-driver prepares,
+// executes and closes every statement that has arguments (three).
 //
 //	go test ./idempotency/ -run '^$' -bench . -benchtime 3s
 func BenchmarkCreateOrder(b *testing.B) {
@@ -24,8 +25,8 @@ func BenchmarkCreateOrder(b *testing.B) {
 		name string
 		opts []appOption
 	}{
-		{"prepared", nil},
-		{"interpolated", []appOption{withInterpolatedParams(b)}},
+		{"interpolated", nil},
+		{"prepared", []appOption{withServerSidePrepare(b)}},
 	} {
 		b.Run(driver.name, func(b *testing.B) {
 			app := newTestApp(b, driver.opts...)

@@ -18,7 +18,14 @@ import (
 
 // Row is one scenario's outcome as reported.
 type Row struct {
-	lab.Result
+	Incident  int     `json:"incident"`
+	Title     string  `json:"title"`
+	Variant   string  `json:"variant"`
+	Injected  string  `json:"injected"`
+	Effect    string  `json:"effect"`
+	Count     int     `json:"count"`
+	Expected  string  `json:"expected"`
+	Holds     bool    `json:"holds"`
 	WantHolds bool    `json:"want_holds"`
 	Verdict   string  `json:"verdict"` // "ok" or "FAIL"
 	Error     string  `json:"error,omitempty"`
@@ -37,8 +44,11 @@ func Run(ctx context.Context, env lab.Env, scenarios []lab.Scenario) []Row {
 		env.Note("[%d/%d] incident %d, %s: running", i+1, len(scenarios), s.Incident, s.Variant)
 		start := time.Now()
 		res, err := s.Run(ctx, env)
-		row := Row{Result: res, WantHolds: s.WantHolds, Seconds: time.Since(start).Seconds()}
-		row.Incident, row.Variant = s.Incident, s.Variant
+		row := Row{
+			Incident: s.Incident, Title: res.Title, Variant: s.Variant, Injected: res.Injected,
+			Effect: res.Effect, Count: res.Count, Expected: res.Expected, Holds: res.Holds,
+			WantHolds: s.WantHolds, Seconds: time.Since(start).Seconds(),
+		}
 		switch {
 		case err != nil:
 			row.Verdict, row.Error = "FAIL", err.Error()

@@ -16,7 +16,7 @@ import (
 
 // Scenarios lists the order service's incident scenarios.
 func Scenarios() []lab.Scenario {
-	return ProductScenarios()
+	return append(ProductScenarios(), IdempotencyScenarios()...)
 }
 
 // Incident 3's variants.

@@ -110,6 +110,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fail(fmt.Errorf("idempotency: %w", err))
 	}
+	if cfg.IdempotencyGuard == idempotency.GuardBroken {
+		log.Warn("ORDER_IDEMPOTENCY_GUARD=broken: check-then-act lets concurrent retries create duplicate orders (incident 4); for the lab only")
+	}
 	archiver, err := idempotency.NewArchiver(idem.Store(), redislock.New(rt.Redis, "order:lock:"), cfg.Idempotency, log, rt.Registry)
 	if err != nil {
 		return fail(fmt.Errorf("idempotency archiver: %w", err))
@@ -123,7 +126,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	orders := app.New(store.New(rt.DB), relay, log).WithSubjectPrefix(cfg.Events.SubjectPrefix)
 	httpapi.New(orders, log, httpapi.Options{
 		CompleteInTx: idempotency.CompleteInTx,
-		Entry:        []gin.HandlerFunc{idem.Handler(), tokens.Require(httpapi.UserIDHeader, false)},
+		Entry:        []gin.HandlerFunc{idem.HandlerFor(cfg.IdempotencyGuard), tokens.Require(httpapi.UserIDHeader, false)},
 		IssueToken:   tokens.IssueHandler(httpapi.UserIDHeader),
 	}).Register(rt.HTTP.Engine())
 	rt.HTTP.Engine().POST("/admin/outbox/redrive", httpserver.AdminAuth(cfg.Platform.AdminToken), relay.RedriveHandler())

@@ -28,6 +28,10 @@ type Config struct {
 	// Idempotency configures the Idempotency-Key layer on POST /orders
 	// (IDEMPOTENCY_* variables).
 	Idempotency idempotency.Config
+	// IdempotencyGuard selects the entry guard of POST /orders: fixed (the
+	// Idempotency-Key middleware) or broken (check-then-act, incident 4
+	// reproduced; see idempotency.BrokenCheckThenAct).
+	IdempotencyGuard string `env:"ORDER_IDEMPOTENCY_GUARD" default:"fixed" usage:"entry guard of POST /orders: fixed (Idempotency-Key middleware) or broken (check-then-act, reproduces incident 4, lab only)"`
 	// FormTokenTTL is how long a one-time form token from GET /orders/token
 	// stays usable.
 	FormTokenTTL time.Duration `env:"FORM_TOKEN_TTL" default:"10m" usage:"lifetime of a one-time form token issued by GET /orders/token"`
@@ -53,6 +57,7 @@ func (c Config) Validate() error {
 		pkgconfig.CheckAddr("HTTP_ADDR", c.HTTPAddr),
 		c.Outbox.Validate(),
 		c.Idempotency.Validate(),
+		pkgconfig.CheckOneOf("ORDER_IDEMPOTENCY_GUARD", c.IdempotencyGuard, idempotency.GuardFixed, idempotency.GuardBroken),
 		pkgconfig.CheckPositive("FORM_TOKEN_TTL", c.FormTokenTTL),
 		pkgconfig.CheckPositive("INBOX_WORKERS", c.Inbox.Workers),
 		pkgconfig.CheckPositive("INBOX_MAX_DELIVER", c.Inbox.MaxDeliver),

@@ -1,0 +1,314 @@
+// Command benchreport runs the project's benchmark suites and writes
+// docs/benchmarks.md: the figures, the machine they were measured on, the
+// exact commands, and every performance target of the issues judged met or
+// not met from the figures. `make bench` runs it.
+//
+// Every number in the report is parsed from `go test -bench` output (the
+// b.ReportMetric values) or measured in process (the dupproof table); none
+// is typed by hand.
+//
+// Usage:
+//
+//	benchreport [--out docs/benchmarks.md] [--only outbox,idempotency,...] [--note "..."] [--list]
+//
+// It needs the local MariaDB/MySQL, NATS and Redis (MYSQL_ADDR, NATS_URL,
+// REDIS_ADDR as everywhere). It exits 1 when a suite fails to run; a target
+// that is not met is reported, not an error.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		os.Exit(1)
+	}
+}
+
+// Suite is one `go test -bench` invocation.
+type Suite struct {
+	Name      string // short name for --only
+	Title     string
+	Dir       string // module directory, relative to the repository root
+	Pkg       string
+	Bench     string // -bench pattern
+	Benchtime string
+	Count     int
+	Doc       string // the area's own benchmark page, with the discussion
+	About     string
+	// Needs is a file the suite needs (relative to the root); without it
+	// (a service not merged yet) the suite is reported as not run.
+	Needs string
+}
+
+// suites are run in this order. The benchtimes are chosen for stable
+// figures with the whole run under ten minutes on two cores.
+var suites = []Suite{
+	{
+		Name: "outbox", Title: "Outbox relay (pkg/outbox)", Dir: "pkg", Pkg: "./outbox/", Bench: ".", Benchtime: "1x", Count: 2,
+		Doc:   "docs/benchmarks/outbox.md",
+		About: "Raw JetStream async publish (the ceiling); relay throughput, committed rows → PubAck → marked sent, for 100,000 rows with 1 and 3 relays; commit→publish latency while committing 1,000 orders/s for 5 s.",
+	},
+	{
+		Name: "idempotency", Title: "Idempotency-Key middleware (pkg/idempotency)", Dir: "pkg", Pkg: "./idempotency/", Bench: ".", Benchtime: "2s", Count: 3,
+		Doc:   "docs/benchmarks/idempotency.md",
+		About: "POST /orders on the package's order-writing test handler without and with the middleware (a fresh key per request, 16 requests in flight per core), with the driver preparing statements and with client-side interpolation; the replay path's latency.",
+	},
+	{
+		Name: "products", Title: "Batch product copy (services/order/lab, incident 3)", Dir: "services/order", Pkg: "./lab", Bench: "BenchmarkProductCopy10k", Benchtime: "3x", Count: 1,
+		Doc:   "docs/benchmarks/products.md",
+		About: "10,000 products copied by one batch-copy request in each mode, interleaved: fixed (16 workers), orderly (1 worker), broken (16 workers), fixed with 4 workers.",
+	},
+	{
+		Name: "coupon", Title: "Coupon deduction (services/coupon, incident 1)", Dir: "services/coupon", Pkg: "./internal/app/", Bench: ".", Benchtime: "1000x", Count: 1,
+		Doc:   "docs/benchmarks/coupon.md",
+		About: "Fixed deduction pipeline per order.paid message, and a retry of an already-deducted message (absorbed by the state machine).",
+	},
+	{
+		Name: "payment", Title: "Payment callback (services/payment, incident 2)", Dir: "services/payment", Pkg: "./internal/httpapi", Bench: "BenchmarkCallback", Benchtime: "2000x", Count: 1,
+		Needs: "services/payment/internal/httpapi/bench_test.go",
+		Doc:   "docs/benchmarks/payments.md",
+		About: "POST /payments/callback through the full HTTP stack, concurrency 50, 10% duplicate notifications, fixed and broken handlers.",
+	},
+	{
+		Name: "faultproxy", Title: "Fault proxy (pkg/faultproxy)", Dir: "pkg", Pkg: "./faultproxy/", Bench: ".", Benchtime: "1s", Count: 1,
+		Doc:   "docs/benchmarks/faultproxy.md",
+		About: "A round trip and a committed transaction directly against MariaDB and through the disarmed proxy; the protocol scanner.",
+	},
+}
+
+// Args returns the go test arguments.
+func (s Suite) Args() []string {
+	return []string{"test", "-run", "^$", "-bench", s.Bench, "-benchtime", s.Benchtime, "-count", fmt.Sprint(s.Count), "-timeout", "20m", s.Pkg}
+}
+
+// Command is the suite as a shell command run from the repository root.
+func (s Suite) Command() string {
+	return fmt.Sprintf("(cd %s && go test -run '^$' -bench '%s' -benchtime %s -count %d %s)", s.Dir, s.Bench, s.Benchtime, s.Count, s.Pkg)
+}
+
+// Outcome is what running a suite gave.
+type Outcome struct {
+	Suite   Suite
+	Samples []Sample
+	Seconds float64
+	Err     error
+	Skipped string // why the suite was not run
+}
+
+func run(ctx context.Context, args []string, progress io.Writer) error {
+	fs := flag.NewFlagSet("benchreport", flag.ContinueOnError)
+	out := fs.String("out", "docs/benchmarks.md", "report to write, relative to the repository root")
+	only := fs.String("only", "", "comma-separated suites to run (default all): "+suiteNames())
+	note := fs.String("note", "", "a sentence on the run's conditions, printed with the machine")
+	list := fs.Bool("list", false, "print the commands and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	selected, err := selectSuites(*only)
+	if err != nil {
+		return err
+	}
+	if *list {
+		for _, s := range selected {
+			fmt.Fprintln(progress, s.Command())
+		}
+		return nil
+	}
+	say := func(format string, a ...any) { fmt.Fprintf(progress, "bench: "+format+"\n", a...) }
+
+	started := time.Now().UTC()
+	machine := describeMachine(ctx, root)
+	say("machine: %d CPUs, %s, load average %s", machine.CPUs, machine.CPUModel, machine.LoadStart)
+
+	var outcomes []Outcome
+	var failed []string
+	for i, s := range selected {
+		needs := s.Dir
+		if s.Needs != "" {
+			needs = s.Needs
+		}
+		if _, err := os.Stat(filepath.Join(root, needs)); err != nil {
+			outcomes = append(outcomes, Outcome{Suite: s, Skipped: needs + " is not in this checkout yet"})
+			say("[%d/%d] %s: skipped (%s missing)", i+1, len(selected), s.Name, needs)
+			continue
+		}
+		say("[%d/%d] %s: %s", i+1, len(selected), s.Name, s.Command())
+		o := runSuite(ctx, root, s, say)
+		if o.Err != nil {
+			failed = append(failed, s.Name)
+			say("[%d/%d] %s: FAILED after %.0fs: %v", i+1, len(selected), s.Name, o.Seconds, o.Err)
+		} else {
+			say("[%d/%d] %s: %d results in %.0fs", i+1, len(selected), s.Name, len(o.Samples), o.Seconds)
+		}
+		outcomes = append(outcomes, o)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+
+	say("dupproof: racing goroutines for one Redis key (check-then-set, SET NX, sliding window)")
+	dup, dupErr := runDupproof(ctx)
+	if dupErr != nil {
+		failed = append(failed, "dupproof")
+		say("dupproof: FAILED: %v", dupErr)
+	}
+
+	machine.LoadEnd = loadAverage()
+	var all []Sample
+	for _, o := range outcomes {
+		all = append(all, o.Samples...)
+	}
+	checks := Evaluate(Summarise(all), dup)
+	rep := Report{
+		Started: started, Finished: time.Now().UTC(), Machine: machine, Note: *note,
+		Outcomes: outcomes, Dup: dup, DupErr: dupErr, Checks: checks,
+		Invocation: invocation(*only, *out),
+	}
+	var buf bytes.Buffer
+	if err := rep.Write(&buf); err != nil {
+		return err
+	}
+	path := *out
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(root, path)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	say("wrote %s in %s", *out, time.Since(started).Round(time.Second))
+	for _, c := range checks {
+		say("%-20s %-70s %-16s %s", c.Area, c.Target, c.Value, c.Status)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("suites failed: %s (see %s)", strings.Join(failed, ", "), *out)
+	}
+	return nil
+}
+
+// runSuite runs one suite, printing a line every 30 s while it runs.
+func runSuite(ctx context.Context, root string, s Suite, say func(string, ...any)) Outcome {
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, goBinary(), s.Args()...)
+	cmd.Dir = filepath.Join(root, s.Dir)
+	var output bytes.Buffer
+	cmd.Stdout = &output
+	cmd.Stderr = &output
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		return Outcome{Suite: s, Err: err}
+	}
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	var err error
+wait:
+	for {
+		select {
+		case err = <-done:
+			break wait
+		case <-tick.C:
+			say("   %s: still running (%s)", s.Name, time.Since(start).Round(time.Second))
+		}
+	}
+	o := Outcome{Suite: s, Samples: Parse(bytes.NewReader(output.Bytes())), Seconds: time.Since(start).Seconds()}
+	if err != nil {
+		o.Err = fmt.Errorf("%w: %s", err, tail(output.String(), 15))
+	} else if len(o.Samples) == 0 {
+		o.Err = errors.New("no benchmark results in the output: " + tail(output.String(), 15))
+	}
+	return o
+}
+
+func selectSuites(only string) ([]Suite, error) {
+	if only == "" {
+		return suites, nil
+	}
+	var out []Suite
+	for _, name := range strings.Split(only, ",") {
+		i := slices.IndexFunc(suites, func(s Suite) bool { return s.Name == strings.TrimSpace(name) })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown suite %q (have %s)", name, suiteNames())
+		}
+		out = append(out, suites[i])
+	}
+	return out, nil
+}
+
+func suiteNames() string {
+	var names []string
+	for _, s := range suites {
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+// repoRoot walks up from the working directory to the directory holding
+// go.work.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run from inside the repository: no go.work above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// goBinary is the go command that runs the suites: $GO as make passes it,
+// else go from PATH.
+func goBinary() string {
+	if g := os.Getenv("GO"); g != "" {
+		return g
+	}
+	return "go"
+}
+
+// invocation is how the page says it was written: make bench, or the
+// subset that was run.
+func invocation(only, out string) string {
+	s := "make bench"
+	if only != "" {
+		s = "go run ./scripts/cmd/benchreport --only " + only
+		if out != "docs/benchmarks.md" {
+			s += " --out " + out
+		}
+	}
+	return s
+}
+
+func tail(s string, lines int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "\n")
+}
