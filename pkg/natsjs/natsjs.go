@@ -33,6 +33,12 @@ func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*C
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(500 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			// A nil error is our own Close or Drain at shutdown: logging it
+			// as a warning would make every clean stop look like a fault.
+			if err == nil {
+				log.Info("nats connection closed")
+				return
+			}
 			log.Warn("nats disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {

@@ -1,8 +1,11 @@
 package natsjs_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,6 +57,50 @@ func TestDrainClosesAndPingFailsAfter(t *testing.T) {
 	}
 	if err := c.Drain(ctx); err != nil {
 		t.Fatalf("second Drain: %v", err)
+	}
+}
+
+// syncBuffer is a log destination the NATS callback goroutine writes while
+// the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestCleanShutdownIsNotLoggedAsAWarning(t *testing.T) {
+	var logs syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := natsjs.Connect(ctx, testenv.Config(t).NATS, t.Name(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The disconnect callback runs on the client's own goroutine.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "nats connection closed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no \"nats connection closed\" line after Drain; logs:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if strings.Contains(logs.String(), `"level":"WARN"`) {
+		t.Fatalf("a clean Drain logged a warning:\n%s", logs.String())
 	}
 }
 

@@ -4,172 +4,49 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/composecheck"
 	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/scripts/proctest"
 )
 
 var services = []string{"order", "coupon", "payment"}
 
-var binDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "oncemall-smoke-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-var (
-	buildOnce sync.Map // service name → *sync.Once
-	buildErrs sync.Map // service name → error
-)
+func TestMain(m *testing.M) { proctest.Main(m) }
 
 // binary builds cmd/<svc> once per test run and returns its path.
 func binary(t *testing.T, svc string) string {
-	t.Helper()
-	once, _ := buildOnce.LoadOrStore(svc, &sync.Once{})
-	once.(*sync.Once).Do(func() {
-		root, err := composecheck.Root()
-		if err == nil {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, svc), "./services/"+svc+"/cmd/"+svc)
-			cmd.Dir = root
-			if out, berr := cmd.CombinedOutput(); berr != nil {
-				err = fmt.Errorf("go build %s: %v\n%s", svc, berr, out)
-			}
-		}
-		if err != nil {
-			buildErrs.Store(svc, err)
-		}
-	})
-	if err, ok := buildErrs.Load(svc); ok {
-		t.Fatal(err)
-	}
-	return filepath.Join(binDir, svc)
+	return proctest.Build(t, "services/"+svc+"/cmd/"+svc)
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-type process struct {
-	cmd            *exec.Cmd
-	addr           string
-	stdout, stderr *lockedBuffer
-	done           chan error
-}
+type process struct{ *proctest.Process }
 
 // start runs svc with its own throwaway database, a free port and env
 // applied on top of the test's environment.
-func start(t *testing.T, svc string, env ...string) *process {
+func start(t *testing.T, svc string, env ...string) process {
 	t.Helper()
-	bin := binary(t, svc)
 	_, db := testenv.NewDatabase(t)
-	p := &process{addr: freeAddr(t), stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(bin)
-	p.cmd.Env = append(os.Environ(), append([]string{"HTTP_ADDR=" + p.addr, "MYSQL_DATABASE=" + db, "STARTUP_TIMEOUT=30s", "SHUTDOWN_TIMEOUT=10s"}, env...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("%s stdout:\n%s\nstderr:\n%s", svc, p.stdout, p.stderr)
-		}
-	})
-	return p
+	addr := proctest.FreeAddr(t)
+	return process{proctest.Start(t, svc, binary(t, svc), addr,
+		append([]string{"HTTP_ADDR=" + addr, "MYSQL_DATABASE=" + db, "STARTUP_TIMEOUT=30s", "SHUTDOWN_TIMEOUT=10s"}, env...)...)}
 }
 
 // waitStatus polls path until it answers want, the process exits, or 60s pass.
-func (p *process) waitStatus(t *testing.T, path string, want int) string {
+func (p process) waitStatus(t *testing.T, path string, want int) string {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("process exited before %s answered %d: %v", path, want, err)
-		default:
-		}
-		resp, err := http.Get("http://" + p.addr + path)
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == want {
-				return string(body)
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, body)
-		} else {
-			last = err.Error()
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s never answered %d; last: %s", path, want, last)
-	return ""
+	return p.WaitStatus(t, path, want, 60*time.Second)
 }
 
 // stop sends SIGTERM and asserts a clean exit with the shutdown logged.
-func (p *process) stop(t *testing.T) {
+func (p process) stop(t *testing.T) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v, want status 0", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit within 30s of SIGTERM")
-	}
-	if !strings.Contains(p.stdout.String(), `"msg":"shutdown complete"`) {
+	p.Stop(t, 30*time.Second)
+	if !strings.Contains(p.Stdout(), `"msg":"shutdown complete"`) {
 		t.Fatal(`no "shutdown complete" log line`)
 	}
 }
@@ -209,7 +86,7 @@ func TestBadConfigExitsNamingTheVariable(t *testing.T) {
 }
 
 func TestDeadRedisMakesReadyzNameRedis(t *testing.T) {
-	p := start(t, "coupon", "REDIS_ADDR="+freeAddr(t))
+	p := start(t, "coupon", "REDIS_ADDR="+proctest.FreeAddr(t))
 	body := p.waitStatus(t, "/readyz", http.StatusServiceUnavailable)
 	if !strings.Contains(body, "redis") || strings.Contains(body, `"mysql"`) || strings.Contains(body, `"nats"`) {
 		t.Fatalf("/readyz body %s, want redis (only) named", body)

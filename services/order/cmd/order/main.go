@@ -70,8 +70,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		// idempotent) because the payment.succeeded consumer needs it to
 		// exist whichever service starts first.
 		Streams: []jetstream.StreamConfig{
-			events.StreamConfig(events.OrderStream, "order"),
-			events.StreamConfig(events.PaymentStream, "payment"),
+			events.StreamConfig(cfg.Events.OrderStream, cfg.Events.SubjectPrefix+"order"),
+			events.StreamConfig(cfg.Events.PaymentStream, cfg.Events.SubjectPrefix+"payment"),
 			// Products: batch-copy chunks, published and consumed here (incident 3).
 			events.StreamConfig(cfg.Products.Stream, cfg.Products.SubjectPrefix),
 		},
@@ -123,7 +123,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	// Use cases and HTTP routes.
-	orders := app.New(store.New(rt.DB), relay, log)
+	orders := app.New(store.New(rt.DB), relay, log).WithSubjectPrefix(cfg.Events.SubjectPrefix)
 	httpapi.New(orders, log, httpapi.Options{
 		CompleteInTx: idempotency.CompleteInTx,
 		Entry:        []gin.HandlerFunc{idem.HandlerFor(cfg.IdempotencyGuard), tokens.Require(httpapi.UserIDHeader, false)},
@@ -134,7 +134,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	// Consumer of payment.succeeded: marks orders paid.
 	paid := messaging.NewPaymentSucceeded(orders, relay, log)
 	consumer, err := inbox.NewConsumer(rt.DB, rt.NATS.JS,
-		cfg.Inbox.Config(messaging.PaymentSucceededConsumer, events.PaymentStream, events.PaymentSucceeded),
+		cfg.Inbox.Config(messaging.PaymentSucceededConsumer, cfg.Events.PaymentStream, cfg.Events.SubjectPrefix+events.PaymentSucceeded),
 		paid.Handle, log, rt.Registry)
 	if err != nil {
 		return fail(err)

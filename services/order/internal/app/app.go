@@ -56,12 +56,23 @@ type App struct {
 	relay Waker
 	log   *slog.Logger
 	now   func() time.Time
+	// subjectPrefix is put before order.created and order.paid; empty in
+	// production (see WithSubjectPrefix).
+	subjectPrefix string
 }
 
 // New returns the use cases over store, waking relay after commits that
 // wrote outbox rows.
 func New(store Store, relay Waker, log *slog.Logger) *App {
 	return &App{store: store, relay: relay, log: log, now: func() time.Time { return time.Now().UTC() }}
+}
+
+// WithSubjectPrefix makes the use cases publish order.created and order.paid
+// as prefix+subject, so that a test's services use their own stream
+// (EVENT_SUBJECT_PREFIX). It returns a.
+func (a *App) WithSubjectPrefix(prefix string) *App {
+	a.subjectPrefix = prefix
+	return a
 }
 
 // newOrderNo returns a unique, roughly time-ordered order number:

@@ -39,7 +39,7 @@ func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook)
 	if err != nil {
 		return order.Order{}, err
 	}
-	msg, err := outbox.JSON(OrderCreatedEventID(o.No), events.OrderCreated, events.OrderCreatedV1{
+	msg, err := outbox.JSON(OrderCreatedEventID(o.No), a.subjectPrefix+events.OrderCreated, events.OrderCreatedV1{
 		OrderNo: o.No, UserID: o.UserID, Amount: o.Amount, CouponID: o.CouponID, CreatedAt: o.CreatedAt,
 	})
 	if err != nil {

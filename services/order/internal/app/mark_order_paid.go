@@ -70,7 +70,7 @@ func (a *App) MarkOrderPaid(ctx context.Context, tx *gorm.DB, ev events.PaymentS
 			return false, fmt.Errorf("%w: order %s is %s after a conditional update that changed nothing", order.ErrConflict, now.No, now.Status)
 		}
 	}
-	msg, err := outbox.JSON(OrderPaidEventID(o.No), events.OrderPaid, events.OrderPaidV1{
+	msg, err := outbox.JSON(OrderPaidEventID(o.No), a.subjectPrefix+events.OrderPaid, events.OrderPaidV1{
 		OrderNo: o.No, UserID: o.UserID, Amount: o.Amount, CouponID: o.CouponID, PaymentNo: ev.PaymentNo, PaidAt: paidAt,
 	})
 	if err != nil {

@@ -35,6 +35,10 @@ type Config struct {
 	// FormTokenTTL is how long a one-time form token from GET /orders/token
 	// stays usable.
 	FormTokenTTL time.Duration `env:"FORM_TOKEN_TTL" default:"10m" usage:"lifetime of a one-time form token issued by GET /orders/token"`
+
+	// Events names the streams and subjects of order.* and payment.* (the
+	// product stream has its own settings in Products).
+	Events Events
 }
 
 // Load reads the configuration from the environment and validates it.
@@ -59,5 +63,6 @@ func (c Config) Validate() error {
 		pkgconfig.CheckPositive("INBOX_MAX_DELIVER", c.Inbox.MaxDeliver),
 		pkgconfig.CheckPositive("INBOX_ACK_WAIT", c.Inbox.AckWait),
 		c.Products.Validate(),
+		c.Events.Validate(),
 	)
 }

@@ -14,6 +14,9 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c.Events.OrderStream != "ORDER" || c.Events.PaymentStream != "PAYMENT" || c.Events.SubjectPrefix != "" {
+		t.Fatalf("event defaults: %+v", c.Events)
+	}
 	if c.HTTPAddr != ":8081" || c.DBName != "oncemall_order" {
 		t.Fatalf("defaults: HTTP_ADDR=%q MYSQL_DATABASE=%q", c.HTTPAddr, c.DBName)
 	}
@@ -25,6 +28,9 @@ func TestLoadNamesTheBadVariable(t *testing.T) {
 		"MYSQL_MAX_OPEN_CONNS": "x",
 		"SHUTDOWN_TIMEOUT":     "10",
 		"LOG_LEVEL":            "loud",
+		"ORDER_STREAM":         "OR*DER",
+		"PAYMENT_STREAM":       "PAY MENT",
+		"EVENT_SUBJECT_PREFIX": ".e2e.",
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(name, value)

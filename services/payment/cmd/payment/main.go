@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		HTTPAddr:   cfg.HTTPAddr,
 		DBName:     cfg.DBName,
 		Migrations: []migrate.Source{migrations.Source, outbox.Migrations, idempotency.Migrations},
-		Streams:    []jetstream.StreamConfig{events.StreamConfig(events.PaymentStream, "payment")},
+		Streams:    []jetstream.StreamConfig{events.StreamConfig(cfg.PaymentStream, cfg.SubjectPrefix+"payment")},
 		Logger:     log,
 	}
 	if len(args) > 0 {
@@ -89,11 +89,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	// Use cases over the store, the order service and the platform.
 	a, err := app.New(
-		store.New(rt.DB, store.Config{ReconcileLookback: cfg.ReconcileLookback}),
+		store.New(rt.DB, store.Config{ReconcileLookback: cfg.ReconcileLookback, SubjectPrefix: cfg.SubjectPrefix}),
 		orderclient.New(cfg.OrderURL, &http.Client{Timeout: cfg.OrderTimeout}),
 		psp.NewClient(cfg.PSPURL, &http.Client{Timeout: cfg.PSPTimeout}),
 		relay,
-		app.Config{NotifyURL: cfg.PSPNotifyURL},
+		app.Config{NotifyURL: cfg.PSPNotifyURL, SubjectPrefix: cfg.SubjectPrefix},
 		log,
 	)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
@@ -34,6 +35,13 @@ type Config struct {
 
 	ReconcileSchedule string        `env:"PAYMENT_RECONCILE_SCHEDULE" default:"@every 1m" usage:"cron spec of the reconciliation job that logs findings and sets payment_reconcile_findings"`
 	ReconcileLookback time.Duration `env:"PAYMENT_RECONCILE_LOOKBACK" default:"72h" usage:"how far back reconciliation looks; keep it below the outbox retention of sent rows (7 days)"`
+
+	// The stream payment.succeeded goes to, and the prefix put before the
+	// subject. Production keeps the defaults; the end-to-end test sets
+	// unique values so that its processes never share a stream with
+	// services already running on the same NATS.
+	PaymentStream string `env:"PAYMENT_STREAM" default:"PAYMENT" usage:"JetStream stream carrying payment.succeeded (declared if missing)"`
+	SubjectPrefix string `env:"EVENT_SUBJECT_PREFIX" default:"" usage:"put before every order.* and payment.* subject, ending in a dot; empty in production, tests set a unique one"`
 }
 
 // Load reads the configuration from the environment and validates it.
@@ -65,6 +73,8 @@ func (c Config) Validate() error {
 		pkgconfig.CheckPositive("PAYMENT_CALLBACK_WINDOW", c.SignatureWindow),
 		pkgconfig.CheckPositive("PAYMENT_CALLBACK_LOCK_TTL", c.CallbackLockTTL),
 		pkgconfig.CheckPositive("PAYMENT_RECONCILE_LOOKBACK", c.ReconcileLookback),
+		events.CheckStreamName("PAYMENT_STREAM", c.PaymentStream),
+		events.CheckSubjectPrefix("EVENT_SUBJECT_PREFIX", c.SubjectPrefix),
 	)
 }
 

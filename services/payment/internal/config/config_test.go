@@ -62,6 +62,8 @@ func TestPaymentSettingsNameTheBadVariable(t *testing.T) {
 		"PAYMENT_CALLBACK_MODE":   "lenient",
 		"PAYMENT_CALLBACK_WINDOW": "-1s",
 		"PSP_TIMEOUT":             "0s",
+		"PAYMENT_STREAM":          "PAY.MENT",
+		"EVENT_SUBJECT_PREFIX":    "nodot",
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(name, value)

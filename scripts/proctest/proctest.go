@@ -1,0 +1,211 @@
+// Package proctest runs the repository's programs as real processes in
+// tests: it builds a main package once per test binary, starts it with
+// environment overrides on a free port, polls its HTTP endpoints with a
+// deadline, stops it with SIGTERM asserting exit status 0, and prints its
+// output when the test fails. The smoke and end-to-end tests share it.
+package proctest
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/oncemall/oncemall/pkg/composecheck"
+)
+
+var (
+	dirOnce sync.Once
+	dir     string
+	dirErr  error
+
+	builds sync.Map // package dir → *build
+)
+
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Main runs the tests and removes the built binaries; call it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+// Build compiles the main package at pkgDir (relative to the repository
+// root, e.g. "services/order/cmd/order") once per test binary and returns
+// the executable's path.
+func Build(t testing.TB, pkgDir string) string {
+	t.Helper()
+	dirOnce.Do(func() { dir, dirErr = os.MkdirTemp("", "oncemall-proctest-") })
+	if dirErr != nil {
+		t.Fatal(dirErr)
+	}
+	v, _ := builds.LoadOrStore(pkgDir, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
+		root, err := composecheck.Root()
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, strings.ReplaceAll(pkgDir, "/", "_"))
+		cmd := exec.Command("go", "build", "-o", b.path, "./"+pkgDir)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build ./%s: %v\n%s", pkgDir, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// FreeAddr returns a 127.0.0.1 address with a port nobody listens on now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// lockedBuffer collects a process's output while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Process is a started program.
+type Process struct {
+	// Name labels the process in messages and the dumped logs.
+	Name string
+	// Addr is the host:port it was told to listen on (may be empty).
+	Addr string
+
+	cmd            *exec.Cmd
+	stdout, stderr *lockedBuffer
+	done           chan error
+}
+
+// Start runs bin with env applied on top of the test's environment. addr is
+// where it listens (recorded for the HTTP helpers; the caller puts it in
+// env under the program's own variable). At cleanup a still running
+// process is killed, and if the test failed its stdout and stderr are
+// logged.
+func Start(t testing.TB, name, bin, addr string, env ...string) *Process {
+	t.Helper()
+	p := &Process{Name: name, Addr: addr, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(bin)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if !p.exited() {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s stdout:\n%s\n%s stderr:\n%s", name, p.stdout, name, p.stderr)
+		}
+	})
+	return p
+}
+
+// exited reports whether the process has ended (its Wait returned).
+func (p *Process) exited() bool {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true
+	default:
+		return false
+	}
+}
+
+// Stdout returns everything the process wrote to stdout so far.
+func (p *Process) Stdout() string { return p.stdout.String() }
+
+// URL returns http://Addr + path.
+func (p *Process) URL(path string) string { return "http://" + p.Addr + path }
+
+// pollClient bounds each poll, so a hung endpoint is polled again.
+var pollClient = &http.Client{Timeout: 5 * time.Second}
+
+// WaitStatus polls GET path until it answers want, the process exits, or
+// timeout passes; it returns the body of the matching answer.
+func (p *Process) WaitStatus(t testing.TB, path string, want int, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		if p.exited() {
+			err := <-p.done
+			p.done <- err
+			t.Fatalf("%s exited before %s answered %d: %v", p.Name, path, want, err)
+		}
+		resp, err := pollClient.Get(p.URL(path))
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return string(body)
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, body)
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: %s never answered %d within %s; last: %s", p.Name, path, want, timeout, last)
+	return ""
+}
+
+// Stop sends SIGTERM and asserts exit status 0 within timeout.
+func (p *Process) Stop(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("%s: SIGTERM: %v", p.Name, err)
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err != nil {
+			t.Fatalf("%s: exit after SIGTERM: %v, want status 0", p.Name, err)
+		}
+	case <-time.After(timeout):
+		t.Fatalf("%s: no exit within %s of SIGTERM", p.Name, timeout)
+	}
+}
