@@ -7,7 +7,7 @@ GO       ?= go
 
 .PHONY: help
 help: ## list the targets
-	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
 run: ## build bin/ and run every program locally (logs in .run/); Ctrl-C stops them, RUN_DETACH=1 returns once ready
@@ -39,6 +39,11 @@ down: ## docker compose down
 test: ## check MariaDB/MySQL, Redis and NATS answer, then vet and test every module
 	@bash scripts/preflight.sh
 	@for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...) || exit 1; done
+
+.PHONY: e2e
+e2e: ## end-to-end: order, coupon, payment and psp-sim as processes; one order with a coupon paid through a callback storm
+	@bash scripts/preflight.sh
+	cd scripts && $(GO) test -count=1 -v -run TestOrderWithCouponPaidThroughCallbackStorm ./e2e/
 
 .PHONY: lint
 lint: ## go vet and gofmt -l on every module
