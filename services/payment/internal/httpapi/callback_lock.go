@@ -14,7 +14,9 @@ import (
 // then finds it a duplicate.
 var errBusy = errors.New("a notification for this payment is being processed; retry later")
 
-// locked puts the Redis entry lock in front of apply. It is an optimisation
+// locked puts the Redis entry lock in front of apply. A copy turned away by
+// the lock is answered 200 when the payment is already paid by its platform
+// transaction, 503 otherwise. It is an optimisation
 // for storms (one copy reaches the database, the others are turned away in
 // Redis), not a guard: apply is correct without it, and a Redis failure
 // lets the notification through unlocked.
@@ -23,6 +25,13 @@ func (h *handlers) locked(apply applyFunc) applyFunc {
 		lock, err := h.opts.Lock.Acquire(ctx, "payment:callback:"+t.OutTradeNo, h.opts.LockTTL)
 		switch {
 		case errors.Is(err, redislock.ErrNotAcquired):
+			// A copy of a notification that already paid the payment is a
+			// duplicate whoever holds the lock: answering it 200 now stops
+			// the platform's retries instead of colliding with the next
+			// copy's lock again and again.
+			if p, gerr := h.opts.App.GetPayment(ctx, t.OutTradeNo); gerr == nil && p.PaidBy(t.Channel, t.PlatformSerial) {
+				return payment.Duplicate, nil
+			}
 			return "", fmt.Errorf("notification %s: %w", t.PlatformSerial, errBusy)
 		case err != nil:
 			h.opts.Log.WarnContext(ctx, "callback entry lock unavailable; going on without it", "out_trade_no", t.OutTradeNo, "err", err)

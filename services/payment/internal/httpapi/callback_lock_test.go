@@ -1,8 +1,12 @@
 package httpapi_test
 
 import (
+	"context"
 	"net/http"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -50,4 +54,43 @@ func TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded(t *testing.T) {
 			t.Fatalf("effects %+v", e)
 		}
 	})
+}
+
+// TestEntryLockBusyAnswersAPaidCopyAsDuplicate holds the entry lock itself
+// and checks both answers a turned-away copy can get: 200 "duplicate" when
+// its transaction already paid the payment (so the platform stops
+// retrying), 503 while the payment is still unpaid (nothing changed).
+func TestEntryLockBusyAnswersAPaidCopyAsDuplicate(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	locks := redislock.New(rdb, prefix)
+	f := buildFixture(t, paymentlab.RigConfig{Mode: "fixed", Lock: locks})
+	ctx := context.Background()
+
+	paid := f.payment()
+	body, h := signedCallback(t, notification(paid, "T-paid", 4200))
+	if status, b := f.post("/payments/callback", body, h); status != http.StatusOK {
+		t.Fatalf("first notification: %d %s", status, b)
+	}
+	unpaid := f.payment()
+
+	for _, no := range []string{paid, unpaid} {
+		held, err := locks.Acquire(ctx, "payment:callback:"+no, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = held.Release(context.Background()) })
+	}
+	before := f.snapshot()
+
+	body, h = signedCallback(t, notification(paid, "T-paid", 4200))
+	if status, b := f.post("/payments/callback", body, h); status != http.StatusOK || !strings.Contains(string(b), "duplicate") {
+		t.Fatalf("copy of the paying notification under a held lock: %d %s, want 200 duplicate", status, b)
+	}
+	body, h = signedCallback(t, notification(unpaid, "T-unpaid", 4200))
+	if status, b := f.post("/payments/callback", body, h); status != http.StatusServiceUnavailable {
+		t.Fatalf("notification of an unpaid payment under a held lock: %d %s, want 503", status, b)
+	}
+	if after := f.snapshot(); !reflect.DeepEqual(before, after) {
+		t.Fatalf("tables changed under a held lock:\nbefore %+v\nafter  %+v", before, after)
+	}
 }
