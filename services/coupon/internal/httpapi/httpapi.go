@@ -3,10 +3,8 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -91,7 +89,7 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func (h *Handlers) createTemplate(c *gin.Context) {
 	var req templateRequest
-	if !decode(c, &req) {
+	if !httpserver.DecodeJSON(c, &req) {
 		return
 	}
 	t, err := h.app.CreateTemplate(c.Request.Context(), coupon.Template{Name: req.Name, DiscountAmount: req.DiscountAmount, MinOrderAmount: req.MinOrderAmount})
@@ -117,7 +115,7 @@ func (h *Handlers) getTemplate(c *gin.Context) {
 
 func (h *Handlers) issueCoupon(c *gin.Context) {
 	var req issueRequest
-	if !decode(c, &req) {
+	if !httpserver.DecodeJSON(c, &req) {
 		return
 	}
 	if req.TemplateID == 0 || req.UserID == 0 {
@@ -177,31 +175,6 @@ func (h *Handlers) reconcile(c *gin.Context) {
 		out.Anomalies[i] = anomalyResponse{Kind: string(a.Kind), OrderNo: a.OrderNo, CouponID: a.CouponID, Count: a.Count}
 	}
 	c.JSON(http.StatusOK, out)
-}
-
-// decode reads a JSON body strictly (unknown fields and trailing data are
-// refused) and answers 400 or 413 itself when it cannot.
-func decode(c *gin.Context, v any) bool {
-	dec := json.NewDecoder(c.Request.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("trailing data after the JSON object")
-	}
-	if err == nil {
-		if _, extra := dec.Token(); extra != io.EOF {
-			err = errors.New("trailing data after the JSON object")
-		}
-	}
-	switch {
-	case err == nil:
-		return true
-	case httpserver.IsBodyTooLarge(err):
-		problem.Abort(c, http.StatusRequestEntityTooLarge, "request body too large")
-	default:
-		problem.Abort(c, http.StatusBadRequest, "malformed JSON body: "+err.Error())
-	}
-	return false
 }
 
 func pathID(c *gin.Context) (uint64, bool) {

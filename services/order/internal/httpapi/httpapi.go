@@ -4,12 +4,9 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -120,12 +117,7 @@ func (h *Handler) CreateOrder(c *gin.Context) {
 		return
 	}
 	var req CreateOrderRequest
-	if err := decodeStrict(c.Request.Body, &req); err != nil {
-		if httpserver.IsBodyTooLarge(err) {
-			problem.Abort(c, http.StatusRequestEntityTooLarge, "request body too large")
-			return
-		}
-		problem.Abort(c, http.StatusBadRequest, "malformed JSON body: "+err.Error())
+	if !httpserver.DecodeJSON(c, &req) {
 		return
 	}
 	cmd := app.CreateOrder{UserID: userID, Amount: req.Amount, CouponID: req.CouponID}
@@ -177,22 +169,4 @@ func (h *Handler) fail(c *gin.Context, err error) {
 		h.log.Error("order request failed", "path", c.FullPath(), "err", err)
 		problem.Abort(c, http.StatusInternalServerError, "internal error")
 	}
-}
-
-// decodeStrict decodes exactly one JSON object with no unknown fields: a
-// typo like "coupon" must not silently create an order without a coupon.
-func decodeStrict(body io.Reader, v any) error {
-	raw, err := io.ReadAll(body)
-	if err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return fmt.Errorf("trailing data after the JSON object")
-	}
-	return nil
 }

@@ -1,11 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -68,7 +65,7 @@ func (in productInput) toApp() (catalogapp.CreateProduct, error) {
 
 func (h *ProductHandlers) create(c *gin.Context) {
 	var in productInput
-	if !h.bind(c, &in) {
+	if !httpserver.DecodeJSON(c, &in) {
 		return
 	}
 	cmd, err := in.toApp()
@@ -145,7 +142,7 @@ func (h *ProductHandlers) createTemplates(c *gin.Context) {
 	var in struct {
 		Templates []productInput `json:"templates"`
 	}
-	if !h.bind(c, &in) {
+	if !httpserver.DecodeJSON(c, &in) {
 		return
 	}
 	cmds := make([]catalogapp.CreateProduct, len(in.Templates))
@@ -179,7 +176,7 @@ type copyRequestJSON struct {
 
 func (h *ProductHandlers) startCopy(c *gin.Context) {
 	var in copyRequestJSON
-	if !h.bind(c, &in) {
+	if !httpserver.DecodeJSON(c, &in) {
 		return
 	}
 	job, existed, err := h.app.StartCopy(c.Request.Context(), catalog.CopyRequest{
@@ -233,31 +230,6 @@ func (h *ProductHandlers) productID(c *gin.Context) (uint64, bool) {
 		return 0, false
 	}
 	return id, true
-}
-
-// bind decodes a JSON body strictly: unknown fields and trailing data are
-// refused, so a misspelt field is an error rather than silently ignored.
-func (h *ProductHandlers) bind(c *gin.Context, dst any) bool {
-	body, err := io.ReadAll(c.Request.Body)
-	if err != nil {
-		if httpserver.IsBodyTooLarge(err) {
-			problem.Abort(c, http.StatusRequestEntityTooLarge, "request body too large")
-			return false
-		}
-		problem.Abort(c, http.StatusBadRequest, "could not read the request body")
-		return false
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		problem.Abort(c, http.StatusBadRequest, "malformed JSON body: "+err.Error())
-		return false
-	}
-	if dec.More() {
-		problem.Abort(c, http.StatusBadRequest, "malformed JSON body: trailing data")
-		return false
-	}
-	return true
 }
 
 // fail maps a catalog error to its problem document; the one place where

@@ -1,0 +1,57 @@
+package httpserver_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/problem"
+)
+
+func TestDecodeJSON(t *testing.T) {
+	type req struct {
+		Amount int64 `json:"amount"`
+	}
+	tests := []struct {
+		name, body string
+		want       int
+	}{
+		{"one object", `{"amount":5}`, http.StatusOK},
+		{"trailing whitespace", "{\"amount\":5}\n", http.StatusOK},
+		{"unknown field", `{"amount":5,"coupon":1}`, http.StatusBadRequest},
+		{"trailing object", `{"amount":5}{"amount":6}`, http.StatusBadRequest},
+		{"trailing garbage", `{"amount":5} x`, http.StatusBadRequest},
+		{"not JSON", `amount=5`, http.StatusBadRequest},
+		{"empty", ``, http.StatusBadRequest},
+		{"over the limit", `{"amount":` + strings.Repeat("1", 64) + `}`, http.StatusRequestEntityTooLarge},
+	}
+	gin.SetMode(gin.TestMode)
+	e := gin.New()
+	e.Use(httpserver.BodyLimit(40))
+	e.POST("/", func(c *gin.Context) {
+		var r req
+		if !httpserver.DecodeJSON(c, &r) {
+			return
+		}
+		c.Status(http.StatusOK)
+	})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			// No Content-Length, so an oversized body is caught while read.
+			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body))
+			r.ContentLength = -1
+			e.ServeHTTP(rec, r)
+			if rec.Code != tt.want {
+				t.Fatalf("status %d, want %d (%s)", rec.Code, tt.want, rec.Body)
+			}
+			if tt.want != http.StatusOK && rec.Header().Get("Content-Type") != problem.ContentType {
+				t.Fatalf("content type %q, want a problem document", rec.Header().Get("Content-Type"))
+			}
+		})
+	}
+}
