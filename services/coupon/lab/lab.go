@@ -191,27 +191,48 @@ func LostAckDriver(ctx context.Context, env lab.Env, mode coupon.Mode) (lab.Resu
 	defer f.Close()
 
 	env.Note("arming: the next COMMIT is applied and its acknowledgement lost")
-	inj.LoseCommitAcks(1)
-	_, attemptErr := f.App.ProcessMessage(ctx, f.Message)
-	inj.Disarm()
-	if got := inj.Stats().CommitAcksLost; got != 1 {
-		return lab.Result{}, fmt.Errorf("expected 1 lost COMMIT ack, injected %d (attempt error: %v)", got, attemptErr)
-	}
-	if attemptErr == nil {
-		return lab.Result{}, fmt.Errorf("the attempt did not see the lost COMMIT ack")
-	}
-	env.Note("first attempt saw: %v", attemptErr)
-	if err := committedDespiteError(ctx, f); err != nil {
-		return lab.Result{}, err
-	}
-	if err := drainRetries(ctx, f.App); err != nil {
-		return lab.Result{}, err
-	}
-	n, err := CountDeductions(ctx, f.DB, f.Message.OrderNo)
+	n, err := loseOneAckThenRetry(ctx, env, f, lostAck{
+		arm:    func() { inj.LoseCommitAcks(1) },
+		disarm: inj.Disarm,
+		lost:   func() int64 { return inj.Stats().CommitAcksLost },
+		what:   "lost COMMIT ack, injected",
+	})
 	if err != nil {
 		return lab.Result{}, err
 	}
 	return result(mode, "driver", "1 lost COMMIT ACK (driver wrapper), then the scheduled retry", n), nil
+}
+
+// lostAck is one way of losing a COMMIT acknowledgement: the driver wrapper
+// or the proxy.
+type lostAck struct {
+	arm, disarm func()
+	lost        func() int64 // acknowledgements lost so far
+	what        string       // names the count in an error
+}
+
+// loseOneAckThenRetry runs the first attempt at f's message with one COMMIT
+// acknowledgement lost, checks that the attempt failed although its
+// deduction committed, lets the scheduled retries run, and counts the
+// order's deductions.
+func loseOneAckThenRetry(ctx context.Context, env lab.Env, f *Fixture, la lostAck) (int, error) {
+	la.arm()
+	_, attemptErr := f.App.ProcessMessage(ctx, f.Message)
+	la.disarm()
+	if got := la.lost(); got != 1 {
+		return 0, fmt.Errorf("expected 1 %s %d (attempt error: %v)", la.what, got, attemptErr)
+	}
+	if attemptErr == nil {
+		return 0, fmt.Errorf("the attempt did not see the lost COMMIT ack")
+	}
+	env.Note("first attempt saw: %v", attemptErr)
+	if err := committedDespiteError(ctx, f); err != nil {
+		return 0, err
+	}
+	if err := drainRetries(ctx, f.App); err != nil {
+		return 0, err
+	}
+	return CountDeductions(ctx, f.DB, f.Message.OrderNo)
 }
 
 // ConcurrentRetry runs n attempts at the same message at once, as retries

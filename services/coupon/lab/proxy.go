@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -41,23 +40,12 @@ func LostAckProxy(ctx context.Context, env lab.Env, mode coupon.Mode) (lab.Resul
 	defer f.Close()
 
 	env.Note("arming the proxy: the next COMMIT reaches the server, its reply is dropped")
-	proxy.Arm(1)
-	_, attemptErr := f.App.ProcessMessage(ctx, f.Message)
-	proxy.Disarm()
-	if got := proxy.Stats().AcksDropped; got != 1 {
-		return lab.Result{}, fmt.Errorf("expected 1 dropped COMMIT ack, the proxy dropped %d (attempt error: %v)", got, attemptErr)
-	}
-	if attemptErr == nil {
-		return lab.Result{}, fmt.Errorf("the attempt did not see the lost COMMIT ack")
-	}
-	env.Note("first attempt saw: %v", attemptErr)
-	if err := committedDespiteError(ctx, f); err != nil {
-		return lab.Result{}, err
-	}
-	if err := drainRetries(ctx, f.App); err != nil {
-		return lab.Result{}, err
-	}
-	n, err := CountDeductions(ctx, f.DB, f.Message.OrderNo)
+	n, err := loseOneAckThenRetry(ctx, env, f, lostAck{
+		arm:    func() { proxy.Arm(1) },
+		disarm: proxy.Disarm,
+		lost:   func() int64 { return int64(proxy.Stats().AcksDropped) },
+		what:   "dropped COMMIT ack, the proxy dropped",
+	})
 	if err != nil {
 		return lab.Result{}, err
 	}
