@@ -80,8 +80,33 @@ type testApp struct {
 	// answer 500, as when the COMMIT acknowledgement is lost on the wire.
 	lostAcks atomic.Int32
 	// hold, when set, parks the next execution inside its transaction until
-	// it is closed; entered is signalled once it is parked.
+	// it is closed; entered is signalled once it is parked. With holdLate
+	// it parks after CompleteInTx, holding the record's uncommitted row.
 	hold, entered chan struct{}
+	holdLate      bool
+
+	// inTx installs HandlerInTx instead of Handler.
+	inTx bool
+}
+
+// guard is one of the middleware's two ways to claim a key.
+type guard struct {
+	name string
+	opt  appOption
+	inTx bool
+}
+
+var guards = []guard{
+	{"claim first", func(*testApp, *idempotency.Config) {}, false},
+	{"claim in tx", func(a *testApp, _ *idempotency.Config) { a.inTx = true }, true},
+}
+
+// eachGuard runs f once with Handler and once with HandlerInTx on the test
+// app's routes: both must keep every promise of the package.
+func eachGuard(t *testing.T, f func(t *testing.T, g guard)) {
+	for _, g := range guards {
+		t.Run(g.name, func(t *testing.T) { f(t, g) })
+	}
 }
 
 type appOption func(*testApp, *idempotency.Config)
@@ -131,8 +156,14 @@ func newTestApp(t testing.TB, opts ...appOption) *testApp {
 	e := gin.New()
 	e.ContextWithFallback = true
 	e.Use(httpserver.Recovery(log))
-	e.POST("/orders", a.mw.Handler(), a.createOrder)
-	e.POST("/notes", a.mw.Handler(), a.createNote)
+	guard := a.mw.Handler()
+	if a.inTx {
+		guard = a.mw.HandlerInTx()
+	}
+	e.POST("/orders", guard, a.createOrder)
+	e.POST("/notes", guard, a.createNote)
+	// The order handler under the other guard too, for the benchmark.
+	e.POST("/intx/orders", a.mw.HandlerInTx(), a.createOrder)
 	// The same order handler without the middleware, for the benchmark.
 	e.POST("/unguarded/orders", a.createOrder)
 	a.handler = e
@@ -179,17 +210,20 @@ func (a *testApp) createOrder(c *gin.Context) {
 			orderNo, body, time.Now().UTC()).Error; err != nil {
 			return err
 		}
-		if a.hold != nil {
-			hold, entered := a.hold, a.entered
-			a.hold = nil
-			close(entered)
-			<-hold
+		if a.hold != nil && !a.holdLate {
+			a.park()
 		}
 		time.Sleep(a.delay)
 		if a.failures.Add(-1) >= 0 {
 			return errInjected
 		}
-		return idempotency.CompleteInTx(ctx, tx, http.StatusCreated, body)
+		if err := idempotency.CompleteInTx(ctx, tx, http.StatusCreated, body); err != nil {
+			return err
+		}
+		if a.hold != nil && a.holdLate {
+			a.park()
+		}
+		return nil
 	})
 	if err == nil && a.lostAcks.Add(-1) >= 0 {
 		err = errors.New("invalid connection") // what the driver reports when the ACK never comes
@@ -199,6 +233,14 @@ func (a *testApp) createOrder(c *gin.Context) {
 		return
 	}
 	c.Data(http.StatusCreated, idempotency.JSONContentType, body)
+}
+
+// park holds the current execution until hold is closed.
+func (a *testApp) park() {
+	hold, entered := a.hold, a.entered
+	a.hold = nil
+	close(entered)
+	<-hold
 }
 
 // createNote has no transaction of its own: the middleware stores its

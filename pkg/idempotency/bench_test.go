@@ -10,11 +10,12 @@ import (
 )
 
 // BenchmarkCreateOrder measures the throughput of the order-writing test
-// handler without and with the middleware (a fresh key per request: Redis
-// script, claim insert, handler transaction with the in-transaction
-// completion). The middleware costs one more commit per request (the claim
-// is visible to duplicates before the handler runs), so it is compared under
-// concurrency, where commits are grouped. Each runs twice: with the project's
+// handler without the middleware, with Handler (a fresh key per request:
+// Redis script, claim insert committed on its own, handler transaction with
+// the in-transaction completion) and with HandlerInTx (Redis script, the
+// claim inserted completed inside the handler's transaction: no commit of
+// its own). It runs under concurrency, where commits are grouped, as in a
+// server. Each runs twice: with the project's
 // DSN, which interpolates arguments client-side (one round trip per
 // statement), and with interpolateParams off, where go-sql-driver prepares,
 // executes and closes every statement that has arguments (three).
@@ -36,6 +37,7 @@ func BenchmarkCreateOrder(b *testing.B) {
 			}{
 				{"without", "/unguarded/orders", false},
 				{"with", "/orders", true},
+				{"with-intx", "/intx/orders", true},
 			} {
 				b.Run(bc.name, func(b *testing.B) {
 					// A server serves many requests at once; 16 per core lets

@@ -16,8 +16,9 @@ import (
 
 // Guard modes: which entry guard a service puts in front of its route.
 const (
-	// GuardFixed is Handler: the claim is a unique insert made before the
-	// handler runs. The default, and the only mode for production.
+	// GuardFixed is Handler (HandlerFor) or HandlerInTx (HandlerInTxFor):
+	// the claim is a unique insert, made before the handler runs or in its
+	// transaction. The default, and the only mode for production.
 	GuardFixed = "fixed"
 	// GuardBroken is BrokenCheckThenAct, incident 4 reproduced. Lab only.
 	GuardBroken = "broken"
@@ -34,6 +35,15 @@ func (m *Middleware) HandlerFor(mode string) gin.HandlerFunc {
 		return m.BrokenCheckThenAct()
 	}
 	panic("idempotency: unknown guard mode " + mode)
+}
+
+// HandlerInTxFor is HandlerFor for a handler that completes its record in
+// its transaction: HandlerInTx for GuardFixed.
+func (m *Middleware) HandlerInTxFor(mode string) gin.HandlerFunc {
+	if mode == GuardFixed {
+		return m.HandlerInTx()
+	}
+	return m.HandlerFor(mode)
 }
 
 // BrokenCheckThenAct is incident 4's BROKEN entry guard, kept in the code so

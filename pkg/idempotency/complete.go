@@ -17,11 +17,26 @@ type stateKey struct{}
 const ginStateKey = "oncemall.idempotency.claim"
 
 type claimState struct {
-	m     *Middleware
-	claim *Claim
+	m *Middleware
+	// claim is the key's claim: made before the handler under Handler; under
+	// HandlerInTx, pending until CompleteInTx makes it.
+	claim   *Claim
+	pending *request
 
 	mu     sync.Mutex
 	stored *Response
+	// answer is set under HandlerInTx when CompleteInTx found the key taken:
+	// the record, not the handler, answers the request.
+	answer *ClaimResult
+}
+
+func (s *claimState) answered() (ClaimResult, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answer == nil {
+		return ClaimResult{}, false
+	}
+	return *s.answer, true
 }
 
 func (s *claimState) completedInTx() (Response, bool) {
@@ -65,6 +80,9 @@ const JSONContentType = "application/json"
 // It returns ErrClaimLost when the claim was taken over meanwhile (the
 // request outlived IDEMPOTENCY_LOCK_TTL and a retry took the key): the
 // transaction must then roll back, so the retry's effect is the only one.
+// Under HandlerInTx it makes the claim itself, by inserting the completed
+// record, and returns ErrDuplicateRequest when another request with the key
+// came first: the transaction must roll back, and the middleware answers.
 // Outside the middleware (no claim in ctx) it does nothing and returns nil,
 // so a use case works the same with and without it.
 func CompleteInTx(ctx context.Context, tx *gorm.DB, status int, body []byte) error {
@@ -83,6 +101,20 @@ func CompleteResponseInTx(ctx context.Context, tx *gorm.DB, resp Response) error
 	if st == nil {
 		return nil
 	}
+	if p := st.pending; p != nil {
+		res, err := st.m.store.ClaimCompleted(ctx, tx, p.scope, p.key, p.fp, resp, st.m.cfg.Retention)
+		if err != nil {
+			return err
+		}
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if res.Outcome != Claimed {
+			st.answer, st.stored = &res, nil
+			return ErrDuplicateRequest
+		}
+		st.claim, st.stored, st.answer = res.Claim, &resp, nil
+		return nil
+	}
 	if err := st.m.store.Complete(ctx, tx, st.claim, resp, st.m.cfg.Retention); err != nil {
 		return err
 	}
@@ -96,6 +128,9 @@ func CompleteResponseInTx(ctx context.Context, tx *gorm.DB, resp Response) error
 // claimed one. A handler may store it as a business unique key too.
 func KeyFromContext(ctx context.Context) (string, bool) {
 	if st := stateFrom(ctx); st != nil {
+		if st.pending != nil {
+			return st.pending.key, true
+		}
 		return st.claim.Key, true
 	}
 	return "", false

@@ -26,15 +26,18 @@ const (
 )
 
 // entryScript sets the key to the fingerprint unless it exists, and tells
-// first (1), duplicate (2) or fingerprint mismatch (0) in one round trip.
+// first (1), duplicate (2) or fingerprint mismatch (0) in one round trip,
+// with the existing key's remaining time to live in milliseconds, from
+// which the caller reads how long ago the key was first seen.
 var entryScript = redis.NewScript(`
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
-  return 1
+  return {1, 0}
 end
+local ttl = redis.call('PTTL', KEYS[1])
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return 2
+  return {2, ttl}
 end
-return 0`)
+return {0, ttl}`)
 
 // forgetScript deletes the key only while it holds our fingerprint.
 var forgetScript = redis.NewScript(`
@@ -65,18 +68,29 @@ func (e *Entry) redisKey(scope, key string) string {
 
 // Check records (scope, key) with fingerprint fp and answers what Redis knew.
 func (e *Entry) Check(ctx context.Context, scope, key, fp string) (Hint, error) {
+	h, _, err := e.CheckAge(ctx, scope, key, fp)
+	return h, err
+}
+
+// CheckAge is Check that also tells, for a key Redis had seen, how long ago
+// it was first seen (zero for HintFirst).
+func (e *Entry) CheckAge(ctx context.Context, scope, key, fp string) (Hint, time.Duration, error) {
 	secs := max(int64(e.ttl/time.Second), 1)
-	n, err := entryScript.Run(ctx, e.rdb, []string{e.redisKey(scope, key)}, fp, secs).Int()
+	res, err := entryScript.Run(ctx, e.rdb, []string{e.redisKey(scope, key)}, fp, secs).Int64Slice()
 	if err != nil {
-		return HintFirst, fmt.Errorf("idempotency: entry check: %w", err)
+		return HintFirst, 0, fmt.Errorf("idempotency: entry check: %w", err)
 	}
-	switch n {
+	if len(res) != 2 {
+		return HintFirst, 0, fmt.Errorf("idempotency: entry check: unexpected answer %v", res)
+	}
+	age := time.Duration(secs)*time.Second - time.Duration(res[1])*time.Millisecond
+	switch res[0] {
 	case 1:
-		return HintFirst, nil
+		return HintFirst, 0, nil
 	case 2:
-		return HintDuplicate, nil
+		return HintDuplicate, age, nil
 	default:
-		return HintMismatch, nil
+		return HintMismatch, age, nil
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +47,8 @@ type Middleware struct {
 	log      *slog.Logger
 	metrics  *metrics
 	lastWarn atomic.Int64 // unix nanos of the last Redis fallback warning
+	// unguarded holds the routes HandlerInTx warned about (warnUnguarded).
+	unguarded sync.Map
 }
 
 // New returns the middleware over db (with Migrations applied) and rdb, the
@@ -68,46 +71,67 @@ func New(db *gorm.DB, rdb redis.Scripter, cfg Config, log *slog.Logger, reg prom
 // Store returns the middleware's record store (for the archiver and tests).
 func (m *Middleware) Store() *Store { return m.store }
 
+// request is what the middleware reads from a guarded request before it
+// decides anything.
+type request struct {
+	scope, key, fp string
+}
+
+// parse validates the key and the caller, reads the body (putting it back
+// for the handler) and computes the scope and fingerprint. On bad input it
+// answers and returns false.
+func (m *Middleware) parse(c *gin.Context) (request, bool) {
+	raw := c.GetHeader(HeaderKey)
+	if raw == "" {
+		m.reject(c, outcomeMissing, http.StatusBadRequest, "the Idempotency-Key header is required on this endpoint")
+		return request{}, false
+	}
+	key, err := ParseKey(raw)
+	if err != nil {
+		m.reject(c, outcomeInvalid, http.StatusBadRequest, err.Error())
+		return request{}, false
+	}
+	caller := c.GetHeader(m.cfg.CallerHeader)
+	if caller == "" {
+		caller = anonymousCaller
+	} else if len(caller) > maxCallerLen || !printableASCII(caller) {
+		m.reject(c, outcomeInvalid, http.StatusBadRequest, m.cfg.CallerHeader+": "+errCallerFormat.Error())
+		return request{}, false
+	}
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			problem.Abort(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooLarge.Limit))
+			return request{}, false
+		}
+		problem.Abort(c, http.StatusBadRequest, "could not read the request body")
+		return request{}, false
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+
+	route := c.FullPath()
+	if route == "" {
+		route = c.Request.URL.Path
+	}
+	return request{scope: scopeOf(caller, c.Request.Method, route), key: key, fp: Fingerprint(c.Request.Method, route, body)}, true
+}
+
 // Handler returns the gin middleware. Install it on the routes that need it:
 //
 //	r.POST("/orders", idem.Handler(), h.createOrder)
+//
+// It claims the key with a statement of its own, committed before the
+// handler runs, so it guards any handler. A handler whose effect is one
+// database transaction ending with CompleteInTx can use HandlerInTx, which
+// saves that commit.
 func (m *Middleware) Handler() gin.HandlerFunc {
 	return func(c *gin.Context) {
-		raw := c.GetHeader(HeaderKey)
-		if raw == "" {
-			m.reject(c, outcomeMissing, http.StatusBadRequest, "the Idempotency-Key header is required on this endpoint")
+		req, ok := m.parse(c)
+		if !ok {
 			return
 		}
-		key, err := ParseKey(raw)
-		if err != nil {
-			m.reject(c, outcomeInvalid, http.StatusBadRequest, err.Error())
-			return
-		}
-		caller := c.GetHeader(m.cfg.CallerHeader)
-		if caller == "" {
-			caller = anonymousCaller
-		} else if len(caller) > maxCallerLen || !printableASCII(caller) {
-			m.reject(c, outcomeInvalid, http.StatusBadRequest, m.cfg.CallerHeader+": "+errCallerFormat.Error())
-			return
-		}
-		body, err := io.ReadAll(c.Request.Body)
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				problem.Abort(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooLarge.Limit))
-				return
-			}
-			problem.Abort(c, http.StatusBadRequest, "could not read the request body")
-			return
-		}
-		c.Request.Body = io.NopCloser(bytes.NewReader(body))
-
-		route := c.FullPath()
-		if route == "" {
-			route = c.Request.URL.Path
-		}
-		scope := scopeOf(caller, c.Request.Method, route)
-		fp := Fingerprint(c.Request.Method, route, body)
+		scope, key, fp := req.scope, req.key, req.fp
 		ctx := c.Request.Context()
 
 		res, err := m.store.Claim(ctx, scope, key, fp, m.cfg.LockTTL, m.cfg.Retention, m.hint(ctx, scope, key, fp) != HintFirst)
@@ -116,44 +140,57 @@ func (m *Middleware) Handler() gin.HandlerFunc {
 			problem.Abort(c, http.StatusServiceUnavailable, "the idempotency store is unavailable; retry with the same Idempotency-Key")
 			return
 		}
-		switch res.Outcome {
-		case Mismatch:
-			m.reject(c, outcomeMismatch, http.StatusUnprocessableEntity,
-				"this Idempotency-Key was already used with a different request; use a new key for a new request")
-		case InProgress:
-			// Most requests finish well within a second, so the client is
-			// asked to come back in one, not when the holder's lock would run
-			// out (up to IDEMPOTENCY_LOCK_TTL, which only a crashed holder
-			// reaches).
-			c.Header("Retry-After", retryAfterSeconds)
-			m.reject(c, outcomeConflict, http.StatusConflict,
-				"a request with this Idempotency-Key is still being processed; retry later with the same key")
-		case Replay:
-			m.metrics.requests.WithLabelValues(outcomeReplayed).Inc()
-			replay(c, res.Record.Response)
-		case Claimed:
+		if res.Outcome == Claimed {
 			m.metrics.requests.WithLabelValues(outcomeFirst).Inc()
 			m.run(c, res.Claim)
+			return
 		}
+		m.answer(c, res)
+	}
+}
+
+// answer writes the response of a request that does not run the handler:
+// 422, 409 or the stored response replayed.
+func (m *Middleware) answer(c *gin.Context, res ClaimResult) {
+	switch res.Outcome {
+	case Mismatch:
+		m.reject(c, outcomeMismatch, http.StatusUnprocessableEntity,
+			"this Idempotency-Key was already used with a different request; use a new key for a new request")
+	case InProgress:
+		// Most requests finish well within a second, so the client is asked
+		// to come back in one, not when the holder's lock would run out (up
+		// to IDEMPOTENCY_LOCK_TTL, which only a crashed holder reaches).
+		c.Header("Retry-After", retryAfterSeconds)
+		m.reject(c, outcomeConflict, http.StatusConflict,
+			"a request with this Idempotency-Key is still being processed; retry later with the same key")
+	case Replay:
+		m.metrics.requests.WithLabelValues(outcomeReplayed).Inc()
+		replay(c, res.Record.Response)
 	}
 }
 
 // hint asks the entry layer; when Redis fails it answers HintFirst, so the
 // database insert decides alone, and logs (at most every 10 s) and counts.
 func (m *Middleware) hint(ctx context.Context, scope, key, fp string) Hint {
+	h, _ := m.hintAge(ctx, scope, key, fp)
+	return h
+}
+
+// hintAge is hint with the age of the entry Redis had (see Entry.CheckAge).
+func (m *Middleware) hintAge(ctx context.Context, scope, key, fp string) (Hint, time.Duration) {
 	if m.entry == nil {
-		return HintFirst
+		return HintFirst, 0
 	}
-	h, err := m.entry.Check(ctx, scope, key, fp)
+	h, age, err := m.entry.CheckAge(ctx, scope, key, fp)
 	if err != nil {
 		m.metrics.fallbacks.Inc()
 		now := time.Now().UnixNano()
 		if last := m.lastWarn.Load(); now-last > int64(10*time.Second) && m.lastWarn.CompareAndSwap(last, now) {
 			m.log.WarnContext(ctx, "idempotency entry layer unavailable, deciding on the database alone", "err", err)
 		}
-		return HintFirst
+		return HintFirst, 0
 	}
-	return h
+	return h, age
 }
 
 func (m *Middleware) reject(c *gin.Context, outcome string, status int, detail string) {

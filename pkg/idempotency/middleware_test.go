@@ -16,83 +16,89 @@ import (
 const orderBody = `{"sku":"SKU-1","quantity":2}`
 
 func TestConcurrentRequestsWithOneKeyCreateOneOrder(t *testing.T) {
-	app := newTestApp(t)
-	app.delay = 50 * time.Millisecond // keep the first in progress while the others arrive
+	eachGuard(t, func(t *testing.T, g guard) {
+		app := newTestApp(t, g.opt)
+		app.delay = 50 * time.Millisecond // keep the first in progress while the others arrive
 
-	rs := idempotencytest.Race(app.handler, 50, app.order(idempotencytest.NewKey(), "u1", orderBody))
+		rs := idempotencytest.Race(app.handler, 50, app.order(idempotencytest.NewKey(), "u1", orderBody))
 
-	if n := app.orders(t); n != 1 {
-		t.Fatalf("%d orders for one key, want 1", n)
-	}
-	body := idempotencytest.CheckOneEffect(t, rs, http.StatusCreated)
-	var o map[string]any
-	if err := json.Unmarshal(body, &o); err != nil || o["order_no"] == "" {
-		t.Fatalf("201 body is not the order: %s", body)
-	}
-	if got := app.metric(t, "idempotency_requests_total", "first"); got != 1 {
-		t.Errorf("first=%d, want 1", got)
-	}
+		if n := app.orders(t); n != 1 {
+			t.Fatalf("%d orders for one key, want 1", n)
+		}
+		body := idempotencytest.CheckOneEffect(t, rs, http.StatusCreated)
+		var o map[string]any
+		if err := json.Unmarshal(body, &o); err != nil || o["order_no"] == "" {
+			t.Fatalf("201 body is not the order: %s", body)
+		}
+		if got := app.metric(t, "idempotency_requests_total", "first"); got != 1 {
+			t.Errorf("first=%d, want 1", got)
+		}
+	})
 }
 
 func TestSequentialRetriesReplayTheFirstResponse(t *testing.T) {
-	app := newTestApp(t)
-	rs := idempotencytest.Sequential(app.handler, 5, app.order(idempotencytest.NewKey(), "u1", orderBody))
+	eachGuard(t, func(t *testing.T, g guard) {
+		app := newTestApp(t, g.opt)
+		rs := idempotencytest.Sequential(app.handler, 5, app.order(idempotencytest.NewKey(), "u1", orderBody))
 
-	if n := app.orders(t); n != 1 {
-		t.Fatalf("%d orders after 5 retries, want 1", n)
-	}
-	for i, r := range rs {
-		if r.Status != http.StatusCreated || string(r.Body) != string(rs[0].Body) {
-			t.Errorf("response %d: %d %s, want the first 201 %s", i, r.Status, r.Body, rs[0].Body)
+		if n := app.orders(t); n != 1 {
+			t.Fatalf("%d orders after 5 retries, want 1", n)
 		}
-		if r.Header.Get("Content-Type") != idempotency.JSONContentType {
-			t.Errorf("response %d: Content-Type %q", i, r.Header.Get("Content-Type"))
+		for i, r := range rs {
+			if r.Status != http.StatusCreated || string(r.Body) != string(rs[0].Body) {
+				t.Errorf("response %d: %d %s, want the first 201 %s", i, r.Status, r.Body, rs[0].Body)
+			}
+			if r.Header.Get("Content-Type") != idempotency.JSONContentType {
+				t.Errorf("response %d: Content-Type %q", i, r.Header.Get("Content-Type"))
+			}
+			if want := i > 0; r.Replayed != want {
+				t.Errorf("response %d: replayed=%v, want %v", i, r.Replayed, want)
+			}
 		}
-		if want := i > 0; r.Replayed != want {
-			t.Errorf("response %d: replayed=%v, want %v", i, r.Replayed, want)
+		if got := app.metric(t, "idempotency_requests_total", "replayed"); got != 4 {
+			t.Errorf("replayed=%d, want 4", got)
 		}
-	}
-	if got := app.metric(t, "idempotency_requests_total", "replayed"); got != 4 {
-		t.Errorf("replayed=%d, want 4", got)
-	}
+	})
 }
 
 func TestSameKeyDifferentBodyIsRefusedAndWritesNothing(t *testing.T) {
-	app := newTestApp(t)
-	key := idempotencytest.NewKey()
-	first := idempotencytest.Do(app.handler, app.order(key, "u1", orderBody))
-	if first.Status != http.StatusCreated {
-		t.Fatalf("first: %d %s", first.Status, first.Body)
-	}
+	eachGuard(t, func(t *testing.T, g guard) {
+		app := newTestApp(t, g.opt)
+		key := idempotencytest.NewKey()
+		first := idempotencytest.Do(app.handler, app.order(key, "u1", orderBody))
+		if first.Status != http.StatusCreated {
+			t.Fatalf("first: %d %s", first.Status, first.Body)
+		}
 
-	// The same JSON with other key order and spacing is the same request.
-	same := idempotencytest.Do(app.handler, app.order(key, "u1", "{ \"quantity\": 2,\n \"sku\": \"SKU-1\" }"))
-	if same.Status != http.StatusCreated || !same.Replayed || string(same.Body) != string(first.Body) {
-		t.Fatalf("reformatted body: %d replayed=%v %s", same.Status, same.Replayed, same.Body)
-	}
+		// The same JSON with other key order and spacing is the same request.
+		same := idempotencytest.Do(app.handler, app.order(key, "u1", "{ \"quantity\": 2,\n \"sku\": \"SKU-1\" }"))
+		if same.Status != http.StatusCreated || !same.Replayed || string(same.Body) != string(first.Body) {
+			t.Fatalf("reformatted body: %d replayed=%v %s", same.Status, same.Replayed, same.Body)
+		}
 
-	other := idempotencytest.Do(app.handler, app.order(key, "u1", `{"sku":"SKU-1","quantity":3}`))
-	idempotencytest.CheckProblem(t, other, http.StatusUnprocessableEntity)
-	if n := app.orders(t); n != 1 {
-		t.Fatalf("%d orders, want 1: the mismatched request must write nothing", n)
-	}
+		other := idempotencytest.Do(app.handler, app.order(key, "u1", `{"sku":"SKU-1","quantity":3}`))
+		idempotencytest.CheckProblem(t, other, http.StatusUnprocessableEntity)
+		if n := app.orders(t); n != 1 {
+			t.Fatalf("%d orders, want 1: the mismatched request must write nothing", n)
+		}
 
-	// The entry layer is only a hint: with Redis flushed, the database still
-	// tells the mismatch and the replay.
-	testenv.Must(t, flushPrefix(app))
-	other = idempotencytest.Do(app.handler, app.order(key, "u1", `{"sku":"SKU-2","quantity":2}`))
-	idempotencytest.CheckProblem(t, other, http.StatusUnprocessableEntity)
-	testenv.Must(t, flushPrefix(app))
-	again := idempotencytest.Do(app.handler, app.order(key, "u1", orderBody))
-	if again.Status != http.StatusCreated || !again.Replayed || string(again.Body) != string(first.Body) {
-		t.Fatalf("replay after a Redis flush: %d replayed=%v %s", again.Status, again.Replayed, again.Body)
-	}
-	if n := app.orders(t); n != 1 {
-		t.Fatalf("%d orders, want 1", n)
-	}
-	if got := app.metric(t, "idempotency_requests_total", "mismatch"); got != 2 {
-		t.Errorf("mismatch=%d, want 2", got)
-	}
+		// The entry layer is only a hint: with Redis flushed, the database still
+		// tells the mismatch and the replay.
+		testenv.Must(t, flushPrefix(app))
+		other = idempotencytest.Do(app.handler, app.order(key, "u1", `{"sku":"SKU-2","quantity":2}`))
+		idempotencytest.CheckProblem(t, other, http.StatusUnprocessableEntity)
+		testenv.Must(t, flushPrefix(app))
+		again := idempotencytest.Do(app.handler, app.order(key, "u1", orderBody))
+		if again.Status != http.StatusCreated || !again.Replayed || string(again.Body) != string(first.Body) {
+			t.Fatalf("replay after a Redis flush: %d replayed=%v %s", again.Status, again.Replayed, again.Body)
+		}
+		if n := app.orders(t); n != 1 {
+			t.Fatalf("%d orders, want 1", n)
+		}
+		if got := app.metric(t, "idempotency_requests_total", "mismatch"); got != 2 {
+			t.Errorf("mismatch=%d, want 2", got)
+		}
+	})
 }
 
 func flushPrefix(app *testApp) error {
@@ -105,126 +111,138 @@ func flushPrefix(app *testApp) error {
 }
 
 func TestMissingOrMalformedKeyIs400(t *testing.T) {
-	app := newTestApp(t)
-	cases := map[string]string{
-		"missing":   "",
-		"too short": "abc1234",
-		"too long":  strings.Repeat("k", 256),
-		"non-ascii": "clé-de-commande",
-		"control":   "key\x01with-control",
-	}
-	for name, key := range cases {
-		t.Run(name, func(t *testing.T) {
-			r := idempotencytest.Do(app.handler, app.order(key, "u1", orderBody))
-			idempotencytest.CheckProblem(t, r, http.StatusBadRequest)
-		})
-	}
-	if n := app.orders(t); n != 0 {
-		t.Fatalf("%d orders written by refused requests", n)
-	}
-	if got := app.metric(t, "idempotency_requests_total", "missing"); got != 1 {
-		t.Errorf("missing=%d, want 1", got)
-	}
-	// Boundaries and the structured-field quoted form are accepted.
-	for _, key := range []string{strings.Repeat("k", 8), strings.Repeat("k", 255), `"quoted-key-1"`} {
-		if r := idempotencytest.Do(app.handler, app.order(key, "u1", orderBody)); r.Status != http.StatusCreated {
-			t.Errorf("key %q: %d %s", key, r.Status, r.Body)
+	eachGuard(t, func(t *testing.T, g guard) {
+		app := newTestApp(t, g.opt)
+		cases := map[string]string{
+			"missing":   "",
+			"too short": "abc1234",
+			"too long":  strings.Repeat("k", 256),
+			"non-ascii": "clé-de-commande",
+			"control":   "key\x01with-control",
 		}
-	}
+		for name, key := range cases {
+			t.Run(name, func(t *testing.T) {
+				r := idempotencytest.Do(app.handler, app.order(key, "u1", orderBody))
+				idempotencytest.CheckProblem(t, r, http.StatusBadRequest)
+			})
+		}
+		if n := app.orders(t); n != 0 {
+			t.Fatalf("%d orders written by refused requests", n)
+		}
+		if got := app.metric(t, "idempotency_requests_total", "missing"); got != 1 {
+			t.Errorf("missing=%d, want 1", got)
+		}
+		// Boundaries and the structured-field quoted form are accepted.
+		for _, key := range []string{strings.Repeat("k", 8), strings.Repeat("k", 255), `"quoted-key-1"`} {
+			if r := idempotencytest.Do(app.handler, app.order(key, "u1", orderBody)); r.Status != http.StatusCreated {
+				t.Errorf("key %q: %d %s", key, r.Status, r.Body)
+			}
+		}
+	})
 }
 
 func TestRedisDownStillOneOrder(t *testing.T) {
-	app := newTestApp(t, withDeadRedis())
-	app.delay = 50 * time.Millisecond
+	eachGuard(t, func(t *testing.T, g guard) {
+		app := newTestApp(t, g.opt, withDeadRedis())
+		app.delay = 50 * time.Millisecond
 
-	rs := idempotencytest.Race(app.handler, 50, app.order(idempotencytest.NewKey(), "u1", orderBody))
+		rs := idempotencytest.Race(app.handler, 50, app.order(idempotencytest.NewKey(), "u1", orderBody))
 
-	if n := app.orders(t); n != 1 {
-		t.Fatalf("%d orders with Redis down, want 1", n)
-	}
-	idempotencytest.CheckOneEffect(t, rs, http.StatusCreated)
-	if got := app.metric(t, "idempotency_redis_fallbacks_total", ""); got != 50 {
-		t.Errorf("redis fallbacks=%d, want 50", got)
-	}
+		if n := app.orders(t); n != 1 {
+			t.Fatalf("%d orders with Redis down, want 1", n)
+		}
+		idempotencytest.CheckOneEffect(t, rs, http.StatusCreated)
+		if got := app.metric(t, "idempotency_redis_fallbacks_total", ""); got != 50 {
+			t.Errorf("redis fallbacks=%d, want 50", got)
+		}
+	})
 }
 
 func TestTransientFailureReleasesTheKey(t *testing.T) {
-	app := newTestApp(t)
-	req := app.order(idempotencytest.NewKey(), "u1", orderBody)
+	eachGuard(t, func(t *testing.T, g guard) {
+		app := newTestApp(t, g.opt)
+		req := app.order(idempotencytest.NewKey(), "u1", orderBody)
 
-	app.failures.Store(1)
-	first := idempotencytest.Do(app.handler, req)
-	idempotencytest.CheckProblem(t, first, http.StatusInternalServerError)
-	if n := app.orders(t); n != 0 {
-		t.Fatalf("the failed execution left %d orders", n)
-	}
-	if n := app.records(t); n != 0 {
-		t.Fatalf("the failed execution left its claim (%d records)", n)
-	}
+		app.failures.Store(1)
+		first := idempotencytest.Do(app.handler, req)
+		idempotencytest.CheckProblem(t, first, http.StatusInternalServerError)
+		if n := app.orders(t); n != 0 {
+			t.Fatalf("the failed execution left %d orders", n)
+		}
+		if n := app.records(t); n != 0 {
+			t.Fatalf("the failed execution left its claim (%d records)", n)
+		}
 
-	app.panics.Store(1)
-	second := idempotencytest.Do(app.handler, req)
-	idempotencytest.CheckProblem(t, second, http.StatusInternalServerError)
+		app.panics.Store(1)
+		second := idempotencytest.Do(app.handler, req)
+		idempotencytest.CheckProblem(t, second, http.StatusInternalServerError)
 
-	third := idempotencytest.Do(app.handler, req)
-	if third.Status != http.StatusCreated || third.Replayed {
-		t.Fatalf("retry after failures: %d replayed=%v %s, want a fresh 201", third.Status, third.Replayed, third.Body)
-	}
-	fourth := idempotencytest.Do(app.handler, req)
-	if fourth.Status != http.StatusCreated || !fourth.Replayed || string(fourth.Body) != string(third.Body) {
-		t.Fatalf("after success: %d replayed=%v", fourth.Status, fourth.Replayed)
-	}
-	if n := app.orders(t); n != 1 {
-		t.Fatalf("%d orders, want 1", n)
-	}
-	if got := app.metric(t, "idempotency_claims_released_total", ""); got != 2 {
-		t.Errorf("released=%d, want 2", got)
-	}
+		third := idempotencytest.Do(app.handler, req)
+		if third.Status != http.StatusCreated || third.Replayed {
+			t.Fatalf("retry after failures: %d replayed=%v %s, want a fresh 201", third.Status, third.Replayed, third.Body)
+		}
+		fourth := idempotencytest.Do(app.handler, req)
+		if fourth.Status != http.StatusCreated || !fourth.Replayed || string(fourth.Body) != string(third.Body) {
+			t.Fatalf("after success: %d replayed=%v", fourth.Status, fourth.Replayed)
+		}
+		if n := app.orders(t); n != 1 {
+			t.Fatalf("%d orders, want 1", n)
+		}
+		if got := app.metric(t, "idempotency_claims_released_total", ""); got != 2 {
+			t.Errorf("released=%d, want 2", got)
+		}
+	})
 }
 
 func TestDeterministicClientErrorIsStoredAndReplayed(t *testing.T) {
-	app := newTestApp(t)
-	req := app.order(idempotencytest.NewKey(), "u1", `{"sku":"","quantity":1}`)
-	rs := idempotencytest.Sequential(app.handler, 3, req)
-	for i, r := range rs {
-		idempotencytest.CheckProblem(t, r, http.StatusBadRequest)
-		if string(r.Body) != string(rs[0].Body) || r.Replayed != (i > 0) {
-			t.Errorf("response %d: replayed=%v %s", i, r.Replayed, r.Body)
+	eachGuard(t, func(t *testing.T, g guard) {
+		app := newTestApp(t, g.opt)
+		req := app.order(idempotencytest.NewKey(), "u1", `{"sku":"","quantity":1}`)
+		rs := idempotencytest.Sequential(app.handler, 3, req)
+		for i, r := range rs {
+			idempotencytest.CheckProblem(t, r, http.StatusBadRequest)
+			if string(r.Body) != string(rs[0].Body) || r.Replayed != (i > 0) {
+				t.Errorf("response %d: replayed=%v %s", i, r.Replayed, r.Body)
+			}
 		}
-	}
+	})
 }
 
 func TestTwoUsersWithOneKeyGetTwoOrders(t *testing.T) {
-	app := newTestApp(t)
-	key := idempotencytest.NewKey()
-	a := idempotencytest.Do(app.handler, app.order(key, "alice", orderBody))
-	b := idempotencytest.Do(app.handler, app.order(key, "bob", orderBody))
-	if a.Status != http.StatusCreated || b.Status != http.StatusCreated || a.Replayed || b.Replayed {
-		t.Fatalf("alice %d replayed=%v, bob %d replayed=%v", a.Status, a.Replayed, b.Status, b.Replayed)
-	}
-	if string(a.Body) == string(b.Body) {
-		t.Fatal("bob got alice's order")
-	}
-	if n := app.orders(t); n != 2 {
-		t.Fatalf("%d orders, want 2", n)
-	}
+	eachGuard(t, func(t *testing.T, g guard) {
+		app := newTestApp(t, g.opt)
+		key := idempotencytest.NewKey()
+		a := idempotencytest.Do(app.handler, app.order(key, "alice", orderBody))
+		b := idempotencytest.Do(app.handler, app.order(key, "bob", orderBody))
+		if a.Status != http.StatusCreated || b.Status != http.StatusCreated || a.Replayed || b.Replayed {
+			t.Fatalf("alice %d replayed=%v, bob %d replayed=%v", a.Status, a.Replayed, b.Status, b.Replayed)
+		}
+		if string(a.Body) == string(b.Body) {
+			t.Fatal("bob got alice's order")
+		}
+		if n := app.orders(t); n != 2 {
+			t.Fatalf("%d orders, want 2", n)
+		}
+	})
 }
 
 func TestHandlerWithoutTransactionIsRecordedByTheMiddleware(t *testing.T) {
-	app := newTestApp(t)
-	req := idempotencytest.Request{Path: "/notes", Key: idempotencytest.NewKey(), CallerHeader: callerHeader, Caller: "u1", Body: []byte(`{"text":"hi"}`)}
-	rs := idempotencytest.Sequential(app.handler, 3, req)
-	for i, r := range rs {
-		if r.Status != http.StatusCreated || string(r.Body) != string(rs[0].Body) {
-			t.Fatalf("response %d: %d %s", i, r.Status, r.Body)
+	eachGuard(t, func(t *testing.T, g guard) {
+		app := newTestApp(t, g.opt)
+		req := idempotencytest.Request{Path: "/notes", Key: idempotencytest.NewKey(), CallerHeader: callerHeader, Caller: "u1", Body: []byte(`{"text":"hi"}`)}
+		rs := idempotencytest.Sequential(app.handler, 3, req)
+		for i, r := range rs {
+			if r.Status != http.StatusCreated || string(r.Body) != string(rs[0].Body) {
+				t.Fatalf("response %d: %d %s", i, r.Status, r.Body)
+			}
+			if r.Header.Get("Location") != rs[0].Header.Get("Location") || r.Header.Get("Content-Type") != rs[0].Header.Get("Content-Type") {
+				t.Errorf("response %d: headers %v, want %v", i, r.Header, rs[0].Header)
+			}
 		}
-		if r.Header.Get("Location") != rs[0].Header.Get("Location") || r.Header.Get("Content-Type") != rs[0].Header.Get("Content-Type") {
-			t.Errorf("response %d: headers %v, want %v", i, r.Header, rs[0].Header)
+		if !rs[1].Replayed || rs[0].Replayed {
+			t.Error("replay marks wrong")
 		}
-	}
-	if !rs[1].Replayed || rs[0].Replayed {
-		t.Error("replay marks wrong")
-	}
+	})
 }
 
 // TestStaleClaimIsTakenOverAndTheOldOwnerRollsBack parks a request inside its
@@ -272,24 +290,37 @@ func TestStaleClaimIsTakenOverAndTheOldOwnerRollsBack(t *testing.T) {
 // TestLostCommitAckIsReplayedNotRerun: the handler's transaction commits (the
 // order and the record's completion together) but the handler answers 500,
 // as it would when the COMMIT acknowledgement is lost. The key must not be
-// released: the retry is answered from the committed record.
+// released: the retry is answered from the committed record. HandlerInTx
+// looks for a committed record before it lets a 5xx out, so there even the
+// first answer is the committed 201.
 func TestLostCommitAckIsReplayedNotRerun(t *testing.T) {
-	app := newTestApp(t)
-	req := app.order(idempotencytest.NewKey(), "u1", orderBody)
-	app.lostAcks.Store(1)
-	first := idempotencytest.Do(app.handler, req)
-	idempotencytest.CheckProblem(t, first, http.StatusInternalServerError)
+	eachGuard(t, func(t *testing.T, g guard) {
+		app := newTestApp(t, g.opt)
+		req := app.order(idempotencytest.NewKey(), "u1", orderBody)
+		app.lostAcks.Store(1)
+		first := idempotencytest.Do(app.handler, req)
+		if g.inTx {
+			if first.Status != http.StatusCreated || !first.Replayed {
+				t.Fatalf("first: %d replayed=%v %s, want the committed 201", first.Status, first.Replayed, first.Body)
+			}
+		} else {
+			idempotencytest.CheckProblem(t, first, http.StatusInternalServerError)
+		}
 
-	retry := idempotencytest.Do(app.handler, req)
-	if retry.Status != http.StatusCreated || !retry.Replayed {
-		t.Fatalf("retry: %d replayed=%v %s, want the committed 201 replayed", retry.Status, retry.Replayed, retry.Body)
-	}
-	if n := app.orders(t); n != 1 {
-		t.Fatalf("%d orders, want 1", n)
-	}
-	if got := app.metric(t, "idempotency_claims_released_total", ""); got != 0 {
-		t.Errorf("released=%d, want 0", got)
-	}
+		retry := idempotencytest.Do(app.handler, req)
+		if retry.Status != http.StatusCreated || !retry.Replayed {
+			t.Fatalf("retry: %d replayed=%v %s, want the committed 201 replayed", retry.Status, retry.Replayed, retry.Body)
+		}
+		if g.inTx && string(retry.Body) != string(first.Body) {
+			t.Fatalf("retry %s, first %s", retry.Body, first.Body)
+		}
+		if n := app.orders(t); n != 1 {
+			t.Fatalf("%d orders, want 1", n)
+		}
+		if got := app.metric(t, "idempotency_claims_released_total", ""); got != 0 {
+			t.Errorf("released=%d, want 0", got)
+		}
+	})
 }
 
 func TestEntryLayerAnswers(t *testing.T) {
@@ -329,20 +360,22 @@ func TestEntryLayerAnswers(t *testing.T) {
 // crashed request would, lets its lock run out, and races 30 retries at it:
 // the conditional take-over must let exactly one of them run.
 func TestConcurrentTakeOverOfAStaleClaimHasOneWinner(t *testing.T) {
-	app := newTestApp(t)
-	app.delay = 30 * time.Millisecond
-	req := app.order(idempotencytest.NewKey(), "u1", orderBody)
+	eachGuard(t, func(t *testing.T, g guard) {
+		app := newTestApp(t, g.opt)
+		app.delay = 30 * time.Millisecond
+		req := app.order(idempotencytest.NewKey(), "u1", orderBody)
 
-	// The crashed request's claim: PROCESSING, its lock already run out.
-	testenv.Must(t, app.db.Exec(`INSERT INTO idempotency_record
+		// The crashed request's claim: PROCESSING, its lock already run out.
+		testenv.Must(t, app.db.Exec(`INSERT INTO idempotency_record
 		(scope, idem_key, fingerprint, status, owner, locked_until, expire_time, created_at, updated_at)
 		VALUES (?, ?, ?, 'PROCESSING', 'crashed-owner-0000000000000000', ?, ?, ?, ?)`,
-		"u1 POST /orders", req.Key, idempotency.Fingerprint(http.MethodPost, "/orders", req.Body),
-		time.Now().UTC().Add(-time.Second), time.Now().UTC().Add(time.Hour), time.Now().UTC(), time.Now().UTC()).Error)
+			"u1 POST /orders", req.Key, idempotency.Fingerprint(http.MethodPost, "/orders", req.Body),
+			time.Now().UTC().Add(-time.Second), time.Now().UTC().Add(time.Hour), time.Now().UTC(), time.Now().UTC()).Error)
 
-	rs := idempotencytest.Race(app.handler, 30, req)
-	if n := app.orders(t); n != 1 {
-		t.Fatalf("%d orders after racing a stale claim, want 1", n)
-	}
-	idempotencytest.CheckOneEffect(t, rs, http.StatusCreated)
+		rs := idempotencytest.Race(app.handler, 30, req)
+		if n := app.orders(t); n != 1 {
+			t.Fatalf("%d orders after racing a stale claim, want 1", n)
+		}
+		idempotencytest.CheckOneEffect(t, rs, http.StatusCreated)
+	})
 }

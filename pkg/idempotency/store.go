@@ -76,6 +76,9 @@ type ClaimResult struct {
 	Claim   *Claim        // set when Claimed
 	Record  *Record       // set when Replay
 	Wait    time.Duration // set when InProgress: how long the holder's lock still runs
+	// Stale (with InProgress, from ClaimCompleted): Record is past its
+	// retention or an expired claim, to clear with ClearStale.
+	Stale bool
 }
 
 // Store keeps idempotency records in the service's database.
@@ -191,17 +194,122 @@ func (s *Store) takeOver(ctx context.Context, rec *Record, c *Claim, now time.Ti
 	return n == 1, nil
 }
 
+// ClaimCompleted claims (scope, key) and stores resp as its outcome in the
+// same statement, through tx: the handler's business transaction (nil: the
+// store's own database, one autocommitted statement). It is the claim of
+// Middleware.HandlerInTx, made last in the business transaction, so a
+// guarded request costs that transaction one insert and no commit of its
+// own.
+//
+// The unique key decides as in Claim: of concurrent transactions inserting
+// one key, the first to insert goes on, and the others wait on its
+// uncommitted row. When it commits they fail with a duplicate key, read the
+// committed record with a shared lock (a locking read sees the latest
+// commit, not the transaction's snapshot; shared, so the waiters do not
+// deadlock each other) and answer Replay, Mismatch or InProgress. When it
+// rolls back, the first waiter's insert goes through.
+//
+// A record past its retention, or a PROCESSING claim whose lock ran out
+// (left by Handler on the same route before a deployment switched it), is
+// not taken over here: every waiter holds a shared lock on it, and two of
+// them upgrading to write it would deadlock. The answer is InProgress with
+// Stale set; the caller rolls back, clears the record with ClearStale and
+// asks the client to retry.
+func (s *Store) ClaimCompleted(ctx context.Context, tx *gorm.DB, scope, key, fp string, resp Response, retention time.Duration) (ClaimResult, error) {
+	if tx == nil {
+		tx = s.db
+	}
+	enc, err := encode(resp)
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	for range maxClaimAttempts {
+		now := s.now()
+		owner := newOwner()
+		res, err := execSQL(ctx, tx, `INSERT INTO idempotency_record
+			(scope, idem_key, fingerprint, status, owner, response_status, response_headers, response_body,
+			 locked_until, expire_time, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			scope, key, fp, enc.recordStatus, owner, enc.status, enc.headers, enc.body,
+			now, now.Add(retention), now, now)
+		if err == nil {
+			id, err := res.LastInsertId()
+			if err != nil {
+				return ClaimResult{}, fmt.Errorf("idempotency: claim %q: %w", key, err)
+			}
+			return ClaimResult{Outcome: Claimed, Claim: &Claim{Scope: scope, Key: key, Fingerprint: fp, id: uint64(id), owner: owner}}, nil
+		}
+		if !database.IsDuplicateKey(err) {
+			return ClaimResult{}, fmt.Errorf("idempotency: claim %q: %w", key, err)
+		}
+		rec, err := s.get(ctx, tx, scope, key, true)
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			continue // released or archived meanwhile: insert again
+		}
+		if err != nil {
+			return ClaimResult{}, err
+		}
+		if res, decided := decide(rec, fp, now); decided {
+			return res, nil
+		}
+		return ClaimResult{Outcome: InProgress, Record: rec, Stale: true}, nil
+	}
+	return ClaimResult{}, fmt.Errorf("idempotency: claim %q: still contended after %d attempts", key, maxClaimAttempts)
+}
+
+// decide answers a request from a committed record, or reports false when
+// the record no longer holds the key: it is past its retention, or a
+// PROCESSING claim whose lock ran out.
+func decide(rec *Record, fp string, now time.Time) (ClaimResult, bool) {
+	switch {
+	case !rec.ExpireTime.After(now):
+		return ClaimResult{}, false
+	case rec.Fingerprint != fp:
+		return ClaimResult{Outcome: Mismatch}, true
+	case rec.Status != StatusProcessing:
+		return ClaimResult{Outcome: Replay, Record: rec}, true
+	case rec.LockedUntil.After(now):
+		return ClaimResult{Outcome: InProgress, Wait: rec.LockedUntil.Sub(now)}, true
+	}
+	return ClaimResult{}, false
+}
+
+// ClearStale deletes rec if it is still the row that was read and still
+// past its retention or an expired PROCESSING claim, so the key's next
+// request can claim it with an insert. It reports whether it deleted it.
+func (s *Store) ClearStale(ctx context.Context, rec *Record) (bool, error) {
+	now := s.now()
+	n, err := execAffected(ctx, s.db, `DELETE FROM idempotency_record
+		WHERE id = ? AND owner = ? AND (expire_time <= ? OR (status = ? AND locked_until <= ?))`,
+		rec.ID, rec.Owner, now, StatusProcessing, now)
+	if err != nil {
+		return false, fmt.Errorf("idempotency: clear stale %q: %w", rec.Key, err)
+	}
+	return n == 1, nil
+}
+
 // Get reads the record of (scope, key); gorm.ErrRecordNotFound when absent.
 func (s *Store) Get(ctx context.Context, scope, key string) (*Record, error) {
+	return s.get(ctx, s.db, scope, key, false)
+}
+
+// get reads through db; with lock it is a locking read (LOCK IN SHARE
+// MODE), which in a transaction sees the latest committed row rather than
+// the transaction's snapshot.
+func (s *Store) get(ctx context.Context, db *gorm.DB, scope, key string, lock bool) (*Record, error) {
+	q := `SELECT id, scope, idem_key, fingerprint, status, owner,
+		response_status, response_headers, response_body, locked_until, expire_time
+		FROM idempotency_record WHERE scope = ? AND idem_key = ?`
+	if lock {
+		q += " LOCK IN SHARE MODE"
+	}
 	var (
 		rec     Record
 		status  sql.NullInt32
 		headers sql.NullString
 		body    []byte
 	)
-	err := s.db.Statement.ConnPool.QueryRowContext(ctx, `SELECT id, scope, idem_key, fingerprint, status, owner,
-		response_status, response_headers, response_body, locked_until, expire_time
-		FROM idempotency_record WHERE scope = ? AND idem_key = ?`, scope, key).Scan(
+	err := db.Statement.ConnPool.QueryRowContext(ctx, q, scope, key).Scan(
 		&rec.ID, &rec.Scope, &rec.Key, &rec.Fingerprint, &rec.Status, &rec.Owner,
 		&status, &headers, &body, &rec.LockedUntil, &rec.ExpireTime)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -249,26 +357,15 @@ func (s *Store) Complete(ctx context.Context, tx *gorm.DB, c *Claim, resp Respon
 	if tx == nil {
 		tx = s.db
 	}
-	status := StatusSucceeded
-	if resp.Status >= 400 {
-		status = StatusFailed
-	}
-	var headers []byte
-	if len(resp.Header) > 0 {
-		var err error
-		if headers, err = json.Marshal(resp.Header); err != nil {
-			return fmt.Errorf("idempotency: encode headers: %w", err)
-		}
-	}
-	body := resp.Body
-	if body == nil {
-		body = []byte{}
+	enc, err := encode(resp)
+	if err != nil {
+		return err
 	}
 	now := s.now()
 	n, err := execAffected(ctx, tx, `UPDATE idempotency_record SET status = ?, response_status = ?,
 		response_headers = ?, response_body = ?, expire_time = ?, updated_at = ?
 		WHERE id = ? AND owner = ? AND status = ?`,
-		status, resp.Status, string(headers), body, now.Add(retention), now,
+		enc.recordStatus, enc.status, enc.headers, enc.body, now.Add(retention), now,
 		c.id, c.owner, StatusProcessing)
 	if err != nil {
 		return fmt.Errorf("idempotency: complete %q: %w", c.Key, err)
@@ -277,6 +374,32 @@ func (s *Store) Complete(ctx context.Context, tx *gorm.DB, c *Claim, resp Respon
 		return ErrClaimLost
 	}
 	return nil
+}
+
+// encodedResponse is a Response as the table stores it.
+type encodedResponse struct {
+	recordStatus string // SUCCEEDED or FAILED
+	status       int
+	headers      string
+	body         []byte
+}
+
+func encode(resp Response) (encodedResponse, error) {
+	e := encodedResponse{recordStatus: StatusSucceeded, status: resp.Status, body: resp.Body}
+	if resp.Status >= 400 {
+		e.recordStatus = StatusFailed
+	}
+	if len(resp.Header) > 0 {
+		h, err := json.Marshal(resp.Header)
+		if err != nil {
+			return encodedResponse{}, fmt.Errorf("idempotency: encode headers: %w", err)
+		}
+		e.headers = string(h)
+	}
+	if e.body == nil {
+		e.body = []byte{}
+	}
+	return e, nil
 }
 
 // Release gives the key back after a transient failure, so a retry runs the

@@ -112,7 +112,7 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix, guard string) (_ *O
 	orders := app.New(store.New(db), noRelay{}, env.Log)
 	httpapi.New(orders, env.Log, httpapi.Options{
 		CompleteInTx: idempotency.CompleteInTx,
-		Entry:        []gin.HandlerFunc{idem.HandlerFor(guard), tokens.Require(httpapi.UserIDHeader, false)},
+		Entry:        []gin.HandlerFunc{idem.HandlerInTxFor(guard), tokens.Require(httpapi.UserIDHeader, false)},
 		IssueToken:   tokens.IssueHandler(httpapi.UserIDHeader),
 	}).Register(srv.Engine())
 	ts := httptest.NewServer(srv.Handler())

@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	orders := app.New(store.New(rt.DB), relay, log).WithSubjectPrefix(cfg.Events.SubjectPrefix)
 	httpapi.New(orders, log, httpapi.Options{
 		CompleteInTx: idempotency.CompleteInTx,
-		Entry:        []gin.HandlerFunc{idem.HandlerFor(cfg.IdempotencyGuard), tokens.Require(httpapi.UserIDHeader, false)},
+		Entry:        []gin.HandlerFunc{idem.HandlerInTxFor(cfg.IdempotencyGuard), tokens.Require(httpapi.UserIDHeader, false)},
 		IssueToken:   tokens.IssueHandler(httpapi.UserIDHeader),
 	}).Register(rt.HTTP.Engine())
 	rt.HTTP.Engine().POST("/admin/outbox/redrive", httpserver.AdminAuth(cfg.Platform.AdminToken), relay.RedriveHandler())

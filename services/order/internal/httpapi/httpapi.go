@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/order"
@@ -38,7 +39,8 @@ type Options struct {
 	//
 	//	httpapi.New(orders, log, httpapi.Options{CompleteInTx: idempotency.CompleteInTx})
 	//
-	// and the route is mounted behind the middleware's Handler.
+	// and the route is mounted behind the middleware's HandlerInTx, which
+	// claims the key in that same insert (cmd/order does).
 	CompleteInTx func(ctx context.Context, tx *gorm.DB, status int, body []byte) error
 	// Entry runs in front of POST /orders: the Idempotency-Key middleware
 	// and the optional one-time form token check.
@@ -159,6 +161,10 @@ func (h *Handler) GetOrder(c *gin.Context) {
 // fail maps a use-case error to its status: the one place that does.
 func (h *Handler) fail(c *gin.Context, err error) {
 	switch {
+	case errors.Is(err, idempotency.ErrDuplicateRequest):
+		// Another request with this Idempotency-Key committed first; the
+		// transaction rolled back and the middleware answers from its record.
+		c.Abort()
 	case errors.Is(err, order.ErrInvalid):
 		problem.Abort(c, http.StatusBadRequest, err.Error())
 	case errors.Is(err, order.ErrNotFound):

@@ -46,7 +46,7 @@ func newGuardedServer(t *testing.T, rdb *redis.Client, prefix string) *guardedSe
 	w := &wakes{}
 	httpapi.New(app.New(store.New(db), w, testenv.Logger(t)), testenv.Logger(t), httpapi.Options{
 		CompleteInTx: idempotency.CompleteInTx,
-		Entry:        []gin.HandlerFunc{idem.Handler(), tokens.Require(httpapi.UserIDHeader, false)},
+		Entry:        []gin.HandlerFunc{idem.HandlerInTx(), tokens.Require(httpapi.UserIDHeader, false)},
 		IssueToken:   tokens.IssueHandler(httpapi.UserIDHeader),
 	}).Register(e)
 	return &guardedServer{server: &server{db: db, wakes: w, e: e}, tokens: tokens}
