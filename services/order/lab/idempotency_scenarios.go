@@ -65,12 +65,16 @@ func IdempotencyScenarios() []lab.Scenario {
 }
 
 // OrderAPI is the order service's HTTP API on a throwaway database, with the
-// entry guard chosen by guard (idempotency.GuardFixed or GuardBroken).
+// entry guard chosen by guard (idempotency.GuardFixed or GuardBroken; ""
+// for none, the benchmark's baseline).
 type OrderAPI struct {
 	URL    string
 	Client *http.Client
-	DB     *gorm.DB
-	close  []func()
+	// Handler is the server's handler, every middleware included, for
+	// callers that serve requests in process (the benchmark).
+	Handler http.Handler
+	DB      *gorm.DB
+	close   []func()
 }
 
 // StartOrderAPI wires the order API as cmd/order does and serves it on an
@@ -110,12 +114,17 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix, guard string) (_ *O
 	}
 	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 20}, Logger: env.Log, Registry: reg})
 	orders := app.New(store.New(db), noRelay{}, env.Log)
+	entry := []gin.HandlerFunc{tokens.Require(httpapi.UserIDHeader, false)}
+	if guard != "" {
+		entry = append([]gin.HandlerFunc{idem.HandlerInTxFor(guard)}, entry...)
+	}
 	httpapi.New(orders, env.Log, httpapi.Options{
 		CompleteInTx: idempotency.CompleteInTx,
-		Entry:        []gin.HandlerFunc{idem.HandlerInTxFor(guard), tokens.Require(httpapi.UserIDHeader, false)},
+		Entry:        entry,
 		IssueToken:   tokens.IssueHandler(httpapi.UserIDHeader),
 	}).Register(srv.Engine())
-	ts := httptest.NewServer(srv.Handler())
+	api.Handler = srv.Handler()
+	ts := httptest.NewServer(api.Handler)
 	api.close = append(api.close, ts.Close)
 	api.URL = ts.URL
 	api.Client = &http.Client{
