@@ -41,7 +41,7 @@ func (s *Store) IssueHandler(subjectHeader string) gin.HandlerFunc {
 // middleware, so a retry with the same Idempotency-Key is replayed without
 // needing a second token:
 //
-//	r.POST("/orders", idem.Handler(), tokens.Require("X-User-ID", false), h.createOrder)
+//	r.POST("/orders", idem.HandlerInTx(), tokens.Require("X-User-ID", false), h.createOrder)
 func (s *Store) Require(subjectHeader string, required bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		token := c.GetHeader(Header)

@@ -47,7 +47,7 @@ func (m *Middleware) HandlerInTxFor(mode string) gin.HandlerFunc {
 }
 
 // BrokenCheckThenAct is incident 4's BROKEN entry guard, kept in the code so
-// that it can be run and read beside the fix (Handler). Never the default:
+// that it can be run and read beside the fixes. Never the default:
 // a service selects it only through its guard-mode setting, for the lab.
 //
 // It is the guard many teams write first: look the key up; if it is absent,
@@ -61,9 +61,9 @@ func (m *Middleware) HandlerInTxFor(mode string) gin.HandlerFunc {
 // one of the stores that follow, but by then every order has committed; the
 // duplicates are only logged.
 //
-// The fix (Handler) turns the order around: the claim is the unique insert,
-// made before the handler runs, so the database lets exactly one request in
-// and the others get 409 or the replayed response.
+// The fixes make the unique insert the claim, before the handler runs
+// (Handler) or last in its transaction (HandlerInTx, POST /orders): one
+// request's effect commits, and the others get 409 or the replay.
 func (m *Middleware) BrokenCheckThenAct() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		key, err := ParseKey(c.GetHeader(HeaderKey))

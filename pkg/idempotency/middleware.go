@@ -119,7 +119,7 @@ func (m *Middleware) parse(c *gin.Context) (request, bool) {
 
 // Handler returns the gin middleware. Install it on the routes that need it:
 //
-//	r.POST("/orders", idem.Handler(), h.createOrder)
+//	r.POST("/payments", idem.Handler(), h.createPayment)
 //
 // It claims the key with a statement of its own, committed before the
 // handler runs, so it guards any handler. A handler whose effect is one

@@ -70,8 +70,9 @@ func (r Report) Write(w io.Writer) error {
 		p("| %s | %s | %s | %s |\n", c.Area, esc(c.Target), c.Value, verdict)
 	}
 	p("\n")
-	p("Medians over the runs of each benchmark (`-count`). \"figure only\": the issue asks for the figure\n")
-	p("without a threshold.\n\n")
+	p("Medians over the runs of each benchmark (`-count`); a ratio is the ratio of two medians.\n")
+	p("\"figure only\": a figure without a threshold, which the issue asks for or which illustrates a\n")
+	p("target judged on another benchmark.\n\n")
 
 	p("## Commands\n\n")
 	p("`make bench` runs, from the repository root:\n\n```sh\n")

@@ -12,7 +12,7 @@ const (
 	Met     = "met"
 	NotMet  = "not met"
 	Missing = "not measured"
-	Figure  = "figure only" // the issue asks for the figure, with no threshold
+	Figure  = "figure only" // a figure reported with no threshold
 )
 
 // Check is one target judged against the figures.
@@ -51,6 +51,16 @@ func bound3(area, target string, v float64, ok, pass bool, format string) Check 
 	return c
 }
 
+// figure reports a measured value without a threshold: one the issue asks
+// for, or one that illustrates a target judged on another benchmark.
+func figure(area, target string, v float64, ok bool, format string) Check {
+	c := bound3(area, target, v, ok, true, format)
+	if ok {
+		c.Status = Figure
+	}
+	return c
+}
+
 // ratio returns a/b of two measured medians.
 func ratio(f Figures, nameA, unitA, nameB, unitB string) (float64, bool) {
 	a, okA := f.Get(nameA, unitA)
@@ -74,10 +84,19 @@ func Evaluate(f Figures, dup []dupproof.Row) []Check {
 	v, ok := f.Get("BenchmarkCommitToPublishLatency", "p99-ms")
 	out = append(out, atMost("outbox relay", "commit→publish p99 ≤ 50 ms at 1,000 orders/s", v, ok, 50, "%.1f ms"))
 
-	// Idempotency-Key middleware (issue 4).
+	// Idempotency-Key middleware (issue 4). The throughput target names
+	// POST /orders, so it is judged on the real endpoint; as everywhere
+	// here, on the medians over the runs. The package benchmark's test
+	// handler writes less than the real one, so its ratios are a floor and
+	// are reported as figures.
+	v, ok = ratio(f, "BenchmarkCreateOrderAPI/with", "req/s", "BenchmarkCreateOrderAPI/without", "req/s")
+	out = append(out, atLeast("Idempotency-Key", "POST /orders with the guard ≥ 70% of without (BenchmarkCreateOrderAPI, median req/s with ÷ median without)", v*100, ok, 70, "%.0f%%"))
 	for _, driver := range []string{"prepared", "interpolated"} {
-		v, ok := ratio(f, "BenchmarkCreateOrder/"+driver+"/with", "req/s", "BenchmarkCreateOrder/"+driver+"/without", "req/s")
-		out = append(out, atLeast("Idempotency-Key", fmt.Sprintf("with middleware ≥ 70%% of without (POST /orders, BenchmarkCreateOrder/%s)", driver), v*100, ok, 70, "%.0f%%"))
+		for _, g := range []struct{ sub, guard string }{{"with", "Handler"}, {"with-intx", "HandlerInTx"}} {
+			name := "BenchmarkCreateOrder/" + driver + "/"
+			v, ok := ratio(f, name+g.sub, "req/s", name+"without", "req/s")
+			out = append(out, figure("Idempotency-Key", fmt.Sprintf("test handler, %s ÷ without (%s%s)", g.guard, name, g.sub), v*100, ok, "%.0f%%"))
+		}
 	}
 	v, ok = f.Get("BenchmarkReplay", "p50-ms")
 	out = append(out, atMost("Idempotency-Key", "replay p50 ≤ 2 ms", v, ok, 2, "%.2f ms"))
