@@ -74,7 +74,7 @@ var suites = []Suite{
 		About: "The package's order-writing test handler without the middleware, with Handler (claim committed before the handler) and with HandlerInTx (claim inserted in the handler's transaction), a fresh key per request, 16 requests in flight per core, with the driver preparing statements and with client-side interpolation; the replay path's latency. A floor for the middleware's cost: the throughput target is judged on the real POST /orders (orderapi).",
 	},
 	{
-		Name: "orderapi", Title: "POST /orders with and without the Idempotency-Key guard (services/order/lab, incident 4)", Dir: "services/order", Pkg: "./lab", Bench: "^BenchmarkCreateOrderAPI$", Benchtime: "5s", Count: 3,
+		Name: "orderapi", Title: "POST /orders with and without the Idempotency-Key guard (services/order/lab, incident 4)", Dir: "services/order", Pkg: "./lab", Bench: "^BenchmarkCreateOrderAPI$", Benchtime: "5x", Count: 3,
 		Doc:   "docs/benchmarks/idempotency.md",
 		About: "The order service's real POST /orders, wired as cmd/order wires it (the platform's gin stack, the form-token check, the order and its order.created outbox row in one transaction) and served in process with 32 requests in flight: without the Idempotency-Key guard, and with HandlerInTx and a fresh key per request. The Idempotency-Key throughput target is judged on this pair.",
 	},

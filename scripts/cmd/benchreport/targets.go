@@ -85,12 +85,13 @@ func Evaluate(f Figures, dup []dupproof.Row) []Check {
 	out = append(out, atMost("outbox relay", "commit→publish p99 ≤ 50 ms at 1,000 orders/s", v, ok, 50, "%.1f ms"))
 
 	// Idempotency-Key middleware (issue 4). The throughput target names
-	// POST /orders, so it is judged on the real endpoint; as everywhere
-	// here, on the medians over the runs. The package benchmark's test
-	// handler writes less than the real one, so its ratios are a floor and
-	// are reported as figures.
-	v, ok = ratio(f, "BenchmarkCreateOrderAPI/with", "req/s", "BenchmarkCreateOrderAPI/without", "req/s")
-	out = append(out, atLeast("Idempotency-Key", "POST /orders with the guard ≥ 70% of without (BenchmarkCreateOrderAPI, median req/s with ÷ median without)", v*100, ok, 70, "%.0f%%"))
+	// POST /orders, so it is judged on the real endpoint, whose benchmark
+	// interleaves the two servers round by round and reports their ratio;
+	// as everywhere here, the median over the runs. The package benchmark's
+	// test handler writes less than the real one, so its ratios are a floor
+	// and are reported as figures.
+	v, ok = f.Get("BenchmarkCreateOrderAPI", "with/without")
+	out = append(out, atLeast("Idempotency-Key", "POST /orders with the guard ≥ 70% of without (BenchmarkCreateOrderAPI, median of the runs' with/without)", v*100, ok, 70, "%.0f%%"))
 	for _, driver := range []string{"prepared", "interpolated"} {
 		for _, g := range []struct{ sub, guard string }{{"with", "Handler"}, {"with-intx", "HandlerInTx"}} {
 			name := "BenchmarkCreateOrder/" + driver + "/"
