@@ -47,6 +47,9 @@ type Middleware struct {
 	log      *slog.Logger
 	metrics  *metrics
 	lastWarn atomic.Int64 // unix nanos of the last Redis fallback warning
+	// entryPausedUntil (unix nanos) skips the entry layer after a Redis
+	// failure, for entryPause.
+	entryPausedUntil atomic.Int64
 	// unguarded holds the routes HandlerInTx warned about (warnUnguarded).
 	unguarded sync.Map
 }
@@ -169,6 +172,12 @@ func (m *Middleware) answer(c *gin.Context, res ClaimResult) {
 	}
 }
 
+// entryPause is how long the middleware leaves the entry layer alone after
+// Redis failed: a Redis that refuses connections takes the client most of a
+// second to give up on (it retries its dials), which every guarded request
+// would otherwise pay. The first request after the pause tries again.
+const entryPause = 2 * time.Second
+
 // hint asks the entry layer; when Redis fails it answers HintFirst, so the
 // database insert decides alone, and logs (at most every 10 s) and counts.
 func (m *Middleware) hint(ctx context.Context, scope, key, fp string) Hint {
@@ -181,10 +190,18 @@ func (m *Middleware) hintAge(ctx context.Context, scope, key, fp string) (Hint, 
 	if m.entry == nil {
 		return HintFirst, 0
 	}
+	if time.Now().UnixNano() < m.entryPausedUntil.Load() {
+		m.metrics.fallbacks.Inc()
+		return HintFirst, 0
+	}
 	h, age, err := m.entry.CheckAge(ctx, scope, key, fp)
 	if err != nil {
 		m.metrics.fallbacks.Inc()
 		now := time.Now().UnixNano()
+		if ctx.Err() == nil {
+			// Redis failed, not the request: pause the entry layer.
+			m.entryPausedUntil.Store(now + int64(entryPause))
+		}
 		if last := m.lastWarn.Load(); now-last > int64(10*time.Second) && m.lastWarn.CompareAndSwap(last, now) {
 			m.log.WarnContext(ctx, "idempotency entry layer unavailable, deciding on the database alone", "err", err)
 		}

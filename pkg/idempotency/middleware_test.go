@@ -3,10 +3,14 @@ package idempotency_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/idempotency/idempotencytest"
@@ -377,5 +381,49 @@ func TestConcurrentTakeOverOfAStaleClaimHasOneWinner(t *testing.T) {
 			t.Fatalf("%d orders after racing a stale claim, want 1", n)
 		}
 		idempotencytest.CheckOneEffect(t, rs, http.StatusCreated)
+	})
+}
+
+// TestDeadRedisIsLeftAloneForAPause: once Redis has failed, the next
+// requests within the pause decide on the database without dialling it
+// again (each dial of a refused port costs the client most of a second);
+// they are still counted as fallbacks and still have one effect.
+func TestDeadRedisIsLeftAloneForAPause(t *testing.T) {
+	eachGuard(t, func(t *testing.T, g guard) {
+		var dials atomic.Int64
+		app := newTestApp(t, g.opt, func(a *testApp, _ *idempotency.Config) {
+			a.rdb = redis.NewClient(&redis.Options{
+				Addr:       "127.0.0.1:1",
+				MaxRetries: 1,
+				Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+					dials.Add(1)
+					return (&net.Dialer{}).DialContext(ctx, network, addr)
+				},
+			})
+		})
+		req := app.order(idempotencytest.NewKey(), "u1", orderBody)
+		first := idempotencytest.Do(app.handler, req)
+		if first.Status != http.StatusCreated {
+			t.Fatalf("first: %d %s", first.Status, first.Body)
+		}
+		afterFirst := dials.Load()
+		if afterFirst == 0 {
+			t.Fatal("the first request never tried Redis")
+		}
+		for i := range 4 {
+			r := idempotencytest.Do(app.handler, req)
+			if r.Status != http.StatusCreated || !r.Replayed {
+				t.Fatalf("retry %d: %d replayed=%v", i, r.Status, r.Replayed)
+			}
+		}
+		if got := dials.Load(); got != afterFirst {
+			t.Errorf("%d more dials during the pause, want 0", got-afterFirst)
+		}
+		if got := app.metric(t, "idempotency_redis_fallbacks_total", ""); got != 5 {
+			t.Errorf("fallbacks=%d, want 5", got)
+		}
+		if n := app.orders(t); n != 1 {
+			t.Fatalf("%d orders, want 1", n)
+		}
 	})
 }
