@@ -52,7 +52,8 @@
 // over by a conditional UPDATE (Handler) or cleared by a conditional DELETE
 // so the retry's insert can claim the key (HandlerInTx). With Redis down,
 // slow or flushed, the middleware logs, counts
-// (idempotency_redis_fallbacks_total) and decides on the database alone.
+// (idempotency_redis_fallbacks_total) and decides on the database alone;
+// after a failure it does not ask Redis again for two seconds.
 //
 // # Guards
 //
