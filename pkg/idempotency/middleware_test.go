@@ -392,9 +392,13 @@ func TestDeadRedisIsLeftAloneForAPause(t *testing.T) {
 	eachGuard(t, func(t *testing.T, g guard) {
 		var dials atomic.Int64
 		app := newTestApp(t, g.opt, func(a *testApp, _ *idempotency.Config) {
+			// PoolSize well above the dial errors one request causes: at
+			// PoolSize consecutive errors go-redis starts redialling in the
+			// background, which would count here.
 			a.rdb = redis.NewClient(&redis.Options{
 				Addr:       "127.0.0.1:1",
 				MaxRetries: 1,
+				PoolSize:   64,
 				Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 					dials.Add(1)
 					return (&net.Dialer{}).DialContext(ctx, network, addr)
