@@ -297,11 +297,7 @@ func (m *Middleware) release(ctx context.Context, claim *Claim, st *claimState) 
 		return // completed in the handler's committed transaction, or taken over
 	}
 	m.metrics.released.Inc()
-	if m.entry != nil {
-		if err := m.entry.Forget(ctx, claim.Scope, claim.Key, claim.Fingerprint); err != nil {
-			m.log.DebugContext(ctx, "idempotency entry forget failed", "err", err)
-		}
-	}
+	m.forget(ctx, request{scope: claim.Scope, key: claim.Key, fp: claim.Fingerprint})
 }
 
 func (m *Middleware) selectHeaders(h http.Header) http.Header {

@@ -103,9 +103,7 @@ func (m *Middleware) runInTx(c *gin.Context, req request) {
 			// The handler panicked: nothing of its response is sent, the
 			// recovery middleware answers on the real writer, and the key
 			// is free unless its transaction committed.
-			m.metrics.requests.WithLabelValues(outcomeFirst).Inc()
-			m.metrics.released.Inc()
-			m.forget(context.WithoutCancel(c.Request.Context()), req)
+			m.freeKey(context.WithoutCancel(c.Request.Context()), req)
 		}
 	}()
 	c.Next()
@@ -129,22 +127,20 @@ func (m *Middleware) runInTx(c *gin.Context, req request) {
 				return
 			}
 		}
-		m.metrics.requests.WithLabelValues(outcomeFirst).Inc()
-		m.metrics.released.Inc()
-		m.forget(ctx, req)
+		m.freeKey(ctx, req)
 		w.flush()
 		return
 	}
-	if stored, ok := st.completedInTx(); ok {
-		if stored.Status == resp.Status && bytes.Equal(stored.Body, resp.Body) {
-			m.metrics.requests.WithLabelValues(outcomeFirst).Inc()
-			w.flush() // the handler's transaction stored exactly what goes out
-			return
-		}
+	stored, inTx := st.completedInTx()
+	switch {
+	case inTx && stored.Status == resp.Status && bytes.Equal(stored.Body, resp.Body):
+		m.metrics.requests.WithLabelValues(outcomeFirst).Inc()
+		w.flush() // the handler's transaction stored exactly what goes out
+		return
+	case inTx:
 		m.log.ErrorContext(ctx, "idempotency: handler wrote a response different from the one it completed in its transaction",
 			"idempotency_key", req.key, "stored_status", stored.Status, "written_status", resp.Status)
-	}
-	if _, ok := st.completedInTx(); !ok && resp.Status < 300 {
+	case resp.Status < 300:
 		m.warnUnguarded(ctx, c.FullPath())
 	}
 	// A terminal response the transaction did not store (a 4xx before the
@@ -189,6 +185,14 @@ func (m *Middleware) warnUnguarded(ctx context.Context, route string) {
 		m.log.WarnContext(ctx, "idempotency: a handler behind HandlerInTx succeeded without CompleteInTx; "+
 			"its effects are not guarded against concurrent duplicates, install Handler on this route instead", "route", route)
 	}
+}
+
+// freeKey counts a request that ran and left no record (a transient
+// failure or a panic): the key is free, and a retry runs again.
+func (m *Middleware) freeKey(ctx context.Context, req request) {
+	m.metrics.requests.WithLabelValues(outcomeFirst).Inc()
+	m.metrics.released.Inc()
+	m.forget(ctx, req)
 }
 
 // forget drops the key's entry-layer marker, so a retry goes straight to the

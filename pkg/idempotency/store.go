@@ -143,33 +143,22 @@ func (s *Store) Claim(ctx context.Context, scope, key, fp string, lockTTL, reten
 		if s.afterRead != nil {
 			s.afterRead()
 		}
-		switch {
-		case !rec.ExpireTime.After(now):
-			// Past retention but not archived yet: the key is forgotten, and
-			// the next request may reuse it whatever its body.
-			ok, err := s.takeOver(ctx, rec, claim, now, lockTTL, retention, "expire_time <= ?", now)
-			if err != nil {
-				return ClaimResult{}, err
-			}
-			if ok {
-				return ClaimResult{Outcome: Claimed, Claim: claim}, nil
-			}
-		case rec.Fingerprint != fp:
-			return ClaimResult{Outcome: Mismatch}, nil
-		case rec.Status != StatusProcessing:
-			return ClaimResult{Outcome: Replay, Record: rec}, nil
-		case rec.LockedUntil.After(now):
-			return ClaimResult{Outcome: InProgress, Wait: rec.LockedUntil.Sub(now)}, nil
-		default:
-			// The holder's lock ran out (it crashed or hangs): take over.
-			ok, err := s.takeOver(ctx, rec, claim, now, lockTTL, retention,
-				"status = ? AND locked_until <= ?", StatusProcessing, now)
-			if err != nil {
-				return ClaimResult{}, err
-			}
-			if ok {
-				return ClaimResult{Outcome: Claimed, Claim: claim}, nil
-			}
+		if res, decided := decide(rec, fp, now); decided {
+			return res, nil
+		}
+		// Past retention but not archived yet: the key is forgotten, and the
+		// next request may reuse it whatever its body. Or the holder's lock
+		// ran out (it crashed or hangs). Either way, take the row over.
+		cond, args := "expire_time <= ?", []any{now}
+		if rec.ExpireTime.After(now) {
+			cond, args = "status = ? AND locked_until <= ?", []any{StatusProcessing, now}
+		}
+		ok, err := s.takeOver(ctx, rec, claim, now, lockTTL, retention, cond, args...)
+		if err != nil {
+			return ClaimResult{}, err
+		}
+		if ok {
+			return ClaimResult{Outcome: Claimed, Claim: claim}, nil
 		}
 		// Someone else changed the row between our read and our update.
 	}

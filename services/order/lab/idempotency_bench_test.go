@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -92,7 +93,7 @@ func postOrders(ctx context.Context, h http.Handler, n, workers int) error {
 				if rec.Code != http.StatusCreated {
 					errMu.Lock()
 					if first == nil {
-						first = &statusError{rec.Code, rec.Body.String()}
+						first = fmt.Errorf("%d %s", rec.Code, rec.Body)
 					}
 					errMu.Unlock()
 				}
@@ -102,10 +103,3 @@ func postOrders(ctx context.Context, h http.Handler, n, workers int) error {
 	wg.Wait()
 	return first
 }
-
-type statusError struct {
-	status int
-	body   string
-}
-
-func (e *statusError) Error() string { return strconv.Itoa(e.status) + " " + e.body }
