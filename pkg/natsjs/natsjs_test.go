@@ -1,11 +1,9 @@
 package natsjs_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -60,27 +58,8 @@ func TestDrainClosesAndPingFailsAfter(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination the NATS callback goroutine writes while
-// the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestCleanShutdownIsNotLoggedAsAWarning(t *testing.T) {
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -1,7 +1,6 @@
 package platform_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -39,25 +38,7 @@ func deadAddr(t *testing.T) string {
 	return addr
 }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func setup(t *testing.T) (platform.Config, platform.Options, *syncBuffer) {
+func setup(t *testing.T) (platform.Config, platform.Options, *testenv.SyncBuffer) {
 	t.Helper()
 	var cfg platform.Config
 	if err := config.LoadFrom(&cfg, func(string) (string, bool) { return "", false }); err != nil {
@@ -70,7 +51,7 @@ func setup(t *testing.T) (platform.Config, platform.Options, *syncBuffer) {
 	cfg.Redis = env.Redis
 	cfg.StartupTimeout = 20 * time.Second
 	cfg.ShutdownTimeout = 5 * time.Second
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	return cfg, platform.Options{
 		Service:    "platformtest",
 		HTTPAddr:   deadAddr(t), // free now; the server binds it

@@ -7,6 +7,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -198,4 +199,23 @@ func Must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(fmt.Sprint(err))
 	}
+}
+
+// SyncBuffer is a bytes.Buffer that goroutines of the code under test may
+// write (a log sink, a process's output) while the test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

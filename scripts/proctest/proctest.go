@@ -6,7 +6,6 @@
 package proctest
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/composecheck"
+	"github.com/oncemall/oncemall/pkg/testenv"
 )
 
 var (
@@ -87,24 +87,6 @@ func FreeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Process is a started program.
 type Process struct {
 	// Name labels the process in messages and the dumped logs.
@@ -113,7 +95,7 @@ type Process struct {
 	Addr string
 
 	cmd            *exec.Cmd
-	stdout, stderr *lockedBuffer
+	stdout, stderr *testenv.SyncBuffer
 	done           chan error
 }
 
@@ -124,7 +106,7 @@ type Process struct {
 // logged.
 func Start(t testing.TB, name, bin, addr string, env ...string) *Process {
 	t.Helper()
-	p := &Process{Name: name, Addr: addr, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	p := &Process{Name: name, Addr: addr, stdout: &testenv.SyncBuffer{}, stderr: &testenv.SyncBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(bin)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr

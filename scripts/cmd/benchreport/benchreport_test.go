@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/oncemall/oncemall/pkg/composecheck"
 	"github.com/oncemall/oncemall/pkg/dupproof"
 )
 
@@ -139,7 +140,7 @@ func TestEvaluate(t *testing.T) {
 // both run one benchmark: its figures would be measured twice and a suite's
 // run would take another's time.
 func TestSuitesSelectDisjointBenchmarks(t *testing.T) {
-	root, err := repoRoot()
+	root, err := composecheck.Root()
 	if err != nil {
 		t.Fatal(err)
 	}

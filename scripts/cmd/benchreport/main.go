@@ -31,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/oncemall/oncemall/pkg/composecheck"
 )
 
 func main() {
@@ -129,7 +131,7 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	root, err := repoRoot()
+	root, err := composecheck.Root()
 	if err != nil {
 		return err
 	}
@@ -269,25 +271,6 @@ func suiteNames() string {
 		names = append(names, s.Name)
 	}
 	return strings.Join(names, ",")
-}
-
-// repoRoot walks up from the working directory to the directory holding
-// go.work.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run from inside the repository: no go.work above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // goBinary is the go command that runs the suites: $GO as make passes it,

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,25 +28,6 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// syncBuffer is a bytes.Buffer safe to write from the program's goroutines
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRunProxiesArmsAndShutsDown(t *testing.T) {
 	direct, dbName := testenv.NewDatabase(t)
 	proxyAddr, adminAddr := freeAddr(t), freeAddr(t)
@@ -60,7 +40,7 @@ func TestRunProxiesArmsAndShutsDown(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &logs)
