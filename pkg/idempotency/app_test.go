@@ -296,6 +296,18 @@ func (a *testApp) metric(t testing.TB, name, outcome string) int {
 	return 0
 }
 
+// insertCrashedClaim leaves behind what a request that crashed under Handler
+// leaves for req (user u1): a PROCESSING claim whose lock has run out.
+func (a *testApp) insertCrashedClaim(t testing.TB, req idempotencytest.Request) {
+	t.Helper()
+	now := time.Now().UTC()
+	testenv.Must(t, a.db.Exec(`INSERT INTO idempotency_record
+		(scope, idem_key, fingerprint, status, owner, locked_until, expire_time, created_at, updated_at)
+		VALUES (?, ?, ?, 'PROCESSING', 'crashed-owner-0000000000000000', ?, ?, ?, ?)`,
+		"u1 POST /orders", req.Key, idempotency.Fingerprint(http.MethodPost, "/orders", req.Body),
+		now.Add(-time.Second), now.Add(time.Hour), now, now).Error)
+}
+
 func (a *testApp) order(key, user string, body string) idempotencytest.Request {
 	return idempotencytest.Request{Path: "/orders", Key: key, CallerHeader: callerHeader, Caller: user, Body: []byte(body)}
 }

@@ -369,12 +369,7 @@ func TestConcurrentTakeOverOfAStaleClaimHasOneWinner(t *testing.T) {
 		app.delay = 30 * time.Millisecond
 		req := app.order(idempotencytest.NewKey(), "u1", orderBody)
 
-		// The crashed request's claim: PROCESSING, its lock already run out.
-		testenv.Must(t, app.db.Exec(`INSERT INTO idempotency_record
-		(scope, idem_key, fingerprint, status, owner, locked_until, expire_time, created_at, updated_at)
-		VALUES (?, ?, ?, 'PROCESSING', 'crashed-owner-0000000000000000', ?, ?, ?, ?)`,
-			"u1 POST /orders", req.Key, idempotency.Fingerprint(http.MethodPost, "/orders", req.Body),
-			time.Now().UTC().Add(-time.Second), time.Now().UTC().Add(time.Hour), time.Now().UTC(), time.Now().UTC()).Error)
+		app.insertCrashedClaim(t, req)
 
 		rs := idempotencytest.Race(app.handler, 30, req)
 		if n := app.orders(t); n != 1 {

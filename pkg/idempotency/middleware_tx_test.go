@@ -144,12 +144,7 @@ func TestInTxOldEntryWithoutRecordFreesTheKey(t *testing.T) {
 func TestInTxStaleRecordIsClearedAndTheRetryRuns(t *testing.T) {
 	app := newTestApp(t, inTx)
 	req := app.order(idempotencytest.NewKey(), "u1", orderBody)
-	now := time.Now().UTC()
-	testenv.Must(t, app.db.Exec(`INSERT INTO idempotency_record
-		(scope, idem_key, fingerprint, status, owner, locked_until, expire_time, created_at, updated_at)
-		VALUES (?, ?, ?, 'PROCESSING', 'crashed-owner-0000000000000000', ?, ?, ?, ?)`,
-		"u1 POST /orders", req.Key, idempotency.Fingerprint(http.MethodPost, "/orders", req.Body),
-		now.Add(-time.Second), now.Add(time.Hour), now, now).Error)
+	app.insertCrashedClaim(t, req)
 
 	first := idempotencytest.Do(app.handler, req)
 	idempotencytest.CheckProblem(t, first, http.StatusConflict)
