@@ -27,17 +27,6 @@ var things = migrate.Source{Name: "things", FS: fstest.MapFS{
 	"000001_create_things.down.sql": {Data: []byte("DROP TABLE things;")},
 }}
 
-// deadAddr returns a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 func setup(t *testing.T) (platform.Config, platform.Options, *testenv.SyncBuffer) {
 	t.Helper()
 	var cfg platform.Config
@@ -54,7 +43,7 @@ func setup(t *testing.T) (platform.Config, platform.Options, *testenv.SyncBuffer
 	logs := &testenv.SyncBuffer{}
 	return cfg, platform.Options{
 		Service:    "platformtest",
-		HTTPAddr:   deadAddr(t), // free now; the server binds it
+		HTTPAddr:   testenv.FreeAddr(t), // free now; the server binds it
 		DBName:     dbName,
 		Migrations: []migrate.Source{things},
 		Logger:     slog.New(slog.NewJSONHandler(io.MultiWriter(logs, testLogWriter{t}), nil)),
@@ -128,7 +117,7 @@ func waitReady(t *testing.T, url string, want int) map[string]any {
 
 func TestReadyzNamesDeadRedis(t *testing.T) {
 	cfg, opts, _ := setup(t)
-	cfg.Redis.Addr = deadAddr(t)
+	cfg.Redis.Addr = testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rt, err := platform.Start(ctx, cfg, opts)

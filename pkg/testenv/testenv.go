@@ -219,3 +219,14 @@ func (s *SyncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// FreeAddr returns a 127.0.0.1 address whose port nobody listens on at the
+// time of the call: for a server the test starts, or as an address where
+// nothing answers.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	Must(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}

@@ -82,7 +82,7 @@ func startRig(t *testing.T, callbackLock bool) *rig {
 
 	addrs := map[string]string{}
 	for _, name := range []string{"order", "coupon", "payment", "psp-sim"} {
-		addrs[name] = proctest.FreeAddr(t)
+		addrs[name] = testenv.FreeAddr(t)
 	}
 	common := []string{
 		"ADMIN_TOKEN=" + r.adminToken, "STARTUP_TIMEOUT=30s", "SHUTDOWN_TIMEOUT=10s", "LOG_LEVEL=debug",

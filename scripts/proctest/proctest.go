@@ -8,7 +8,6 @@ package proctest
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -74,17 +73,6 @@ func Build(t testing.TB, pkgDir string) string {
 		t.Fatal(b.err)
 	}
 	return b.path
-}
-
-// FreeAddr returns a 127.0.0.1 address with a port nobody listens on now.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // Process is a started program.

@@ -31,7 +31,7 @@ type process struct{ *proctest.Process }
 func start(t *testing.T, svc string, env ...string) process {
 	t.Helper()
 	_, db := testenv.NewDatabase(t)
-	addr := proctest.FreeAddr(t)
+	addr := testenv.FreeAddr(t)
 	return process{proctest.Start(t, svc, binary(t, svc), addr,
 		append([]string{"HTTP_ADDR=" + addr, "MYSQL_DATABASE=" + db, "STARTUP_TIMEOUT=30s", "SHUTDOWN_TIMEOUT=10s"}, env...)...)}
 }
@@ -86,7 +86,7 @@ func TestBadConfigExitsNamingTheVariable(t *testing.T) {
 }
 
 func TestDeadRedisMakesReadyzNameRedis(t *testing.T) {
-	p := start(t, "coupon", "REDIS_ADDR="+proctest.FreeAddr(t))
+	p := start(t, "coupon", "REDIS_ADDR="+testenv.FreeAddr(t))
 	body := p.waitStatus(t, "/readyz", http.StatusServiceUnavailable)
 	if !strings.Contains(body, "redis") || strings.Contains(body, `"mysql"`) || strings.Contains(body, `"nats"`) {
 		t.Fatalf("/readyz body %s, want redis (only) named", body)

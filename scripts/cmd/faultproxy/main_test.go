@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,19 +17,9 @@ import (
 	"github.com/oncemall/oncemall/pkg/testenv"
 )
 
-// freeAddr returns a loopback address with a port free at the time of the
-// call.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	testenv.Must(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func TestRunProxiesArmsAndShutsDown(t *testing.T) {
 	direct, dbName := testenv.NewDatabase(t)
-	proxyAddr, adminAddr := freeAddr(t), freeAddr(t)
+	proxyAddr, adminAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	env := map[string]string{
 		"FAULTPROXY_ADDR":       proxyAddr,
 		"FAULTPROXY_UPSTREAM":   direct.Addr,

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,14 +16,6 @@ import (
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/testenv"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	testenv.Must(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // TestRunServesConsumesDeductsAndShutsDown starts the whole service as
 // `coupon` would (own database, streams and consumer names), issues a coupon
@@ -37,7 +28,7 @@ func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 	orderPrefix, eventPrefix := testenv.UniqueName(t, "order"), testenv.UniqueName(t, "coupon")
 	testenv.DeleteStreamAtCleanup(t, conn.JS, orderStream)
 	testenv.DeleteStreamAtCleanup(t, conn.JS, eventStream)
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	for k, v := range map[string]string{
 		"MYSQL_ADDR": mysqlCfg.Addr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr,
 		"COUPON_ORDER_STREAM": orderStream, "COUPON_ORDER_SUBJECT_PREFIX": orderPrefix,

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/testenv"
 	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
@@ -27,12 +27,7 @@ func TestRunServesChargesAndStopsOnCancel(t *testing.T) {
 	}))
 	defer merchant.Close()
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testenv.FreeAddr(t)
 	t.Setenv("PSP_HTTP_ADDR", addr)
 	t.Setenv("PSP_CALLBACK_URL", merchant.URL)
 
@@ -42,6 +37,7 @@ func TestRunServesChargesAndStopsOnCancel(t *testing.T) {
 
 	client := psp.NewClient("http://"+addr, http.DefaultClient)
 	deadline := time.Now().Add(10 * time.Second)
+	var err error
 	for {
 		_, err = client.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P-main", Amount: 100})
 		if err == nil || time.Now().After(deadline) {
