@@ -2,11 +2,10 @@ package formtoken_test
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/dupproof"
 	"github.com/oncemall/oncemall/pkg/formtoken"
 	"github.com/oncemall/oncemall/pkg/testenv"
 )
@@ -24,28 +23,10 @@ func TestConcurrentSubmitsConsumeATokenOnce(t *testing.T) {
 	token, err := s.Issue(ctx, "user-1")
 	testenv.Must(t, err)
 
-	const n = 100
-	var accepted atomic.Int32
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			ok, err := s.Consume(ctx, "user-1", token)
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				accepted.Add(1)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if accepted.Load() != 1 {
-		t.Fatalf("token accepted %d times, want 1", accepted.Load())
+	accepted, err := dupproof.Race(100, func() (bool, error) { return s.Consume(ctx, "user-1", token) })
+	testenv.Must(t, err)
+	if accepted != 1 {
+		t.Fatalf("token accepted %d times, want 1", accepted)
 	}
 }
 

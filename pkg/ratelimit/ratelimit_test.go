@@ -2,37 +2,20 @@ package ratelimit_test
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/dupproof"
 	"github.com/oncemall/oncemall/pkg/ratelimit"
 	"github.com/oncemall/oncemall/pkg/testenv"
 )
 
+// race lets n callers at once ask l for key and returns how many got in.
 func race(t *testing.T, l *ratelimit.Limiter, key string, n int) int {
 	t.Helper()
-	var admitted atomic.Int32
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			ok, err := l.Allow(context.Background(), key)
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				admitted.Add(1)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	return int(admitted.Load())
+	admitted, err := dupproof.Race(n, func() (bool, error) { return l.Allow(context.Background(), key) })
+	testenv.Must(t, err)
+	return admitted
 }
 
 func TestConcurrentCallersGetExactlyTheLimit(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/dupproof"
 	"github.com/oncemall/oncemall/pkg/redislock"
 	"github.com/oncemall/oncemall/pkg/testenv"
 )
@@ -17,30 +18,19 @@ func TestAcquireRaceHasOneWinner(t *testing.T) {
 	locks := redislock.New(rdb, prefix)
 	ctx := context.Background()
 
+	// Every call either wins or is refused with ErrNotAcquired; any other
+	// error fails the race.
 	const n = 100
-	var won, refused atomic.Int32
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, err := locks.Acquire(ctx, "job", 10*time.Second)
-			switch {
-			case err == nil:
-				won.Add(1)
-			case errors.Is(err, redislock.ErrNotAcquired):
-				refused.Add(1)
-			default:
-				t.Error(err)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if won.Load() != 1 || refused.Load() != n-1 {
-		t.Fatalf("won=%d refused=%d, want 1 and %d", won.Load(), refused.Load(), n-1)
+	won, err := dupproof.Race(n, func() (bool, error) {
+		_, err := locks.Acquire(ctx, "job", 10*time.Second)
+		if errors.Is(err, redislock.ErrNotAcquired) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	testenv.Must(t, err)
+	if won != 1 {
+		t.Fatalf("won=%d refused=%d, want 1 and %d", won, n-won, n-1)
 	}
 }
 
