@@ -57,6 +57,18 @@ func (p chunkPlan) keys() []catalog.Key {
 	return keys
 }
 
+// missing returns the candidates whose key has no owner in existing: the
+// products to create.
+func (p chunkPlan) missing(existing map[catalog.Key]uint64) []copyItem {
+	out := make([]copyItem, 0, len(p.candidates))
+	for _, it := range p.candidates {
+		if _, ok := existing[it.product.Key()]; !ok {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
 // duplicates lists the candidates whose key is in existing, and the repeats,
 // which duplicate a candidate (created[key] when it was created).
 func (p chunkPlan) duplicates(existing, created map[catalog.Key]uint64) []catalog.Duplicate {
@@ -252,12 +264,7 @@ func (s *ProductStore) copyWithDedup(ctx context.Context, p chunkPlan, onDup cat
 		if onDup == catalog.FailOnDuplicate && len(dups) > 0 {
 			return failAll(p, dups), nil
 		}
-		toCreate := make([]copyItem, 0, len(p.candidates))
-		for _, it := range p.candidates {
-			if _, ok := existing[it.product.Key()]; !ok {
-				toCreate = append(toCreate, it)
-			}
-		}
+		toCreate := p.missing(existing)
 		if err := db.SavePoint("product_copy").Error; err != nil {
 			return catalog.ChunkResult{}, fmt.Errorf("savepoint: %w", err)
 		}
@@ -291,12 +298,7 @@ func (s *ProductStore) copyCheckThenInsert(ctx context.Context, p chunkPlan, onD
 	if onDup == catalog.FailOnDuplicate && len(dups) > 0 {
 		return failAll(p, dups), nil
 	}
-	toCreate := make([]copyItem, 0, len(p.candidates))
-	for _, it := range p.candidates {
-		if _, ok := existing[it.product.Key()]; !ok {
-			toCreate = append(toCreate, it)
-		}
-	}
+	toCreate := p.missing(existing)
 	created, err := s.insertProducts(db, toCreate, false)
 	if err != nil {
 		return catalog.ChunkResult{}, err
