@@ -52,6 +52,17 @@ func Load(dst any) error {
 	return LoadFrom(dst, os.LookupEnv)
 }
 
+// LoadValid reads a T from the process environment and validates it: the
+// whole of a service's config.Load.
+func LoadValid[T interface{ Validate() error }]() (T, error) {
+	var c T
+	if err := Load(&c); err != nil {
+		var zero T
+		return zero, err
+	}
+	return c, c.Validate()
+}
+
 // LoadFrom fills dst from lookup. Every malformed variable is reported, joined
 // into one error, so a bad deployment is fixed in one round.
 func LoadFrom(dst any, lookup LookupFunc) error {

@@ -143,4 +143,28 @@ func TestChecks(t *testing.T) {
 	if err := config.CheckOneOf("X_MODE", "other", "fixed", "broken"); err == nil || !strings.Contains(err.Error(), "X_MODE") {
 		t.Errorf("CheckOneOf(other) = %v", err)
 	}
+	if err := config.CheckNotEmpty("X_SECRET", ""); err == nil || !strings.Contains(err.Error(), "X_SECRET") {
+		t.Errorf("CheckNotEmpty(\"\") = %v", err)
+	}
+	if err := config.CheckNotEmpty("X_SECRET", "s"); err != nil {
+		t.Errorf("CheckNotEmpty(s) = %v", err)
+	}
+}
+
+// validated is a configuration whose Validate refuses an empty V_NAME.
+type validated struct {
+	Name string `env:"V_NAME" default:"" usage:"a name"`
+}
+
+func (v validated) Validate() error { return config.CheckNotEmpty("V_NAME", v.Name) }
+
+func TestLoadValidLoadsThenValidates(t *testing.T) {
+	if _, err := config.LoadValid[validated](); err == nil || !strings.Contains(err.Error(), "V_NAME") {
+		t.Fatalf("without V_NAME: %v, want the validation error", err)
+	}
+	t.Setenv("V_NAME", "set")
+	c, err := config.LoadValid[validated]()
+	if err != nil || c.Name != "set" {
+		t.Fatalf("with V_NAME: %+v %v", c, err)
+	}
 }

@@ -38,3 +38,11 @@ func CheckOneOf(varName, v string, allowed ...string) error {
 	}
 	return &Error{Var: varName, Value: v, Err: fmt.Errorf("must be one of %v", allowed)}
 }
+
+// CheckNotEmpty reports whether v is set, naming the variable in the error.
+func CheckNotEmpty(varName, v string) error {
+	if v == "" {
+		return &Error{Var: varName, Err: fmt.Errorf("must not be empty")}
+	}
+	return nil
+}

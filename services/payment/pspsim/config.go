@@ -38,25 +38,15 @@ type Config struct {
 }
 
 // Load reads the configuration from the environment and validates it.
-func Load() (Config, error) {
-	var c Config
-	if err := pkgconfig.Load(&c); err != nil {
-		return Config{}, err
-	}
-	return c, c.Validate()
-}
+func Load() (Config, error) { return pkgconfig.LoadValid[Config]() }
 
 // Validate reports every unusable setting, each naming its variable.
 func (c Config) Validate() error {
 	_, schedErr := c.Schedule()
-	var secretErr error
-	if c.Secret == "" {
-		secretErr = &pkgconfig.Error{Var: "PSP_SECRET", Err: errors.New("must not be empty")}
-	}
 	return errors.Join(
 		c.Log.Validate(),
 		pkgconfig.CheckAddr("PSP_HTTP_ADDR", c.HTTPAddr),
-		secretErr,
+		pkgconfig.CheckNotEmpty("PSP_SECRET", c.Secret),
 		schedErr,
 		pkgconfig.CheckPositive("PSP_NOTIFY_TIMEOUT", c.NotifyTimeout),
 		pkgconfig.CheckOneOf("PSP_MODE", c.Mode, psp.Modes...),

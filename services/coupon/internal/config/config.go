@@ -45,13 +45,7 @@ type Config struct {
 }
 
 // Load reads the configuration from the environment and validates it.
-func Load() (Config, error) {
-	var c Config
-	if err := pkgconfig.Load(&c); err != nil {
-		return Config{}, err
-	}
-	return c, c.Validate()
-}
+func Load() (Config, error) { return pkgconfig.LoadValid[Config]() }
 
 // App returns the use cases' configuration.
 func (c Config) App() app.Config {
@@ -77,21 +71,14 @@ func (c Config) Validate() error {
 		pkgconfig.CheckAddr("HTTP_ADDR", c.HTTPAddr),
 		c.App().Validate(),
 		c.Jobs().Validate(),
-		checkNotEmpty("COUPON_ORDER_STREAM", c.OrderStream),
-		checkNotEmpty("COUPON_ORDER_SUBJECT_PREFIX", c.OrderStreamSubj),
-		checkNotEmpty("COUPON_CONSUMER_NAME", c.ConsumerName),
-		checkNotEmpty("COUPON_EVENT_STREAM", c.EventStream),
-		checkNotEmpty("COUPON_EVENT_SUBJECT_PREFIX", c.EventStreamSubj),
+		pkgconfig.CheckNotEmpty("COUPON_ORDER_STREAM", c.OrderStream),
+		pkgconfig.CheckNotEmpty("COUPON_ORDER_SUBJECT_PREFIX", c.OrderStreamSubj),
+		pkgconfig.CheckNotEmpty("COUPON_CONSUMER_NAME", c.ConsumerName),
+		pkgconfig.CheckNotEmpty("COUPON_EVENT_STREAM", c.EventStream),
+		pkgconfig.CheckNotEmpty("COUPON_EVENT_SUBJECT_PREFIX", c.EventStreamSubj),
 		pkgconfig.CheckPositive("COUPON_CONSUMER_WORKERS", c.ConsumerWorkers),
 		pkgconfig.CheckPositive("COUPON_CONSUMER_MAX_DELIVER", c.ConsumerDeliver),
 		pkgconfig.CheckPositive("COUPON_CONSUMER_ACK_WAIT", c.ConsumerAckWait),
 		pkgconfig.CheckPositive("COUPON_INBOX_RETENTION", c.InboxRetention),
 	)
-}
-
-func checkNotEmpty(name, v string) error {
-	if v == "" {
-		return &pkgconfig.Error{Var: name, Value: v, Err: errors.New("must not be empty")}
-	}
-	return nil
 }

@@ -42,13 +42,7 @@ type Config struct {
 }
 
 // Load reads the configuration from the environment and validates it.
-func Load() (Config, error) {
-	var c Config
-	if err := pkgconfig.Load(&c); err != nil {
-		return Config{}, err
-	}
-	return c, c.Validate()
-}
+func Load() (Config, error) { return pkgconfig.LoadValid[Config]() }
 
 // Validate reports every unusable setting, each naming its variable.
 func (c Config) Validate() error {

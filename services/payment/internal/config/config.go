@@ -45,28 +45,18 @@ type Config struct {
 }
 
 // Load reads the configuration from the environment and validates it.
-func Load() (Config, error) {
-	var c Config
-	if err := pkgconfig.Load(&c); err != nil {
-		return Config{}, err
-	}
-	return c, c.Validate()
-}
+func Load() (Config, error) { return pkgconfig.LoadValid[Config]() }
 
 // Validate reports every unusable setting, each naming its variable.
 func (c Config) Validate() error {
-	var secretErr error
-	if c.PSPSecret == "" {
-		secretErr = &pkgconfig.Error{Var: "PSP_SECRET", Err: errors.New("must not be empty")}
-	}
 	return errors.Join(
 		c.Platform.Validate(),
 		c.Idempotency.Validate(),
 		c.Outbox.Validate(),
 		pkgconfig.CheckAddr("HTTP_ADDR", c.HTTPAddr),
-		secretErr,
-		checkURL("PSP_URL", c.PSPURL),
-		checkURL("ORDER_URL", c.OrderURL),
+		pkgconfig.CheckNotEmpty("PSP_SECRET", c.PSPSecret),
+		pkgconfig.CheckNotEmpty("PSP_URL", c.PSPURL),
+		pkgconfig.CheckNotEmpty("ORDER_URL", c.OrderURL),
 		pkgconfig.CheckPositive("PSP_TIMEOUT", c.PSPTimeout),
 		pkgconfig.CheckPositive("ORDER_TIMEOUT", c.OrderTimeout),
 		pkgconfig.CheckOneOf("PAYMENT_CALLBACK_MODE", c.CallbackMode, "fixed", "broken"),
@@ -76,11 +66,4 @@ func (c Config) Validate() error {
 		events.CheckStreamName("PAYMENT_STREAM", c.PaymentStream),
 		events.CheckSubjectPrefix("EVENT_SUBJECT_PREFIX", c.SubjectPrefix),
 	)
-}
-
-func checkURL(name, v string) error {
-	if v == "" {
-		return &pkgconfig.Error{Var: name, Err: errors.New("must not be empty")}
-	}
-	return nil
 }
