@@ -141,6 +141,44 @@ func TestRetryPassDeductsALandedMessageOnce(t *testing.T) {
 	}
 }
 
+// TestFreshAppExposesItsLabelledCountersAtZero: before any deduction or
+// failure, the registry already holds a zero series for every mode and every
+// failure reason, so dashboards and alerts read 0 rather than no data.
+func TestFreshAppExposesItsLabelledCountersAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := app.New(nil, nil, app.DefaultConfig(), testenv.Logger(t), reg); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"coupon_deductions_total":      {string(coupon.ModeFixed), string(coupon.ModeBroken)},
+		"coupon_messages_failed_total": coupon.FailureReasons(),
+	}
+	mfs, err := reg.Gather()
+	testenv.Must(t, err)
+	got := map[string]map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if got[mf.GetName()] == nil {
+					got[mf.GetName()] = map[string]float64{}
+				}
+				got[mf.GetName()][lp.GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	for name, labels := range want {
+		for _, l := range labels {
+			v, ok := got[name][l]
+			if !ok || v != 0 {
+				t.Errorf("%s{%q}: present %v, value %v; want a zero series", name, l, ok, v)
+			}
+		}
+		if len(got[name]) != len(labels) {
+			t.Errorf("%s has series %v, want exactly %q", name, got[name], labels)
+		}
+	}
+}
+
 func TestOrderWithoutCouponLandsNothing(t *testing.T) {
 	f := newFixture(t, coupon.ModeFixed)
 	testenv.Must(t, f.store.InTx(ctx, func(tx coupon.Tx) error {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
 // metrics are the coupon service's business counters.
@@ -53,6 +55,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register coupon metrics: %w", err)
 		}
+	}
+	// A labelled counter has no series until its first event, so a
+	// dashboard or an alert such as increase(coupon_messages_failed_total[5m])
+	// would see "no data" instead of 0 on a healthy service. Every known
+	// label value is created at zero up front.
+	for _, mode := range []coupon.Mode{coupon.ModeFixed, coupon.ModeBroken} {
+		m.deductions.WithLabelValues(string(mode))
+	}
+	for _, reason := range coupon.FailureReasons() {
+		m.messagesFailed.WithLabelValues(reason)
 	}
 	return m, nil
 }

@@ -137,21 +137,41 @@ func IsPermanent(err error) bool {
 		errors.Is(err, ErrInvalid)
 }
 
+// failureReasons maps the permanent sentinel errors to their FailureReason
+// label, in the order they are tested. It is the one list both FailureReason
+// and FailureReasons read, so a new reason cannot reach one without the other.
+var failureReasons = []struct {
+	err    error
+	reason string
+}{
+	{ErrUsedByAnotherOrder, "used_by_another_order"},
+	{ErrOrderAlreadyDeducted, "order_already_deducted"},
+	{ErrWrongOwner, "wrong_owner"},
+	{ErrNotFound, "not_found"},
+	{ErrInvalid, "invalid"},
+}
+
+// reasonMaxRetries labels a message failed because its transient errors
+// reached the retry limit.
+const reasonMaxRetries = "max_retries"
+
 // FailureReason is a short, stable label for a failed message, used as a
 // metric label.
 func FailureReason(err error) string {
-	switch {
-	case errors.Is(err, ErrUsedByAnotherOrder):
-		return "used_by_another_order"
-	case errors.Is(err, ErrOrderAlreadyDeducted):
-		return "order_already_deducted"
-	case errors.Is(err, ErrWrongOwner):
-		return "wrong_owner"
-	case errors.Is(err, ErrNotFound):
-		return "not_found"
-	case errors.Is(err, ErrInvalid):
-		return "invalid"
-	default:
-		return "max_retries"
+	for _, r := range failureReasons {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
 	}
+	return reasonMaxRetries
+}
+
+// FailureReasons returns every label FailureReason can return, so that the
+// metric can be created with all of them at zero before the first failure.
+func FailureReasons() []string {
+	out := make([]string, 0, len(failureReasons)+1)
+	for _, r := range failureReasons {
+		out = append(out, r.reason)
+	}
+	return append(out, reasonMaxRetries)
 }
