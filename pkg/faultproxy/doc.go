@@ -39,15 +39,19 @@
 // # Use
 //
 // The program is scripts/cmd/faultproxy (listens on :3307, forwards to
-// 127.0.0.1:3306, admin API on :8091). In docker compose the coupon service's
-// MYSQL_ADDR points at the proxy, and the lab arms it before the step that
-// must lose its acknowledgement:
+// 127.0.0.1:3306, admin API on :8091). In docker compose and under
+// `make run` (scripts/run.sh) the coupon service's MYSQL_ADDR points at it.
+// Nothing arms that proxy on its own: it passes everything through until
+// someone arms it through the admin API, to lose the acknowledgement of a
+// COMMIT of the running stack by hand:
 //
 //	curl -X POST -H "Authorization: Bearer $ADMIN_TOKEN" \
 //	     -d '{"drop_commit_acks": 1, "match": "coupon_deduction"}' http://localhost:8091/arm
 //	curl -H "Authorization: Bearer $ADMIN_TOKEN" http://localhost:8091/stats
 //
-// Tests run the proxy in process, on a free port:
+// The lab (`make lab`, services/coupon/lab) and the tests do not use that
+// proxy: each scenario starts its own in process, on a free port, in front of
+// its throwaway database, and arms it with Arm:
 //
 //	cfg := faultproxy.DefaultConfig()
 //	cfg.Addr, cfg.Upstream = "127.0.0.1:0", mysqlAddr
