@@ -94,9 +94,17 @@ type Scenario struct {
 	Variant  string
 	// WantHolds is false for a broken variant: it must reproduce the incident.
 	WantHolds bool
+	// WantCount, when not zero, is the exact count the run must show. It is
+	// for a deterministic reproduction, where the incident is not just "more
+	// than one" but a known number (one lost acknowledgement, one retry: 2);
+	// racy variants leave it zero.
+	WantCount int
 	Run       func(ctx context.Context, env Env) (Result, error)
 }
 
 // Verdict tells whether r is what the scenario should show: a fixed variant
-// holds its invariant, a broken one violates it.
-func (s Scenario) Verdict(r Result) bool { return r.Holds == s.WantHolds }
+// holds its invariant, a broken one violates it, and with WantCount set the
+// count is exactly that.
+func (s Scenario) Verdict(r Result) bool {
+	return r.Holds == s.WantHolds && (s.WantCount == 0 || r.Count == s.WantCount)
+}

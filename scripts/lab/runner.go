@@ -27,7 +27,8 @@ type Row struct {
 	Expected  string  `json:"expected"`
 	Holds     bool    `json:"holds"`
 	WantHolds bool    `json:"want_holds"`
-	Verdict   string  `json:"verdict"` // "ok" or "FAIL"
+	WantCount int     `json:"want_count,omitempty"` // the exact count required, when not zero
+	Verdict   string  `json:"verdict"`              // "ok" or "FAIL"
 	Error     string  `json:"error,omitempty"`
 	Seconds   float64 `json:"seconds"`
 }
@@ -47,7 +48,7 @@ func Run(ctx context.Context, env lab.Env, scenarios []lab.Scenario) []Row {
 		row := Row{
 			Incident: s.Incident, Title: res.Title, Variant: s.Variant, Injected: res.Injected,
 			Effect: res.Effect, Count: res.Count, Expected: res.Expected, Holds: res.Holds,
-			WantHolds: s.WantHolds, Seconds: time.Since(start).Seconds(),
+			WantHolds: s.WantHolds, WantCount: s.WantCount, Seconds: time.Since(start).Seconds(),
 		}
 		switch {
 		case err != nil:
@@ -90,6 +91,9 @@ func WriteTable(w io.Writer, rows []Row) error {
 		want := "must hold"
 		if !r.WantHolds {
 			want = "must break"
+		}
+		if r.WantCount != 0 {
+			want += fmt.Sprintf(", count %d", r.WantCount)
 		}
 		fmt.Fprintf(tw, "%d %s\t%s\t%s\t%s\t%s\t%s\t%s (%s)\t%s\n",
 			r.Incident, r.Title, r.Variant, r.Injected, r.Effect, count, r.Expected, holds, want, r.Verdict)

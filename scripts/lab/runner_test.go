@@ -20,6 +20,12 @@ func scenario(variant string, wantHolds, holds bool, err error) lab.Scenario {
 	}
 }
 
+// withCount requires s's run to count exactly n (the fake counts 2).
+func withCount(s lab.Scenario, n int) lab.Scenario {
+	s.WantCount = n
+	return s
+}
+
 func TestRunVerdicts(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -31,6 +37,8 @@ func TestRunVerdicts(t *testing.T) {
 		{"broken reproduces", scenario(lab.Broken, false, false, nil), false},
 		{"broken fails to reproduce", scenario(lab.Broken, false, true, nil), true},
 		{"error", scenario(lab.Fixed, true, true, errors.New("boom")), true},
+		{"broken reproduces with the exact count", withCount(scenario(lab.Broken, false, false, nil), 2), false},
+		{"broken reproduces with another count", withCount(scenario(lab.Broken, false, false, nil), 3), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,12 +57,14 @@ func TestWriteTableAndJSON(t *testing.T) {
 	rows := Run(context.Background(), lab.Env{}, []lab.Scenario{
 		scenario(lab.Broken, false, false, nil),
 		scenario(lab.Fixed, true, true, nil),
+		withCount(scenario(lab.Broken, false, false, nil), 2),
 	})
 	var tbl bytes.Buffer
 	if err := WriteTable(&tbl, rows); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(tbl.String(), "violated (must break)") || !strings.Contains(tbl.String(), "holds (must hold)") {
+	if !strings.Contains(tbl.String(), "violated (must break)") || !strings.Contains(tbl.String(), "holds (must hold)") ||
+		!strings.Contains(tbl.String(), "violated (must break, count 2)") {
 		t.Fatalf("table misses verdict words:\n%s", tbl.String())
 	}
 	var js bytes.Buffer
@@ -62,7 +72,7 @@ func TestWriteTableAndJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back []Row
-	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back) != 2 || back[1].Verdict != "ok" {
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back) != 3 || back[1].Verdict != "ok" || back[2].WantCount != 2 {
 		t.Fatalf("json round trip: %v %+v", err, back)
 	}
 }

@@ -38,18 +38,23 @@ const title = "lost commit ACK"
 // concurrency scenario.
 const ConcurrentRetries = 20
 
+// LostAckBrokenCount is what the broken deduction writes for one order after
+// one lost acknowledgement: the attempt that committed unheard, and the
+// scheduled retry that deducts again. The incident is exactly this count.
+const LostAckBrokenCount = 2
+
 // Scenarios lists the variants of incident 1.
 func Scenarios() []lab.Scenario {
 	var out []lab.Scenario
 	for _, mode := range []coupon.Mode{coupon.ModeBroken, coupon.ModeFixed} {
-		variant, holds := lab.Fixed, true
+		variant, holds, lostAckCount := lab.Fixed, true, 0
 		if mode == coupon.ModeBroken {
-			variant, holds = lab.Broken, false
+			variant, holds, lostAckCount = lab.Broken, false, LostAckBrokenCount
 		}
 		out = append(out,
-			lab.Scenario{Incident: Incident, Variant: variant + "/driver", WantHolds: holds,
+			lab.Scenario{Incident: Incident, Variant: variant + "/driver", WantHolds: holds, WantCount: lostAckCount,
 				Run: func(ctx context.Context, env lab.Env) (lab.Result, error) { return LostAckDriver(ctx, env, mode) }},
-			lab.Scenario{Incident: Incident, Variant: variant + "/proxy", WantHolds: holds,
+			lab.Scenario{Incident: Incident, Variant: variant + "/proxy", WantHolds: holds, WantCount: lostAckCount,
 				Run: func(ctx context.Context, env lab.Env) (lab.Result, error) { return LostAckProxy(ctx, env, mode) }},
 			lab.Scenario{Incident: Incident, Variant: variant + "/concurrent", WantHolds: holds,
 				Run: func(ctx context.Context, env lab.Env) (lab.Result, error) {
