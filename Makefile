@@ -53,7 +53,7 @@ lint: ## go vet and gofmt -l on every module
 .PHONY: lab
 lab: ## run the incident scenarios: each broken variant must reproduce, each fixed one hold (INCIDENT=n for one, LAB_FLAGS=--json)
 	@bash scripts/preflight.sh
-	$(GO) run ./scripts/cmd/lab --incident $(or $(INCIDENT),0) $(LAB_FLAGS)
+	@$(GO) run ./scripts/cmd/lab --incident $(or $(INCIDENT),0) $(LAB_FLAGS)
 
 .PHONY: bench
 bench: ## run the benchmark suites and write docs/benchmarks.md with the targets judged (BENCH_FLAGS=--only outbox,idempotency)
