@@ -24,6 +24,15 @@ const staleBy = time.Hour
 // copy of an out_of_order notification is delivered.
 const outOfOrderLag = 50 * time.Millisecond
 
+// outOfOrderAge is how much earlier than the charge the held-back copy of an
+// out_of_order notification is signed, as if it had sat in a queue that
+// long. The signature timestamp has second resolution, so a copy signed at
+// charge time would usually carry the same timestamp as the first delivery
+// and arrive "late" without being older; two seconds keep it at least one
+// timestamp step below every later delivery, and well inside any acceptance
+// window.
+const outOfOrderAge = 2 * time.Second
+
 // Attempt is one delivery of a notification.
 type Attempt struct {
 	Copy   int       `json:"copy"` // which concurrent copy or replay (0 for the main delivery)
@@ -191,9 +200,10 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 	if sim.Mode == psp.ModeOutOfOrder {
 		// The notification overtakes the charge answer: the merchant hears
 		// "paid" before it learns the platform serial from the charge call.
-		// The copy signed now is held back and delivered after the first
-		// success, so the merchant also sees an older notification last.
-		early := s.signedAt(now, sim)
+		// A copy signed before the charge (outOfOrderAge) is held back and
+		// delivered after the first success, so the merchant also sees an
+		// older notification last.
+		early := s.signedAt(now.Add(-outOfOrderAge), sim)
 		ok := s.attempt(c, 0, 1, body)
 		answered := make(chan struct{})
 		defer close(answered)

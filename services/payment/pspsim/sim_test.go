@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,7 @@ type received struct {
 	n         psp.Notification
 	verifyErr error
 	nonce     string
+	timestamp int64 // X-PSP-Timestamp, Unix seconds
 	at        time.Time
 }
 
@@ -59,6 +61,11 @@ func (m *merchant) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	rec := received{verifyErr: psp.Verify(r.Header, body, []byte(secret), time.Now(), 5*time.Minute), nonce: r.Header.Get(psp.HeaderNonce), at: time.Now()}
+	ts, err := strconv.ParseInt(r.Header.Get(psp.HeaderTimestamp), 10, 64)
+	if err != nil {
+		m.t.Errorf("merchant: %s %q is not Unix seconds", psp.HeaderTimestamp, r.Header.Get(psp.HeaderTimestamp))
+	}
+	rec.timestamp = ts
 	if err := json.Unmarshal(body, &rec.n); err != nil {
 		m.t.Errorf("merchant: undecodable notification: %v", err)
 	}
@@ -305,6 +312,13 @@ func TestOutOfOrderNotifiesBeforeTheChargeAnswerAndRedeliversAnOlderCopy(t *test
 	ch, _ := sim.Get(resp.PlatformSerial)
 	if !ch.Acknowledged || got[1].verifyErr != nil {
 		t.Fatalf("late copy: %+v, verify %v", ch, got[1].verifyErr)
+	}
+	// The late copy is older, not merely later: its signature timestamp
+	// (whole seconds) is below the first delivery's, so a handler that
+	// orders notifications by timestamp sees it out of order.
+	if got[1].timestamp >= got[0].timestamp {
+		t.Fatalf("late copy signed at %d, first delivery at %d: want the late copy's %s below the first's",
+			got[1].timestamp, got[0].timestamp, psp.HeaderTimestamp)
 	}
 }
 
