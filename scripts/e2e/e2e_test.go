@@ -24,17 +24,24 @@ import (
 func TestMain(m *testing.M) { proctest.Main(m) }
 
 // stormCopies is how many concurrent copies of the notification the
-// simulator sends. With the payment service's callback entry lock on, a
-// copy that meets the held lock before the payment is paid is answered 503
-// and retried on the simulator's schedule (how many do depends on the
-// scheduler), so the storm can also exercise the platform's retries; with it off (the
-// default) every copy reaches the database at once.
+// simulator sends (PSP_STORM_COPIES). With the payment service's callback
+// entry lock on, a copy that meets the held lock before the payment is paid
+// is answered 503 and retried on the simulator's schedule (how many do
+// depends on the scheduler); with it off (the default) every copy reaches
+// the database at once.
 const stormCopies = 50
 
 // lateRetries is how many more deliveries of the same notification the
-// platform makes after the storm is over, each signed anew: the late
-// retries of the story.
+// simulator makes one after another once the storm is acknowledged
+// (PSP_REPLAYS), each signed anew: the late retries of the story.
 const lateRetries = 10
+
+// lostAnswers is how many of the storm's first attempts lose the payment
+// service's answer on the way back (PSP_LOST_ANSWERS): the service has
+// processed them, the simulator hears nothing and retries them on its
+// schedule. Whatever the scheduler does with the entry lock, every run
+// therefore has unacknowledged deliveries that the platform retries.
+const lostAnswers = 1
 
 // flowDeadline bounds every wait of the flow; the whole test stays well
 // under a minute on a shared machine.
@@ -104,6 +111,7 @@ func startRig(t *testing.T, callbackLock bool) *rig {
 		"PSP_HTTP_ADDR="+addrs["psp-sim"], "PSP_SECRET="+string(r.pspSecret),
 		"PSP_CALLBACK_URL=http://"+addrs["payment"]+"/payments/callback",
 		"PSP_MODE=storm", fmt.Sprintf("PSP_STORM_COPIES=%d", stormCopies),
+		fmt.Sprintf("PSP_REPLAYS=%d", lateRetries), fmt.Sprintf("PSP_LOST_ANSWERS=%d", lostAnswers),
 		"PSP_RETRY_SCHEDULE=100ms,200ms,300ms,500ms,1s,1s,2s",
 		"PSP_NOTIFY_DELAY=10ms", "LOG_LEVEL=debug",
 	)}
@@ -180,16 +188,6 @@ func do(t *testing.T, req *http.Request, headers map[string]string, out any) (in
 		}
 	}
 	return resp.StatusCode, raw
-}
-
-// callRaw sends body as is and decodes a 2xx JSON answer into out.
-func callRaw(t *testing.T, method, url string, headers map[string]string, body []byte, out any) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return do(t, req, headers, out)
 }
 
 // want fails unless status is one of ok.
@@ -293,10 +291,12 @@ type payment struct {
 type charge struct {
 	Notification psp.Notification `json:"notification"`
 	Attempts     []struct {
-		Copy   int    `json:"copy"`
-		Try    int    `json:"try"`
-		Status int    `json:"status"`
-		Error  string `json:"error"`
+		Copy       int       `json:"copy"`
+		Try        int       `json:"try"`
+		At         time.Time `json:"at"`
+		Status     int       `json:"status"`
+		Error      string    `json:"error"`
+		AnswerLost bool      `json:"answer_lost"`
 	} `json:"attempts"`
 	Acknowledged bool `json:"acknowledged"`
 	Done         bool `json:"done"`
@@ -305,10 +305,12 @@ type charge struct {
 // TestOrderWithCouponPaidThroughCallbackStorm is incident 2's chain across
 // the services as processes: coupon issued → order with the coupon (POST
 // twice with one Idempotency-Key) → payment (POST twice with one key) →
-// the simulator's storm of 50 concurrent notifications, the refused ones
-// retried → order PAID → coupon USED → 10 late retries, each a duplicate.
-// Then it counts the effects in every database and stream, asks every
-// reconciler, and stops every process with SIGTERM expecting exit status 0.
+// the simulator's storm of 50 concurrent notifications, the unacknowledged
+// ones (a lost answer in every run, refusals by the entry lock) retried by
+// the simulator → order PAID → coupon USED → the simulator's 10 late
+// retries, each a duplicate. Then it counts the effects in every database
+// and stream, asks all three reconcilers, and stops every process with
+// SIGTERM expecting exit status 0.
 //
 // It runs twice, in parallel: with the payment service's default
 // configuration (no entry lock: all copies race in the database), and with
@@ -399,62 +401,64 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 		t.Fatalf("coupon used by order %q, want %q", finalCoupon.UsedOrderNo, o1.OrderNo)
 	}
 
-	// 5. Let the simulator finish every copy and retry, so that late
-	// deliveries are counted too; it must have been acknowledged, and the
-	// storm must really have been one, with refused copies retried.
+	// 5. Let the simulator finish every copy, retry and late retry. Its
+	// record must show the storm and the late retries as planned, at least
+	// one delivery it retried after getting no answer, and every copy
+	// acknowledged in the end.
 	var ch charge
 	eventually(t, "simulator done delivering", func() (bool, string) {
 		st, raw := call(t, "GET", r.psp.URL("/charges/"+paid.PlatformSerial), nil, nil, &ch)
 		return st == http.StatusOK && ch.Done, fmt.Sprintf("%d %.300s", st, raw)
 	})
 	copies, ackedCopies := map[int]bool{}, map[int]bool{}
-	retries, acked, refused := 0, 0, 0
+	retries, lost, answered, answered2xx, refused := 0, 0, 0, 0, 0
+	var lastStorm, firstLate time.Time
 	for _, a := range ch.Attempts {
 		copies[a.Copy] = true
 		if a.Try > 1 {
 			retries++
 		}
+		if a.AnswerLost {
+			lost++
+		}
+		if a.Status != 0 {
+			answered++
+		}
 		switch {
 		case a.Status/100 == 2:
-			acked++
-			ackedCopies[a.Copy] = true
+			answered2xx++
+			if !a.AnswerLost {
+				ackedCopies[a.Copy] = true
+			}
 		case a.Status != 0:
 			refused++
 		}
+		if a.Copy < stormCopies && a.At.After(lastStorm) {
+			lastStorm = a.At
+		}
+		if a.Copy >= stormCopies && (firstLate.IsZero() || a.At.Before(firstLate)) {
+			firstLate = a.At
+		}
 	}
-	t.Logf("simulator: %d attempts, %d copies, %d retries, %d answered 2xx, %d refused", len(ch.Attempts), len(copies), retries, acked, refused)
-	if !ch.Acknowledged || len(copies) != stormCopies {
-		t.Fatalf("simulator: acknowledged=%v, %d copies (want %d): the storm did not happen as planned", ch.Acknowledged, len(copies), stormCopies)
+	t.Logf("simulator: %d attempts, %d copies, %d retries, %d answers lost, %d answered 2xx, %d refused",
+		len(ch.Attempts), len(copies), retries, lost, answered2xx, refused)
+	if !ch.Acknowledged || len(copies) != stormCopies+lateRetries {
+		t.Fatalf("simulator: acknowledged=%v, %d copies (want %d concurrent + %d late): the storm did not happen as planned",
+			ch.Acknowledged, len(copies), stormCopies, lateRetries)
+	}
+	if !firstLate.After(lastStorm) {
+		t.Fatalf("simulator: first late retry at %s, last storm delivery at %s: the late retries were not late", firstLate, lastStorm)
+	}
+	if lost != lostAnswers || retries < lostAnswers {
+		t.Fatalf("simulator: %d answers lost and %d retries, want %d lost and at least as many retries", lost, retries, lostAnswers)
 	}
 	// Whether a copy meets another's entry lock depends on the scheduler,
 	// so the number refused is not fixed; what is fixed is that every copy,
-	// refused or not, ends acknowledged: a refused one was retried until
-	// it was answered as the duplicate it is.
-	if len(ackedCopies) != stormCopies {
-		t.Fatalf("simulator: %d of %d copies acknowledged (%d refused answers): refused copies were not retried to a 2xx", len(ackedCopies), stormCopies, refused)
-	}
-
-	// Late retries: the same notification again, re-signed each time as
-	// the platform does, after everything was settled. Each one is a
-	// duplicate: 200, nothing changed (counted below).
-	note, err := json.Marshal(ch.Notification)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range lateRetries {
-		h := http.Header{}
-		psp.SignHeaders(h, r.pspSecret, time.Now(), note)
-		headers := map[string]string{"Content-Type": "application/json"}
-		for k := range h {
-			headers[k] = h.Get(k)
-		}
-		var ans struct {
-			Outcome string `json:"outcome"`
-		}
-		st, raw := callRaw(t, "POST", r.payment.URL("/payments/callback"), headers, note, &ans)
-		if st != http.StatusOK || ans.Outcome != "duplicate" {
-			t.Fatalf("late retry %d: %d %s, want 200 with outcome duplicate", i+1, st, raw)
-		}
+	// refused, unanswered or not, ends acknowledged: it was retried until it
+	// was answered as the duplicate it is.
+	if len(ackedCopies) != stormCopies+lateRetries {
+		t.Fatalf("simulator: %d of %d copies acknowledged (%d refused answers, %d lost): unacknowledged copies were not retried to a 2xx",
+			len(ackedCopies), stormCopies+lateRetries, refused, lost)
 	}
 
 	// 6. Exactly one of every effect.
@@ -499,14 +503,14 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 	}
 
 	// The payment service's own count of callback outcomes: exactly one
-	// notification was processed; every other answered copy was a
-	// duplicate, and none was refused as wrong.
+	// notification was processed; every other 2xx answer it gave, the lost
+	// ones included, was a duplicate, and none was refused as wrong.
 	metrics := scrape(t, r.payment.URL("/metrics"))
 	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="processed"}`]; got != 1 {
 		t.Errorf("callbacks processed: %v, want 1", got)
 	}
-	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="duplicate"}`]; got != float64(acked-1+lateRetries) {
-		t.Errorf("callbacks answered as duplicates: %v, want %d (the simulator's 2xx answers but the first, and the late retries)", got, acked-1+lateRetries)
+	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="duplicate"}`]; got != float64(answered2xx-1) {
+		t.Errorf("callbacks answered as duplicates: %v, want %d (the service's 2xx answers but the first, late retries and lost answers included)", got, answered2xx-1)
 	}
 	// Every refusal the simulator saw was the entry lock's, and there are
 	// none without it.
@@ -516,14 +520,9 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 	if !callbackLock && refused != 0 {
 		t.Errorf("%d copies refused without the entry lock, want 0", refused)
 	}
-	// Every delivery the simulator got an answer to was counted, and only
-	// as processed, duplicate or (entry lock) locked.
-	answered, counted := 0, 0.0
-	for _, a := range ch.Attempts {
-		if a.Status != 0 {
-			answered++
-		}
-	}
+	// Every delivery the service answered was counted, and only as
+	// processed, duplicate or (entry lock) locked.
+	counted := 0.0
 	for k, v := range metrics {
 		if !strings.HasPrefix(k, "payment_callbacks_total{") {
 			continue
@@ -533,12 +532,12 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 			t.Errorf("%s = %v, want 0", k, v)
 		}
 	}
-	if counted != float64(answered+lateRetries) {
-		t.Errorf("payment_callbacks_total sums to %v, want the simulator's %d answers and %d late retries", counted, answered, lateRetries)
+	if counted != float64(answered) {
+		t.Errorf("payment_callbacks_total sums to %v, want the %d answers the simulator recorded", counted, answered)
 	}
 
-	// 7. Every reconciler is empty. The order service has none: its
-	// invariants are the ones counted above.
+	// 7. All three reconcilers are empty, each answering from behind its
+	// admin token.
 	admin := map[string]string{"Authorization": "Bearer " + r.adminToken}
 	var payRec struct {
 		Empty  bool            `json:"empty"`
@@ -549,18 +548,22 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 	if !payRec.Empty {
 		t.Errorf("payment reconciliation not empty: %s", raw)
 	}
-	var couponRec struct {
-		Anomalies []json.RawMessage `json:"anomalies"`
+	for _, s := range []service{r.order, r.coupon} {
+		var rec struct {
+			Anomalies []json.RawMessage `json:"anomalies"`
+		}
+		st, raw = call(t, "GET", s.URL("/admin/reconcile"), admin, nil, &rec)
+		want(t, s.Name+" reconcile", st, raw, http.StatusOK)
+		if rec.Anomalies == nil || len(rec.Anomalies) != 0 {
+			t.Errorf("%s reconciliation: %s, want {\"anomalies\":[]}", s.Name, raw)
+		}
 	}
-	st, raw = call(t, "GET", r.coupon.URL("/admin/reconcile"), admin, nil, &couponRec)
-	want(t, "coupon reconcile", st, raw, http.StatusOK)
-	if couponRec.Anomalies == nil || len(couponRec.Anomalies) != 0 {
-		t.Errorf("coupon reconciliation: %s, want {\"anomalies\":[]}", raw)
-	}
-	// The admin endpoints refuse a wrong token, so an empty answer above
+	// The admin endpoints refuse a wrong token, so the empty answers above
 	// came from behind the guard.
-	st, raw = call(t, "GET", r.payment.URL("/admin/reconcile"), map[string]string{"Authorization": "Bearer wrong"}, nil, nil)
-	want(t, "payment reconcile with a wrong token", st, raw, http.StatusUnauthorized)
+	for _, s := range []service{r.order, r.coupon, r.payment} {
+		st, raw = call(t, "GET", s.URL("/admin/reconcile"), map[string]string{"Authorization": "Bearer wrong"}, nil, nil)
+		want(t, s.Name+" reconcile with a wrong token", st, raw, http.StatusUnauthorized)
+	}
 
 	// 8. Clean shutdown of every process: the platform first (no more
 	// deliveries), then the services.

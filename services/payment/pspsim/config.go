@@ -9,6 +9,7 @@ package pspsim
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,7 +35,11 @@ type Config struct {
 	NotifyDelay   time.Duration `env:"PSP_NOTIFY_DELAY" default:"50ms" usage:"wait between answering a charge and the first notification"`
 	Mode          string        `env:"PSP_MODE" default:"normal" usage:"default delivery mode for charges that name none: normal, storm, replay, out_of_order, wrong_amount, bad_signature, stale_timestamp"`
 	StormCopies   int           `env:"PSP_STORM_COPIES" default:"50" usage:"concurrent copies of a notification in storm mode"`
-	Replays       int           `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay mode"`
+	Replays       int           `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay mode, and after the copies in storm mode for charges that name no simulation"`
+	// LostAnswers makes the platform lose the answer to the first attempts
+	// of every charge (psp.Simulation.LostAnswers), so that even a merchant
+	// that answers every delivery at once sees retries.
+	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first delivery attempts lose the merchant's answer, so the platform retries a notification the merchant already processed"`
 }
 
 // Load reads the configuration from the environment and validates it.
@@ -52,7 +57,15 @@ func (c Config) Validate() error {
 		pkgconfig.CheckOneOf("PSP_MODE", c.Mode, psp.Modes...),
 		pkgconfig.CheckPositive("PSP_STORM_COPIES", c.StormCopies),
 		pkgconfig.CheckPositive("PSP_REPLAYS", c.Replays),
+		checkLostAnswers(c.LostAnswers),
 	)
+}
+
+func checkLostAnswers(n int) error {
+	if n < 0 || n > maxLostAnswers {
+		return &pkgconfig.Error{Var: "PSP_LOST_ANSWERS", Value: strconv.Itoa(n), Err: fmt.Errorf("must be between 0 and %d", maxLostAnswers)}
+	}
+	return nil
 }
 
 // Schedule parses RetrySchedule.

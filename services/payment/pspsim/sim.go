@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +23,19 @@ const staleBy = time.Hour
 // copy of an out_of_order notification is delivered.
 const outOfOrderLag = 50 * time.Millisecond
 
+// outOfOrderAge is how much earlier than the charge the held-back copy of an
+// out_of_order notification is signed, as if it had sat in a queue that
+// long. The signature timestamp has second resolution, so a copy signed at
+// charge time would usually carry the same timestamp as the first delivery
+// and arrive "late" without being older; two seconds keep it at least one
+// timestamp step below every later delivery, and well inside any acceptance
+// window.
+const outOfOrderAge = 2 * time.Second
+
+// maxLostAnswers bounds PSP_LOST_ANSWERS and a charge's lost_answers, like
+// copies and replays.
+const maxLostAnswers = 1000
+
 // Attempt is one delivery of a notification.
 type Attempt struct {
 	Copy   int       `json:"copy"` // which concurrent copy or replay (0 for the main delivery)
@@ -31,6 +43,10 @@ type Attempt struct {
 	At     time.Time `json:"at"`
 	Status int       `json:"status,omitempty"` // merchant's HTTP status; 0 when no answer
 	Error  string    `json:"error,omitempty"`
+	// AnswerLost marks an attempt whose answer the platform did not get
+	// (Simulation.LostAnswers): Status is what the merchant answered, but
+	// the attempt counts as failed and is retried.
+	AnswerLost bool `json:"answer_lost,omitempty"`
 }
 
 // Charge is what the simulator knows about one accepted charge.
@@ -44,6 +60,9 @@ type Charge struct {
 	// Done is true when every delivery of this charge has finished,
 	// acknowledged or with its retry schedule exhausted.
 	Done bool `json:"done"`
+
+	// answersToLose counts down Simulation.LostAnswers.
+	answersToLose int
 }
 
 // Simulator accepts charges and delivers their notifications.
@@ -180,7 +199,7 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 	if sim.Mode == psp.ModeWrongAmount {
 		n.Amount++
 	}
-	c := &Charge{Notification: n, NotifyURL: notifyURL, Simulation: sim}
+	c := &Charge{Notification: n, NotifyURL: notifyURL, Simulation: sim, answersToLose: sim.LostAnswers}
 	s.mu.Lock()
 	s.charges[serial] = c
 	s.mu.Unlock()
@@ -191,9 +210,10 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 	if sim.Mode == psp.ModeOutOfOrder {
 		// The notification overtakes the charge answer: the merchant hears
 		// "paid" before it learns the platform serial from the charge call.
-		// The copy signed now is held back and delivered after the first
-		// success, so the merchant also sees an older notification last.
-		early := s.signedAt(now, sim)
+		// A copy signed before the charge (outOfOrderAge) is held back and
+		// delivered after the first success, so the merchant also sees an
+		// older notification last.
+		early := s.signedAt(now.Add(-outOfOrderAge), sim)
 		ok := s.attempt(c, 0, 1, body)
 		answered := make(chan struct{})
 		defer close(answered)
@@ -224,7 +244,11 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, psp.ChargeResponse{PlatformSerial: serial, OutTradeNo: req.OutTradeNo, Amount: req.Amount})
 }
 
-// simulation fills a charge's simulation from the configured defaults.
+// simulation fills a charge's simulation from the configured defaults. A
+// charge that names no simulation (what the payment service sends) is
+// delivered entirely as configured; a configured storm is then the story of
+// incident 2: PSP_STORM_COPIES concurrent copies, then PSP_REPLAYS late
+// retries.
 func (s *Simulator) simulation(req *psp.Simulation) psp.Simulation {
 	var sim psp.Simulation
 	if req != nil {
@@ -236,11 +260,14 @@ func (s *Simulator) simulation(req *psp.Simulation) psp.Simulation {
 	if sim.Mode == psp.ModeStorm && sim.Copies == 0 {
 		sim.Copies = s.cfg.StormCopies
 	}
-	if sim.Mode == psp.ModeReplay && sim.Replays == 0 {
+	if (sim.Mode == psp.ModeReplay || (req == nil && sim.Mode == psp.ModeStorm)) && sim.Replays == 0 {
 		sim.Replays = s.cfg.Replays
 	}
 	if sim.Copies == 0 {
 		sim.Copies = 1
+	}
+	if sim.LostAnswers == 0 {
+		sim.LostAnswers = s.cfg.LostAnswers
 	}
 	return sim
 }
@@ -248,8 +275,8 @@ func (s *Simulator) simulation(req *psp.Simulation) psp.Simulation {
 func validSimulation(sim psp.Simulation) error {
 	for _, m := range psp.Modes {
 		if sim.Mode == m {
-			if sim.Copies < 1 || sim.Copies > 1000 || sim.Replays < 0 || sim.Replays > 1000 {
-				return errors.New("copies must be 1..1000 and replays 0..1000")
+			if sim.Copies < 1 || sim.Copies > 1000 || sim.Replays < 0 || sim.Replays > 1000 || sim.LostAnswers < 0 || sim.LostAnswers > maxLostAnswers {
+				return fmt.Errorf("copies must be 1..1000, replays 0..1000 and lost_answers 0..%d", maxLostAnswers)
 			}
 			return nil
 		}
@@ -336,13 +363,23 @@ func (s *Simulator) signedAt(at time.Time, sim psp.Simulation) signing {
 	return g
 }
 
-// send posts body signed as g says and records the attempt.
+// send posts body signed as g says and records the attempt. It reports
+// acknowledgement: a 2xx answer that reached the platform.
 func (s *Simulator) send(c *Charge, copyNo, try int, body []byte, g signing) bool {
 	h := http.Header{}
 	psp.SignHeaders(h, g.secret, g.at, body)
 	h.Set("Content-Type", "application/json")
 
-	rec := Attempt{Copy: copyNo, Try: try, At: s.now()}
+	// Which attempts lose their answer is decided as they start, so exactly
+	// LostAnswers attempts lose it however many copies race.
+	s.mu.Lock()
+	lost := c.answersToLose > 0
+	if lost {
+		c.answersToLose--
+	}
+	s.mu.Unlock()
+
+	rec := Attempt{Copy: copyNo, Try: try, At: s.now(), AnswerLost: lost}
 	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, c.NotifyURL, bytes.NewReader(body))
 	if err == nil {
 		req.Header = h
@@ -354,17 +391,22 @@ func (s *Simulator) send(c *Charge, copyNo, try int, body []byte, g signing) boo
 			rec.Status = resp.StatusCode
 		}
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		rec.Error = err.Error()
+	case lost:
+		// The merchant answered in full, so its work is done; the platform
+		// behaves as if the connection had dropped before the answer.
+		rec.Error = "answer lost on the way back (lost_answers): counted as unanswered and retried"
 	}
-	ok := rec.Status/100 == 2
+	ok := rec.Status/100 == 2 && !lost
 	s.mu.Lock()
 	c.Attempts = append(c.Attempts, rec)
 	if ok {
 		c.Acknowledged = true
 	}
 	s.mu.Unlock()
-	s.log.Debug("notification delivered", "platform_serial", c.Notification.PlatformSerial, "copy", copyNo, "try", try, "status", rec.Status, "err", rec.Error)
+	s.log.Debug("notification delivered", "platform_serial", c.Notification.PlatformSerial, "copy", copyNo, "try", try, "status", rec.Status, "answer_lost", lost, "err", rec.Error)
 	return ok
 }
 
@@ -374,10 +416,23 @@ func (s *Simulator) acknowledged(c *Charge) bool {
 	return c.Acknowledged
 }
 
+// finish marks c done and logs what its deliveries came to.
 func (s *Simulator) finish(c *Charge) {
 	s.mu.Lock()
 	c.Done = true
+	retries, lost := 0, 0
+	for _, a := range c.Attempts {
+		if a.Try > 1 {
+			retries++
+		}
+		if a.AnswerLost {
+			lost++
+		}
+	}
+	attempts, acked := len(c.Attempts), c.Acknowledged
 	s.mu.Unlock()
+	s.log.Info("charge deliveries done", "platform_serial", c.Notification.PlatformSerial, "mode", c.Simulation.Mode,
+		"attempts", attempts, "retries", retries, "answers_lost", lost, "acknowledged", acked)
 }
 
 // sleep waits d unless the simulator is closing; it reports whether to go on.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,7 @@ type received struct {
 	n         psp.Notification
 	verifyErr error
 	nonce     string
+	timestamp int64 // X-PSP-Timestamp, Unix seconds
 	at        time.Time
 }
 
@@ -59,6 +61,11 @@ func (m *merchant) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	rec := received{verifyErr: psp.Verify(r.Header, body, []byte(secret), time.Now(), 5*time.Minute), nonce: r.Header.Get(psp.HeaderNonce), at: time.Now()}
+	ts, err := strconv.ParseInt(r.Header.Get(psp.HeaderTimestamp), 10, 64)
+	if err != nil {
+		m.t.Errorf("merchant: %s %q is not Unix seconds", psp.HeaderTimestamp, r.Header.Get(psp.HeaderTimestamp))
+	}
+	rec.timestamp = ts
 	if err := json.Unmarshal(body, &rec.n); err != nil {
 		m.t.Errorf("merchant: undecodable notification: %v", err)
 	}
@@ -136,10 +143,13 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 	c := config()
 	c.RetrySchedule = []string{"1s", "soon"}
 	c.Mode = "chaos"
+	c.LostAnswers = -1
 	err := c.Validate()
 	var ce *pkgconfig.Error
-	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "PSP_RETRY_SCHEDULE") || !strings.Contains(err.Error(), "PSP_MODE") {
-		t.Fatalf("Validate = %v, want errors naming PSP_RETRY_SCHEDULE and PSP_MODE", err)
+	for _, v := range []string{"PSP_RETRY_SCHEDULE", "PSP_MODE", "PSP_LOST_ANSWERS"} {
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), v) {
+			t.Fatalf("Validate = %v, want errors naming PSP_RETRY_SCHEDULE, PSP_MODE and PSP_LOST_ANSWERS", err)
+		}
 	}
 }
 
@@ -228,6 +238,93 @@ func TestStormSendsConcurrentCopiesThenLateRetries(t *testing.T) {
 	}
 }
 
+// TestConfiguredStormSendsLateRetriesToo: a charge that names no simulation
+// (what the payment service sends) in PSP_MODE=storm gets the story's
+// storm: PSP_STORM_COPIES concurrent copies, then PSP_REPLAYS late retries.
+// A charge that names its storm gets exactly what it names.
+func TestConfiguredStormSendsLateRetriesToo(t *testing.T) {
+	cfg := config()
+	cfg.Mode, cfg.StormCopies, cfg.Replays = psp.ModeStorm, 6, 3
+	m := newMerchant(t, func(int, received) int { return http.StatusOK })
+	sim, c := startSim(t, cfg)
+
+	ch := charge(t, sim, c, m, nil)
+	late := 0
+	for _, a := range ch.Attempts {
+		if a.Copy >= 6 {
+			late++
+		}
+	}
+	if len(m.received()) != 9 || late != 3 || ch.Simulation.Replays != 3 {
+		t.Fatalf("merchant got %d deliveries, %d late (simulation %+v); want 6 concurrent + 3 late", len(m.received()), late, ch.Simulation)
+	}
+
+	ctx := context.Background()
+	if _, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P2", Amount: 4200, NotifyURL: m.srv.URL, Simulate: &psp.Simulation{Mode: psp.ModeStorm, Copies: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(m.received()) - 9; got != 4 {
+		t.Fatalf("a named storm of 4 copies made %d deliveries, want 4", got)
+	}
+}
+
+// TestLostAnswersAreRetried: the merchant answers every delivery 200, but
+// the platform loses the answer to the first attempt and, not knowing the
+// merchant processed it, retries it: the retry carries the same
+// notification, freshly signed.
+func TestLostAnswersAreRetried(t *testing.T) {
+	m := newMerchant(t, func(int, received) int { return http.StatusOK })
+	sim, c := startSim(t, config())
+	ch := charge(t, sim, c, m, &psp.Simulation{Mode: psp.ModeNormal, LostAnswers: 1})
+
+	got := m.received()
+	if len(got) != 2 || len(ch.Attempts) != 2 || !ch.Acknowledged {
+		t.Fatalf("merchant got %d deliveries, charge %+v; want the lost one and its acknowledged retry", len(got), ch)
+	}
+	first, retry := ch.Attempts[0], ch.Attempts[1]
+	if !first.AnswerLost || first.Status != http.StatusOK || first.Error == "" || first.Try != 1 {
+		t.Fatalf("first attempt %+v: want the merchant's 200, lost, with the reason", first)
+	}
+	if retry.AnswerLost || retry.Status != http.StatusOK || retry.Try != 2 || retry.Copy != first.Copy {
+		t.Fatalf("retry %+v: want try 2 of the same copy, acknowledged", retry)
+	}
+	if got[0].n != got[1].n || got[0].nonce == got[1].nonce || got[1].verifyErr != nil {
+		t.Fatalf("retry is not the same notification re-signed: %+v / %+v", got[0], got[1])
+	}
+}
+
+// TestLostAnswersInAStormAreExactlyThatMany: however the copies race,
+// exactly PSP_LOST_ANSWERS attempts lose their answer, each is retried, and
+// every copy ends acknowledged.
+func TestLostAnswersInAStormAreExactlyThatMany(t *testing.T) {
+	cfg := config()
+	cfg.LostAnswers = 3
+	m := newMerchant(t, func(int, received) int { return http.StatusOK })
+	sim, c := startSim(t, cfg)
+	ch := charge(t, sim, c, m, &psp.Simulation{Mode: psp.ModeStorm, Copies: 20})
+
+	lost, retries := map[int]bool{}, 0
+	acked := map[int]bool{}
+	for _, a := range ch.Attempts {
+		if a.AnswerLost {
+			lost[a.Copy] = true
+		}
+		if a.Try > 1 {
+			retries++
+		}
+		if a.Status == http.StatusOK && !a.AnswerLost {
+			acked[a.Copy] = true
+		}
+	}
+	if len(lost) != 3 || retries != 3 || len(acked) != 20 || len(ch.Attempts) != 23 {
+		t.Fatalf("%d answers lost, %d retries, %d of 20 copies acknowledged, %d attempts; want 3, 3, 20, 23",
+			len(lost), retries, len(acked), len(ch.Attempts))
+	}
+}
+
 func TestReplayAfterSuccess(t *testing.T) {
 	m := newMerchant(t, func(int, received) int { return http.StatusOK })
 	sim, c := startSim(t, config())
@@ -305,6 +402,13 @@ func TestOutOfOrderNotifiesBeforeTheChargeAnswerAndRedeliversAnOlderCopy(t *test
 	ch, _ := sim.Get(resp.PlatformSerial)
 	if !ch.Acknowledged || got[1].verifyErr != nil {
 		t.Fatalf("late copy: %+v, verify %v", ch, got[1].verifyErr)
+	}
+	// The late copy is older, not merely later: its signature timestamp
+	// (whole seconds) is below the first delivery's, so a handler that
+	// orders notifications by timestamp sees it out of order.
+	if got[1].timestamp >= got[0].timestamp {
+		t.Fatalf("late copy signed at %d, first delivery at %d: want the late copy's %s below the first's",
+			got[1].timestamp, got[0].timestamp, psp.HeaderTimestamp)
 	}
 }
 

@@ -123,11 +123,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	// Use cases and HTTP routes.
-	orders := app.New(store.New(rt.DB), relay, log).WithSubjectPrefix(cfg.Events.SubjectPrefix)
+	orders := app.New(store.New(rt.DB), relay, log).WithSubjectPrefix(cfg.Events.SubjectPrefix).WithReconcileLookback(cfg.Outbox.Retention)
 	httpapi.New(orders, log, httpapi.Options{
 		CompleteInTx: idempotency.CompleteInTx,
 		Entry:        []gin.HandlerFunc{idem.HandlerInTxFor(cfg.IdempotencyGuard), tokens.Require(httpapi.UserIDHeader, false)},
 		IssueToken:   tokens.IssueHandler(httpapi.UserIDHeader),
+		AdminToken:   cfg.Platform.AdminToken,
 	}).Register(rt.HTTP.Engine())
 	rt.HTTP.Engine().POST("/admin/outbox/redrive", httpserver.AdminAuth(cfg.Platform.AdminToken), relay.RedriveHandler())
 

@@ -6,6 +6,9 @@
 //   - MarkOrderPaid (mark_order_paid.go): apply a payment.succeeded event
 //     inside the consumer's transaction: WAIT_PAY → PAID by conditional
 //     update, plus the order.paid event.
+//   - Reconcile (reconcile.go): list the orders, order.paid events and
+//     dead-lettered payments that break the payment chain's invariants
+//     (GET /admin/reconcile).
 //
 // The use cases see the database only through Store. Transactions are
 // passed as *gorm.DB: that is the one gorm type this layer names, because
@@ -23,6 +26,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
 
@@ -39,6 +43,9 @@ type Store interface {
 	// MarkPaid is the conditional update WAIT_PAY → PAID; it reports
 	// whether this call changed the row.
 	MarkPaid(tx *gorm.DB, no, paymentNo string, paidAt time.Time) (bool, error)
+	// Reconcile reads, and only reads, up to q.Limit anomalies of each kind
+	// (see order.AnomalyKind).
+	Reconcile(ctx context.Context, q order.ReconcileQuery) ([]order.Anomaly, error)
 }
 
 // Waker is the outbox relay as the use cases see it.
@@ -59,12 +66,16 @@ type App struct {
 	// subjectPrefix is put before order.created and order.paid; empty in
 	// production (see WithSubjectPrefix).
 	subjectPrefix string
+	// reconcileLookback is how far back Reconcile looks for paid orders
+	// (see WithReconcileLookback).
+	reconcileLookback time.Duration
 }
 
 // New returns the use cases over store, waking relay after commits that
 // wrote outbox rows.
 func New(store Store, relay Waker, log *slog.Logger) *App {
-	return &App{store: store, relay: relay, log: log, now: func() time.Time { return time.Now().UTC() }}
+	return &App{store: store, relay: relay, log: log, now: func() time.Time { return time.Now().UTC() },
+		reconcileLookback: outbox.DefaultRetention}
 }
 
 // WithSubjectPrefix makes the use cases publish order.created and order.paid
@@ -72,6 +83,17 @@ func New(store Store, relay Waker, log *slog.Logger) *App {
 // (EVENT_SUBJECT_PREFIX). It returns a.
 func (a *App) WithSubjectPrefix(prefix string) *App {
 	a.subjectPrefix = prefix
+	return a
+}
+
+// WithReconcileLookback makes Reconcile check the orders paid within d:
+// pass the outbox retention (OUTBOX_RETENTION), after which sent order.paid
+// rows are deleted and a paid order has no event to show. The default is
+// the outbox's default retention. It returns a.
+func (a *App) WithReconcileLookback(d time.Duration) *App {
+	if d > 0 {
+		a.reconcileLookback = d
+	}
 	return a
 }
 

@@ -12,10 +12,14 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
 
+// orderPaidEventPrefix starts the outbox message id of every order.paid
+// event; the reconciler finds the events by it.
+const orderPaidEventPrefix = "order-paid-"
+
 // OrderPaidEventID is the outbox message id of an order's order.paid event.
 // An order is paid once, so one id per order; a second attempt to write it
 // would hit the unique key.
-func OrderPaidEventID(orderNo string) string { return "order-paid-" + orderNo }
+func OrderPaidEventID(orderNo string) string { return orderPaidEventPrefix + orderNo }
 
 // MarkOrderPaid applies a successful payment to its order inside tx, the
 // consumer's transaction: the conditional update WAIT_PAY → PAID (rows

@@ -48,6 +48,9 @@ type Options struct {
 	// IssueToken, when set, serves GET /orders/token: a one-time form token
 	// that a following POST /orders may present in X-Form-Token.
 	IssueToken gin.HandlerFunc
+	// AdminToken guards the /admin routes (ADMIN_TOKEN); when empty they
+	// refuse every request.
+	AdminToken string
 }
 
 // JSONContentType is the Content-Type of the create-order response: the
@@ -67,13 +70,16 @@ func New(a *app.App, log *slog.Logger, opts Options) *Handler {
 	return &Handler{app: a, log: log, opts: opts}
 }
 
-// Register mounts the public routes on r.
+// Register mounts the public routes, and the admin routes behind the admin
+// token, on r.
 func (h *Handler) Register(r gin.IRouter) {
 	r.POST("/orders", append(h.opts.Entry, h.CreateOrder)...)
 	if h.opts.IssueToken != nil {
 		r.GET("/orders/token", h.opts.IssueToken)
 	}
 	r.GET("/orders/:no", h.GetOrder)
+	admin := r.Group("/admin", httpserver.AdminAuth(h.opts.AdminToken))
+	admin.GET("/reconcile", h.Reconcile)
 }
 
 type itemJSON struct {
@@ -156,6 +162,39 @@ func (h *Handler) GetOrder(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, toResponse(o))
+}
+
+// AnomalyResponse is one finding of GET /admin/reconcile.
+type AnomalyResponse struct {
+	Kind      string `json:"kind"`
+	OrderNo   string `json:"order_no,omitempty"`
+	Status    string `json:"status,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// ReconcileResponse is the answer of GET /admin/reconcile; Anomalies is
+// [] (never null) when every invariant holds.
+type ReconcileResponse struct {
+	Anomalies []AnomalyResponse `json:"anomalies"`
+}
+
+func toAnomalyResponse(a order.Anomaly) AnomalyResponse {
+	return AnomalyResponse{Kind: string(a.Kind), OrderNo: a.OrderNo, Status: string(a.Status), MessageID: a.MessageID, Reason: a.Reason}
+}
+
+// Reconcile serves GET /admin/reconcile.
+func (h *Handler) Reconcile(c *gin.Context) {
+	as, err := h.app.Reconcile(c.Request.Context())
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out := ReconcileResponse{Anomalies: make([]AnomalyResponse, len(as))}
+	for i, a := range as {
+		out.Anomalies[i] = toAnomalyResponse(a)
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 // fail maps a use-case error to its status: the one place that does.

@@ -33,6 +33,7 @@ type server struct {
 	db    *gorm.DB
 	wakes *wakes
 	e     *gin.Engine
+	app   *app.App
 }
 
 func newServer(t *testing.T, opts httpapi.Options) *server {
@@ -40,8 +41,9 @@ func newServer(t *testing.T, opts httpapi.Options) *server {
 	w := &wakes{}
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
-	httpapi.New(app.New(store.New(db), w, testenv.Logger(t)), testenv.Logger(t), opts).Register(e)
-	return &server{db: db, wakes: w, e: e}
+	a := app.New(store.New(db), w, testenv.Logger(t))
+	httpapi.New(a, testenv.Logger(t), opts).Register(e)
+	return &server{db: db, wakes: w, e: e, app: a}
 }
 
 func (s *server) do(method, path, userID, body string) *httptest.ResponseRecorder {

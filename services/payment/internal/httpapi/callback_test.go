@@ -57,6 +57,19 @@ func TestCallbackRejectionsChangeNothing(t *testing.T) {
 			t.Errorf("payment_callbacks_total{outcome=%q} = %v, want %v", outcome, got, want)
 		}
 	}
+	// A wrong amount is more than a refusal: the platform says it collected
+	// another sum than the payment asks, so each delivery is also logged as
+	// an alert, at error level, naming the payment and both amounts. No
+	// other refusal raises that alert.
+	alerts := f.logged("alert", "payment_amount_mismatch")
+	if len(alerts) != 4 {
+		t.Fatalf("%d log lines with alert=payment_amount_mismatch, want one per wrong-amount delivery (4):\n%s", len(alerts), f.logs.String())
+	}
+	for _, a := range alerts {
+		if a["level"] != "ERROR" || a["out_trade_no"] != no || a["expected"] != 4200.0 || a["notified"] != 4201.0 || a["platform_serial"] == "" {
+			t.Fatalf("amount mismatch alert %v: want level ERROR, out_trade_no %s, expected 4200, notified 4201 and the serial", a, no)
+		}
+	}
 
 	// Refusals only a broken or hostile sender produces, signed correctly.
 	valid := notification(no, "T-direct-1", 4200)

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +25,9 @@ type fixture struct {
 	rig *paymentlab.Rig
 	sim *pspsim.Simulator
 	psp *psp.Client
+	// logs holds everything the payment service logged, one JSON object
+	// a line.
+	logs *testenv.SyncBuffer
 }
 
 func newFixture(t *testing.T, mode string) *fixture {
@@ -46,12 +51,35 @@ func buildFixture(t *testing.T, rc paymentlab.RigConfig) *fixture {
 		rc.PSPURL = url
 	}
 	db := testenv.DB(t, paymentlab.Migrations...)
-	rig, err := paymentlab.NewRig(db, rc, testenv.Logger(t))
+	logs := &testenv.SyncBuffer{}
+	log := slog.New(slog.NewMultiHandler(testenv.Logger(t).Handler(),
+		slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	rig, err := paymentlab.NewRig(db, rc, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rig.Close)
-	return &fixture{t: t, rig: rig, sim: sim, psp: psp.NewClient(url, http.DefaultClient)}
+	return &fixture{t: t, rig: rig, sim: sim, psp: psp.NewClient(url, http.DefaultClient), logs: logs}
+}
+
+// logged returns the service's log records whose key has value, each
+// decoded from its JSON line.
+func (f *fixture) logged(key, value string) []map[string]any {
+	f.t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(f.logs.String(), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			f.t.Fatalf("log line is not JSON: %v: %s", err, line)
+		}
+		if rec[key] == value {
+			out = append(out, rec)
+		}
+	}
+	return out
 }
 
 // payment inserts a WAIT_PAY payment of 4200 cents.

@@ -1,0 +1,56 @@
+package order
+
+import "time"
+
+// AnomalyKind names a broken invariant the reconciler found.
+type AnomalyKind string
+
+// The invariants of the payment chain on the order side, as the reconciler
+// checks them. A paid order and its order.paid event are written in one
+// transaction, so either without the other means that something wrote
+// around the use case (a manual fix, a migration, a bug); a dead-lettered
+// payment.succeeded is a payment the platform collected that no order
+// reflects.
+const (
+	// AnomalyPaidWithoutEvent: the order is PAID but no order.paid outbox
+	// row exists, so the coupon (and any other consumer) never hears of it.
+	AnomalyPaidWithoutEvent AnomalyKind = "paid_order_without_order_paid_event"
+	// AnomalyEventWithoutPaid: an order.paid outbox row exists for an order
+	// that is not PAID, or does not exist: downstream acts on a payment the
+	// order does not show.
+	AnomalyEventWithoutPaid AnomalyKind = "order_paid_event_without_paid_order"
+	// AnomalyDeadPayment: a payment.succeeded message was given up on and
+	// recorded in the inbox's dead letters; the order it names was not
+	// marked paid by it.
+	AnomalyDeadPayment AnomalyKind = "payment_succeeded_dead_lettered"
+)
+
+// Anomaly is one broken invariant. Fields that do not apply to its kind are
+// empty.
+type Anomaly struct {
+	Kind    AnomalyKind
+	OrderNo string
+	// Status is the order's status; empty when the order does not exist.
+	Status Status
+	// MessageID is the outbox message_no or the dead letter's message id.
+	MessageID string
+	// Reason is why the inbox gave a dead-lettered message up.
+	Reason string
+}
+
+// ReconcileQuery tells the store what the order.paid events and the
+// payment.succeeded messages of this service are called.
+type ReconcileQuery struct {
+	// PaidEventPrefix starts the outbox message_no of every order.paid
+	// event; the rest is the order number.
+	PaidEventPrefix string
+	// PaidSince bounds the paid orders looked at: sent outbox rows are
+	// deleted after the outbox retention, so an older paid order has
+	// legitimately lost its event.
+	PaidSince time.Time
+	// DeadSubject is the subject of payment.succeeded messages, as recorded
+	// in the inbox's dead letters.
+	DeadSubject string
+	// Limit caps each kind's list.
+	Limit int
+}

@@ -1,0 +1,85 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/oncemall/oncemall/services/order/internal/order"
+)
+
+// likeEscaper makes a string match itself literally in a LIKE pattern.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// Reconcile implements app.Store: three read-only queries over orders, the
+// outbox (local_message) and the inbox's dead letters (dead_message).
+func (s *Store) Reconcile(ctx context.Context, q order.ReconcileQuery) ([]order.Anomaly, error) {
+	db := s.db.WithContext(ctx)
+	out := []order.Anomaly{}
+
+	// The event of a paid order is found by its message number, which the
+	// unique key on local_message.message_no indexes.
+	var unsent []struct {
+		OrderNo string
+		Status  string
+	}
+	if err := db.Raw(`SELECT o.order_no, o.status FROM orders o
+		WHERE o.status = ? AND o.paid_at >= ? AND NOT EXISTS (
+			SELECT 1 FROM local_message m WHERE m.message_no = CONCAT(?, o.order_no))
+		ORDER BY o.order_no LIMIT ?`,
+		string(order.StatusPaid), q.PaidSince.UTC(), q.PaidEventPrefix, q.Limit).Scan(&unsent).Error; err != nil {
+		return nil, fmt.Errorf("reconcile paid orders without order.paid: %w", err)
+	}
+	for _, u := range unsent {
+		out = append(out, order.Anomaly{Kind: order.AnomalyPaidWithoutEvent, OrderNo: u.OrderNo, Status: order.Status(u.Status),
+			MessageID: q.PaidEventPrefix + u.OrderNo})
+	}
+
+	var unpaid []struct {
+		MessageNo string
+		OrderNo   string
+		Status    *string // NULL: no such order
+	}
+	if err := db.Raw(`SELECT m.message_no, SUBSTRING(m.message_no, ?) AS order_no, o.status FROM local_message m
+		LEFT JOIN orders o ON o.order_no = SUBSTRING(m.message_no, ?)
+		WHERE m.message_no LIKE ? AND (o.order_no IS NULL OR o.status <> ?)
+		ORDER BY m.message_no LIMIT ?`,
+		len(q.PaidEventPrefix)+1, len(q.PaidEventPrefix)+1, likeEscaper.Replace(q.PaidEventPrefix)+"%",
+		string(order.StatusPaid), q.Limit).Scan(&unpaid).Error; err != nil {
+		return nil, fmt.Errorf("reconcile order.paid events without a paid order: %w", err)
+	}
+	for _, u := range unpaid {
+		a := order.Anomaly{Kind: order.AnomalyEventWithoutPaid, OrderNo: u.OrderNo, MessageID: u.MessageNo}
+		if u.Status != nil {
+			a.Status = order.Status(*u.Status)
+		}
+		out = append(out, a)
+	}
+
+	// A dead letter's body may be what killed it, so it is read as JSON only
+	// when it is JSON.
+	var dead []struct {
+		MessageID string
+		Reason    string
+		OrderNo   *string
+		Status    *string
+	}
+	const orderNo = `CASE WHEN JSON_VALID(CONVERT(d.body USING utf8mb4))
+		THEN JSON_UNQUOTE(JSON_EXTRACT(CONVERT(d.body USING utf8mb4), '$.order_no')) END`
+	if err := db.Raw(`SELECT d.message_id, d.reason, `+orderNo+` AS order_no, o.status FROM dead_message d
+		LEFT JOIN orders o ON o.order_no = `+orderNo+`
+		WHERE d.subject = ? ORDER BY d.id LIMIT ?`, q.DeadSubject, q.Limit).Scan(&dead).Error; err != nil {
+		return nil, fmt.Errorf("reconcile dead-lettered payments: %w", err)
+	}
+	for _, d := range dead {
+		a := order.Anomaly{Kind: order.AnomalyDeadPayment, MessageID: d.MessageID, Reason: d.Reason}
+		if d.OrderNo != nil {
+			a.OrderNo = *d.OrderNo
+		}
+		if d.Status != nil {
+			a.Status = order.Status(*d.Status)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
