@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/robfig/cron/v3"
 
 	"github.com/oncemall/oncemall/pkg/events"
@@ -428,4 +429,43 @@ func TestCronPollPublishesWithoutWake(t *testing.T) {
 	if got := f.streamMsgs(); got != 30 {
 		t.Fatalf("stream has %d messages, want 30", got)
 	}
+}
+
+// The cron poll samples the backlog into outbox_pending_messages and
+// outbox_oldest_pending_age_seconds: failed and sent rows are not backlog,
+// the age is the oldest pending row's, and the next poll after the backlog
+// is published brings both back to zero.
+func TestCronPollSamplesBacklogGauges(t *testing.T) {
+	f := newFixture(t)
+	reg := newRegistry()
+	// Not running: the poll's wake publishes nothing, so the sample sees
+	// the rows still pending.
+	r, err := outbox.NewRelay(f.db, f.nc.JS, outbox.Config{PollSchedule: "@every 1s"}, testenv.Logger(t), reg)
+	testenv.Must(t, err)
+	f.addMessages(12, 4)
+	testenv.Must(t, f.db.Exec("UPDATE local_message SET created_at = ? WHERE id = (SELECT m FROM (SELECT MIN(id) AS m FROM local_message) x)", time.Now().UTC().Add(-90*time.Second)).Error)
+	testenv.Must(t, f.db.Exec("UPDATE local_message SET status = 'failed', created_at = ? WHERE id = (SELECT m FROM (SELECT MAX(id) AS m FROM local_message) x)", time.Now().UTC().Add(-time.Hour)).Error)
+
+	jobs := cron.New()
+	testenv.Must(t, r.Schedule(jobs))
+	jobs.Start()
+	t.Cleanup(func() { <-jobs.Stop().Done() })
+	waitFor(t, 5*time.Second, "a poll to sample the backlog", func() bool {
+		return testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP outbox_pending_messages Messages waiting to be published (the backlog), sampled by the poll job.
+# TYPE outbox_pending_messages gauge
+outbox_pending_messages 11
+`), "outbox_pending_messages") == nil
+	})
+	if age := metricValue(t, reg, "outbox_oldest_pending_age_seconds"); age < 90 || age > 120 {
+		t.Fatalf("outbox_oldest_pending_age_seconds = %v, want the 90s-old pending row's age (not the failed row's hour)", age)
+	}
+
+	n, err := r.PublishBatch(context.Background())
+	if err != nil || n != 11 {
+		t.Fatalf("publish the backlog: %d, %v", n, err)
+	}
+	waitFor(t, 5*time.Second, "a poll to sample the empty backlog", func() bool {
+		return metricValue(t, reg, "outbox_pending_messages") == 0 && metricValue(t, reg, "outbox_oldest_pending_age_seconds") == 0
+	})
 }
