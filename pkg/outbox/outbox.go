@@ -70,8 +70,9 @@
 // Apply Migrations with the service's own. Create the relay with NewRelay,
 // register its poll and cleanup jobs with Schedule on the service's
 // robfig/cron, run Run in a goroutine, and call Wake after every commit that
-// called Add. Mount RedriveHandler at POST /admin/outbox/redrive behind
-// httpserver.AdminAuth. At shutdown stop the consumers first, then the cron,
+// called Add. Mount the redrive endpoint with MountRedrive (POST
+// /admin/outbox/redrive behind the admin token) and serve Command as the
+// service's "outbox" subcommand. At shutdown stop the consumers first, then the cron,
 // then the relay, so the last events committed are still published.
 package outbox
 

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/problem"
 )
 
@@ -56,8 +57,17 @@ type RedriveResponse struct {
 	Redriven int64 `json:"redriven"`
 }
 
+// RedrivePath is where every service serves RedriveHandler.
+const RedrivePath = "/admin/outbox/redrive"
+
+// MountRedrive serves RedriveHandler at POST RedrivePath on routes, behind
+// httpserver.AdminAuth with adminToken: every service's redrive endpoint.
+func (r *Relay) MountRedrive(routes gin.IRoutes, adminToken string) {
+	routes.POST(RedrivePath, httpserver.AdminAuth(adminToken), r.RedriveHandler())
+}
+
 // RedriveHandler serves POST /admin/outbox/redrive. Mount it behind
-// httpserver.AdminAuth: it changes state.
+// httpserver.AdminAuth (MountRedrive does): it changes state.
 func (r *Relay) RedriveHandler() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var req RedriveRequest

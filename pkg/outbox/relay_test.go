@@ -20,7 +20,6 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/oncemall/oncemall/pkg/events"
-	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testenv"
@@ -335,7 +334,7 @@ func TestFailedAfterMaxRetriesThenRedrive(t *testing.T) {
 
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
-	e.POST("/admin/outbox/redrive", httpserver.AdminAuth("secret"), r.RedriveHandler())
+	r.MountRedrive(e, "secret")
 	req := httptest.NewRequest(http.MethodPost, "/admin/outbox/redrive", strings.NewReader(`{"message_ids":["`+msg.ID+`"]}`))
 	rec := httptest.NewRecorder()
 	e.ServeHTTP(rec, req)
