@@ -232,7 +232,7 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 		r.log.Warn("outbox publishes failed; rescheduled with backoff", "count", retried, "first_err", firstErr(pubErrs, func(err error) bool { return !isOutage(err) }))
 	}
 	if deferred > 0 {
-		r.log.Warn("NATS unreachable; outbox rows deferred with backoff without spending their retries", "count", deferred, "first_err", firstErr(pubErrs, isOutage))
+		r.log.Warn("NATS or its stream unreachable; outbox rows deferred with backoff, their retries untouched", "count", deferred, "first_err", firstErr(pubErrs, isOutage))
 	}
 	return len(rows), nil
 }
@@ -356,7 +356,7 @@ func (r *Relay) backoff(retry int) time.Duration {
 	return half + rand.N(half+1)
 }
 
-// firstErr returns the first non-nil error of errs that match accepts.
+// firstErr returns the first non-nil error of errs for which match is true.
 func firstErr(errs []error, match func(error) bool) error {
 	for _, err := range errs {
 		if err != nil && match(err) {
