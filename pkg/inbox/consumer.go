@@ -58,10 +58,14 @@ func NewConsumer(db *gorm.DB, js jetstream.JetStream, cfg Config, h Handler, log
 		return nil, fmt.Errorf("inbox: metrics: %w", err)
 	}
 	cc := jetstream.ConsumerConfig{
-		Durable:       cfg.Name,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxDeliver:    cfg.MaxDeliver,
+		Durable:   cfg.Name,
+		AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait:   cfg.AckWait,
+		// One delivery more than the handler gets: if the last allowed
+		// delivery times out on AckWait (a hung handler, a crash), the
+		// server would stop redelivering with no dead record; the extra
+		// delivery records it dead instead (see Process).
+		MaxDeliver:    cfg.MaxDeliver + 1,
 		MaxAckPending: max(1000, 4*cfg.Workers),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
@@ -181,7 +185,10 @@ func (c *Consumer) ackOutcome(jm jetstream.Msg, msg Message, out Outcome) {
 // Process runs the handler for msg in a transaction with its dedup row and
 // reports the outcome (the caller acks). It is what Run does for every
 // delivery, exported so tools can replay a message and tests can race
-// deliveries of one id. msg.Delivered of 0 counts as the first delivery.
+// deliveries of one id. msg.Delivered of 0 counts as the first delivery;
+// one beyond MaxDeliver is the extra delivery the server makes after every
+// allowed one timed out, which records the message dead without running the
+// handler (unless a handler committed it after all).
 func (c *Consumer) Process(ctx context.Context, msg Message) (Outcome, error) {
 	start := time.Now()
 	if msg.Delivered == 0 {
@@ -189,6 +196,9 @@ func (c *Consumer) Process(ctx context.Context, msg Message) (Outcome, error) {
 	}
 	if msg.ID == "" {
 		return c.bury(ctx, msg, "message has no id"), errors.New("inbox: message without id")
+	}
+	if msg.Delivered > uint64(c.cfg.MaxDeliver) {
+		return c.exhausted(ctx, msg)
 	}
 	errDup := errors.New("duplicate")
 	var afterCommit []func()
@@ -220,6 +230,28 @@ func (c *Consumer) Process(ctx context.Context, msg Message) (Outcome, error) {
 	default:
 		return c.count(Retry), err
 	}
+}
+
+// exhausted handles the delivery after the last allowed one, which the
+// server makes only when no delivery ended in an ack, nak or term: each one
+// timed out on AckWait because the handler hung or the process died. The
+// handler does not run again. If a handler did commit the message (its ack
+// was lost), it is acked as a duplicate; otherwise it is recorded dead and
+// terminated. The read takes no lock, so a handler still hanging inside its
+// transaction cannot stall it; should that handler commit later, the dead
+// row stays, and replaying it is harmless since processed_message dedups.
+func (c *Consumer) exhausted(ctx context.Context, msg Message) (Outcome, error) {
+	var done int64
+	if err := c.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM processed_message WHERE consumer = ? AND message_id = ?", c.cfg.Name, msg.ID).Row().Scan(&done); err != nil {
+		// Without the answer, recording it dead is the safe side: a dead
+		// row for a processed message only costs an operator a look.
+		c.log.Warn("inbox could not check an exhausted message for a committed effect", "message_id", msg.ID, "err", err)
+	}
+	if done > 0 {
+		return c.count(Duplicate), nil
+	}
+	err := fmt.Errorf("deliveries exhausted: none of the %d allowed deliveries ended within AckWait %s (handler hung or process died)", c.cfg.MaxDeliver, c.cfg.AckWait)
+	return c.bury(ctx, msg, err.Error()), err
 }
 
 // bury records msg in dead_message (once per consumer and id) and returns

@@ -22,6 +22,11 @@
 //   - A Permanent error, a message without Nats-Msg-Id, or the last allowed
 //     delivery failing, terminates the message (no more redelivery) and
 //     records it in dead_message with the reason, for an operator.
+//   - A message whose every allowed delivery timed out on AckWait (the
+//     handler hung, the process died) is recorded dead too: the durable
+//     consumer allows one delivery more than MaxDeliver, and that extra
+//     delivery records the message dead ("deliveries exhausted") and
+//     terminates it without running the handler.
 //
 // The dedup scope is the consumer name: two consumers of one event (say, two
 // services) each apply it once. processed_message must be kept at least as
@@ -127,9 +132,12 @@ type Config struct {
 	// on a server older than 2.10. Several subjects need several consumers
 	// (or one wildcard subject).
 	FilterSubjects []string
-	Workers        int           // concurrent handlers (default 4)
-	MaxDeliver     int           // deliveries before a failing message is dead (default 5)
-	AckWait        time.Duration // redelivery after a silent handler (default 30s)
+	Workers        int // concurrent handlers (default 4)
+	// MaxDeliver is how many deliveries the handler gets before a failing
+	// message is dead (default 5). The server is told one more, see
+	// Process.
+	MaxDeliver int
+	AckWait    time.Duration // redelivery after a silent handler (default 30s)
 
 	// Backoff is the NakWithDelay delay after failed delivery n
 	// (Backoff[n-1], the last entry repeating); default 1s, 5s, 30s, 2m.

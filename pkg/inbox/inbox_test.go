@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -176,6 +177,84 @@ func TestHandlerErrorRetriedThenDead(t *testing.T) {
 	testenv.Must(t, f.db.Raw("SELECT reason, deliveries FROM dead_message WHERE message_id = 'm-1'").Row().Scan(&reason, &deliveries))
 	if !strings.Contains(reason, "downstream refused") || deliveries != 3 {
 		t.Fatalf("dead row reason %q deliveries %d", reason, deliveries)
+	}
+}
+
+// A handler that hangs past AckWait on every delivery never acks, naks or
+// terms: without an extra delivery the server would give up after
+// MaxDeliver with no dead record. The extra one records the message dead
+// ("deliveries exhausted") and terminates it without running the handler.
+func TestDeliveriesExhaustedByTimeoutsAreDead(t *testing.T) {
+	f := newFixture(t)
+	const ackWait = 300 * time.Millisecond
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var ran []uint64 // the deliveries the handler ran on
+	f.run(f.consumer("c", inbox.Config{MaxDeliver: 2, AckWait: ackWait, Workers: 4}, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+		mu.Lock()
+		ran = append(ran, msg.Delivered)
+		mu.Unlock()
+		if err := effect(ctx, tx, msg); err != nil {
+			return err
+		}
+		<-release // a downstream call that never returns
+		return errors.New("released at the end of the test")
+	}))
+	// Registered after run, so it runs first: Run waits for its handlers.
+	t.Cleanup(func() { close(release) })
+	f.publish("m-1", `{}`)
+
+	waitFor(t, 10*time.Second, "dead row", func() bool { return f.count("SELECT COUNT(*) FROM dead_message") == 1 })
+	time.Sleep(3 * ackWait) // a further delivery would arrive by now
+	// Delivery 2 usually waits on the unique key the hung delivery 1 holds
+	// in processed_message and never reaches the handler; either way the
+	// handler must not run on delivery 3.
+	mu.Lock()
+	if len(ran) == 0 || slices.Max(ran) > 2 {
+		t.Fatalf("handler ran on deliveries %v, want on 1..2 only", ran)
+	}
+	mu.Unlock()
+	var reason string
+	var deliveries int
+	testenv.Must(t, f.db.Raw("SELECT reason, deliveries FROM dead_message WHERE message_id = 'm-1'").Row().Scan(&reason, &deliveries))
+	if !strings.HasPrefix(reason, "deliveries exhausted") || deliveries != 3 {
+		t.Fatalf("dead row reason %q deliveries %d, want deliveries exhausted on delivery 3", reason, deliveries)
+	}
+	if n := f.count("SELECT COUNT(*) FROM effect") + f.count("SELECT COUNT(*) FROM processed_message"); n != 0 {
+		t.Fatalf("%d committed rows, want none: no delivery finished", n)
+	}
+	cons, err := f.nc.JS.Consumer(context.Background(), f.stream, "c")
+	testenv.Must(t, err)
+	info, err := cons.Info(context.Background())
+	testenv.Must(t, err)
+	if info.NumAckPending != 0 || info.NumPending != 0 {
+		t.Fatalf("after the term: %d pending acks, %d pending; want the message settled", info.NumAckPending, info.NumPending)
+	}
+}
+
+// The extra delivery of a message a handler did commit (its ack was lost)
+// is acked as a duplicate, not recorded dead; the handler never runs on it.
+func TestExtraDeliveryOfCommittedMessageIsDuplicate(t *testing.T) {
+	f := newFixture(t)
+	var calls atomic.Int64
+	c := f.consumer("c", inbox.Config{MaxDeliver: 3}, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+		calls.Add(1)
+		return effect(ctx, tx, msg)
+	})
+	msg := inbox.Message{ID: "m-1", Subject: f.stream + ".x", Body: []byte(`{}`), Delivered: 1}
+	if out, err := c.Process(context.Background(), msg); err != nil || out != inbox.Processed {
+		t.Fatalf("first delivery: %s %v", out, err)
+	}
+	msg.Delivered = 4
+	if out, err := c.Process(context.Background(), msg); err != nil || out != inbox.Duplicate {
+		t.Fatalf("extra delivery of a committed message: %s %v, want duplicate", out, err)
+	}
+	other := inbox.Message{ID: "m-2", Subject: f.stream + ".x", Body: []byte(`{}`), Delivered: 4}
+	if out, err := c.Process(context.Background(), other); err == nil || out != inbox.Dead {
+		t.Fatalf("extra delivery of an uncommitted message: %s %v, want dead", out, err)
+	}
+	if calls.Load() != 1 || f.count("SELECT COUNT(*) FROM dead_message WHERE message_id = 'm-2'") != 1 || f.count("SELECT COUNT(*) FROM dead_message") != 1 {
+		t.Fatalf("handler ran %d times (want 1); dead rows: %d", calls.Load(), f.count("SELECT COUNT(*) FROM dead_message"))
 	}
 }
 

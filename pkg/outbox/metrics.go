@@ -11,6 +11,7 @@ type metrics struct {
 	duplicates prometheus.Counter
 	retries    prometheus.Counter
 	failed     prometheus.Counter
+	deferred   prometheus.Counter
 	redriven   prometheus.Counter
 	cleaned    prometheus.Counter
 	pending    prometheus.Gauge
@@ -32,6 +33,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		duplicates: counter("outbox_publish_duplicates_total", "Publishes JetStream dropped as duplicates of a message already in its window (a republish after a crash)."),
 		retries:    counter("outbox_publish_retries_total", "Failed publish attempts rescheduled with backoff."),
 		failed:     counter("outbox_failed_total", "Messages that exhausted their retries and were marked failed (they wait for a redrive)."),
+		deferred:   counter("outbox_outage_deferrals_total", "Publish attempts deferred with backoff because NATS or JetStream was unreachable; they do not spend the message's retries."),
 		redriven:   counter("outbox_redriven_total", "Failed messages put back to pending by a redrive."),
 		cleaned:    counter("outbox_cleaned_total", "Sent messages deleted by the retention job."),
 		pending:    gauge("outbox_pending_messages", "Messages waiting to be published (the backlog), sampled by the poll job."),
@@ -52,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			*v, errs = registerOrReuse(reg, *v, errs)
 		}
 	}
-	for _, p := range []any{&m.published, &m.duplicates, &m.retries, &m.failed, &m.redriven, &m.cleaned, &m.pending, &m.oldestAge, &m.batch} {
+	for _, p := range []any{&m.published, &m.duplicates, &m.retries, &m.failed, &m.deferred, &m.redriven, &m.cleaned, &m.pending, &m.oldestAge, &m.batch} {
 		reuse(p)
 	}
 	return m, errors.Join(errs...)

@@ -20,12 +20,16 @@
 //     acknowledged with PubAck.Duplicate. A crash republish happens at the
 //     next claim, seconds later, well inside the window, and the default
 //     retry schedule (Config.Validate checks it) spans less than the window
-//     too, so every automatic republish is dropped by the stream.
+//     too, so the automatic republishes of a row that keeps failing are
+//     dropped by the stream.
 //  2. The consumers' processed_message table (package inbox) keyed by the same
 //     id. It covers what the window cannot: a redrive of a failed row hours
-//     later whose earlier attempt did reach the stream, or a stream restored
-//     from backup. Consumers must therefore always dedup; the window is an
-//     optimisation that keeps the stream clean, not the guarantee.
+//     later whose earlier attempt did reach the stream, a row whose attempt
+//     was stored without a PubAck and then waited out an outage longer than
+//     the window (outage deferrals are not bounded by the retry span), or a
+//     stream restored from backup. Consumers must therefore always dedup;
+//     the window is an optimisation that keeps the stream clean, not the
+//     guarantee.
 //
 // No ordering: rows are claimed by next_retry_time, several relays publish
 // concurrently and a failed row is retried later, so consumers must not rely
@@ -43,21 +47,32 @@
 //
 // # Failures
 //
-// A failed publish (no PubAck within PublishTimeout, no stream for the
-// subject, NATS unreachable) leaves the row pending with retry_count+1 and
-// next_retry_time pushed out by a capped exponential backoff with jitter.
-// After MaxRetries the row becomes failed: counted in outbox_failed_total,
-// logged at error level with the reason, kept in last_error, and never
-// retried again until a redrive (Redrive, RedriveHandler, or the service's
-// "outbox redrive" command) puts it back to pending with a fresh budget.
+// A failed publish (no PubAck within PublishTimeout, an error from the
+// stream) leaves the row pending with retry_count+1 and next_retry_time
+// pushed out by a capped exponential backoff with jitter. After MaxRetries
+// the row becomes failed: counted in outbox_failed_total, logged at error
+// level with the reason, kept in last_error, and never retried again until a
+// redrive (Redrive, RedriveHandler, or the service's "outbox redrive"
+// command) puts it back to pending with a fresh budget.
+//
+// An outage is not a failure of the message: when NATS is not connected or
+// no stream answers (no responders), nothing was stored, and the row is
+// deferred instead: defer_count+1, next_retry_time pushed out by the same
+// backoff (growing with retries and deferrals together), last_error set,
+// retry_count untouched, counted in outbox_outage_deferrals_total. However
+// long NATS is away, the backlog stays pending and drains by itself when it
+// returns, within MaxBackoff; no redrive is needed. A subject that no stream
+// captures looks the same to the client, so it too stays pending (watch
+// outbox_oldest_pending_age_seconds) until its stream exists.
 //
 // # Wiring
 //
 // Apply Migrations with the service's own. Create the relay with NewRelay,
 // register its poll and cleanup jobs with Schedule on the service's
 // robfig/cron, run Run in a goroutine, and call Wake after every commit that
-// called Add. Mount RedriveHandler at POST /admin/outbox/redrive behind
-// httpserver.AdminAuth. At shutdown stop the consumers first, then the cron,
+// called Add. Mount the redrive endpoint with MountRedrive (POST
+// /admin/outbox/redrive behind the admin token) and serve Command as the
+// service's "outbox" subcommand. At shutdown stop the consumers first, then the cron,
 // then the relay, so the last events committed are still published.
 package outbox
 

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/problem"
 )
 
@@ -26,7 +27,7 @@ func Redrive(ctx context.Context, db *gorm.DB, ids ...string) (int64, error) {
 	if len(ids) > 0 {
 		q = q.Where("message_no IN ?", ids)
 	}
-	res := q.Updates(map[string]any{"status": StatusPending, "retry_count": 0, "next_retry_time": now, "updated_at": now})
+	res := q.Updates(map[string]any{"status": StatusPending, "retry_count": 0, "defer_count": 0, "next_retry_time": now, "updated_at": now})
 	if res.Error != nil {
 		return 0, fmt.Errorf("outbox redrive: %w", res.Error)
 	}
@@ -56,8 +57,17 @@ type RedriveResponse struct {
 	Redriven int64 `json:"redriven"`
 }
 
+// RedrivePath is where every service serves RedriveHandler.
+const RedrivePath = "/admin/outbox/redrive"
+
+// MountRedrive serves RedriveHandler at POST RedrivePath on routes, behind
+// httpserver.AdminAuth with adminToken: every service's redrive endpoint.
+func (r *Relay) MountRedrive(routes gin.IRoutes, adminToken string) {
+	routes.POST(RedrivePath, httpserver.AdminAuth(adminToken), r.RedriveHandler())
+}
+
 // RedriveHandler serves POST /admin/outbox/redrive. Mount it behind
-// httpserver.AdminAuth: it changes state.
+// httpserver.AdminAuth (MountRedrive does): it changes state.
 func (r *Relay) RedriveHandler() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var req RedriveRequest

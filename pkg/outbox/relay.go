@@ -101,13 +101,14 @@ type claimed struct {
 	Body       []byte
 	Headers    sql.NullString
 	RetryCount int
+	DeferCount int
 }
 
 // claimSQL selects due rows and locks them, skipping rows another relay
 // holds. The values are formatted into the statement (they are ours: a
 // timestamp and an int) so the driver sends one text query instead of a
 // prepare, execute and close: three round trips on the hot path.
-const claimSQL = `SELECT id, message_no, topic, body, headers, retry_count
+const claimSQL = `SELECT id, message_no, topic, body, headers, retry_count, defer_count
 FROM local_message
 WHERE status = 'pending' AND next_retry_time <= '%s'
 ORDER BY next_retry_time
@@ -178,25 +179,35 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 			return len(rows), fmt.Errorf("mark sent: %d of %d rows changed", res.RowsAffected, len(sent))
 		}
 	}
-	var retried, failed int
+	var retried, failed, deferred int
 	for i, perr := range pubErrs {
 		if perr == nil {
 			continue
 		}
 		row := rows[i]
+		reason := truncate(perr.Error(), 512)
+		if isOutage(perr) {
+			// Nothing reached a stream, so the retry budget, which bounds
+			// the failures of this message, stays as it is. The delay grows
+			// with every attempt the row has made, deferrals included, so a
+			// long outage is polled ever more rarely, up to MaxBackoff.
+			res := tx.Exec("UPDATE local_message SET defer_count = defer_count + 1, next_retry_time = ?, last_error = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
+				now.Add(r.backoff(row.RetryCount+row.DeferCount+1)), reason, now, row.ID)
+			if err := oneRow(res); err != nil {
+				return len(rows), fmt.Errorf("defer %s: %w", row.MessageNo, err)
+			}
+			deferred++
+			continue
+		}
 		retry := row.RetryCount + 1
 		status, next := StatusPending, now.Add(r.backoff(retry))
 		if retry >= r.cfg.MaxRetries {
 			status, next = StatusFailed, now
 		}
-		reason := truncate(perr.Error(), 512)
 		res := tx.Exec("UPDATE local_message SET status = ?, retry_count = ?, next_retry_time = ?, last_error = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
 			status, retry, next, reason, now, row.ID)
-		if res.Error != nil {
-			return len(rows), fmt.Errorf("reschedule %s: %w", row.MessageNo, res.Error)
-		}
-		if res.RowsAffected != 1 {
-			return len(rows), fmt.Errorf("reschedule %s: %d rows changed", row.MessageNo, res.RowsAffected)
+		if err := oneRow(res); err != nil {
+			return len(rows), fmt.Errorf("reschedule %s: %w", row.MessageNo, err)
 		}
 		if status == StatusFailed {
 			failed++
@@ -210,14 +221,18 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 		return len(rows), fmt.Errorf("commit batch: %w", err)
 	}
 	committed = true
-	r.log.Debug("outbox batch", "claimed", len(rows), "sent", len(sent), "retried", retried, "failed", failed,
+	r.log.Debug("outbox batch", "claimed", len(rows), "sent", len(sent), "retried", retried, "failed", failed, "deferred", deferred,
 		"claim", claimedAt.Sub(start), "publish", publishedAt.Sub(claimedAt), "mark_commit", time.Since(publishedAt))
 	r.m.published.Add(float64(len(sent)))
 	r.m.retries.Add(float64(retried))
 	r.m.failed.Add(float64(failed))
+	r.m.deferred.Add(float64(deferred))
 	r.m.batch.Observe(time.Since(start).Seconds())
 	if retried > 0 {
-		r.log.Warn("outbox publishes failed; rescheduled with backoff", "count", retried, "first_err", firstErr(pubErrs))
+		r.log.Warn("outbox publishes failed; rescheduled with backoff", "count", retried, "first_err", firstErr(pubErrs, func(err error) bool { return !isOutage(err) }))
+	}
+	if deferred > 0 {
+		r.log.Warn("NATS or its stream unreachable; outbox rows deferred with backoff, their retries untouched", "count", deferred, "first_err", firstErr(pubErrs, isOutage))
 	}
 	return len(rows), nil
 }
@@ -239,6 +254,24 @@ func markSentSQL(now time.Time, ids []uint64) string {
 }
 
 var errNotConnected = errors.New("nats not connected")
+
+// isOutage reports whether a publish failed because NATS or JetStream could
+// not be reached, so the message certainly was not stored: the client was
+// not connected (errNotConnected, a closed connection, a full reconnect
+// buffer), or no stream answered (no responders). Such a failure says
+// nothing about the message and does not spend its retries. A PubAck
+// timeout, nats.ErrDisconnected (the connection dropped with the publish in
+// flight) or an error the stream returned are not outages: the message may
+// have been stored, or may be at fault, and they count as retries.
+func isOutage(err error) bool {
+	for _, target := range []error{errNotConnected, nats.ErrConnectionClosed, jetstream.ErrConnectionClosed,
+		nats.ErrReconnectBufExceeded, nats.ErrNoResponders, jetstream.ErrNoStreamResponse} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
 
 // publish sends rows asynchronously and waits for their PubAcks; the result
 // has one error (nil = stored) per row.
@@ -323,11 +356,25 @@ func (r *Relay) backoff(retry int) time.Duration {
 	return half + rand.N(half+1)
 }
 
-func firstErr(errs []error) error {
+// firstErr returns the first non-nil error of errs for which match is true.
+func firstErr(errs []error, match func(error) bool) error {
 	for _, err := range errs {
-		if err != nil {
+		if err != nil && match(err) {
 			return err
 		}
+	}
+	return nil
+}
+
+// oneRow checks that a conditional UPDATE changed exactly the one row it
+// names; anything else is impossible while the claim holds the row lock,
+// and the batch refuses to commit a state it does not understand.
+func oneRow(res *gorm.DB) error {
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected != 1 {
+		return fmt.Errorf("%d rows changed", res.RowsAffected)
 	}
 	return nil
 }

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/robfig/cron/v3"
 
 	"github.com/oncemall/oncemall/pkg/events"
-	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testenv"
@@ -179,10 +179,11 @@ func (s *natsServer) stop() {
 	}
 }
 
-// While NATS is unreachable rows stay pending and their retries back off;
-// when it returns the backlog drains to zero.
-func TestNATSUnreachableBacksOffThenDrains(t *testing.T) {
-	f := newFixture(t)
+// outage starts a private nats-server with a stream for f's subjects,
+// connects to it, stops it and waits until the client has noticed, so the
+// relay sees NATS unreachable from its first attempt. It returns the
+// connection and the stream name; srv.start ends the outage.
+func (f *fixture) outage(t *testing.T) (*natsServer, *natsjs.Conn, string) {
 	srv := startNATSServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -192,9 +193,31 @@ func TestNATSUnreachableBacksOffThenDrains(t *testing.T) {
 	stream := "OUTAGE"
 	_, err = natsjs.EnsureStream(ctx, conn.JS, events.StreamConfig(stream, f.prefix))
 	testenv.Must(t, err)
-
 	srv.stop()
 	waitFor(t, 5*time.Second, "client notices the outage", func() bool { return !conn.NC.IsConnected() })
+	return srv, conn, stream
+}
+
+// drainedInto waits until every row is sent after the outage and checks
+// that stream holds exactly want messages.
+func (f *fixture) drainedInto(t *testing.T, conn *natsjs.Conn, stream string, want uint64) {
+	waitFor(t, 20*time.Second, "backlog drained", func() bool {
+		return f.count("SELECT COUNT(*) FROM local_message WHERE status <> 'sent'") == 0
+	})
+	s, err := conn.JS.Stream(context.Background(), stream)
+	testenv.Must(t, err)
+	info, err := s.Info(context.Background())
+	testenv.Must(t, err)
+	if info.State.Msgs != want {
+		t.Fatalf("stream has %d messages after the outage, want %d", info.State.Msgs, want)
+	}
+}
+
+// While NATS is unreachable rows stay pending and their attempts back off;
+// when it returns the backlog drains to zero.
+func TestNATSUnreachableBacksOffThenDrains(t *testing.T) {
+	f := newFixture(t)
+	srv, conn, stream := f.outage(t)
 	r := f.relay(conn.JS, outbox.Config{BatchSize: 100, BaseBackoff: 100 * time.Millisecond, MaxBackoff: 800 * time.Millisecond, MaxRetries: 50, PublishTimeout: 500 * time.Millisecond})
 	stop := run(t, r)
 	f.addMessages(200, 20)
@@ -205,37 +228,73 @@ func TestNATSUnreachableBacksOffThenDrains(t *testing.T) {
 	}
 	// Woken every 50ms for 2.5s, a row without backoff would have ~50
 	// attempts; with 100ms doubling to 800ms (half jittered) it has at most
-	// about 1+2+4+... → under 10, and at least 3.
-	maxRetry := f.count("SELECT MAX(retry_count) FROM local_message")
-	minRetry := f.count("SELECT MIN(retry_count) FROM local_message")
-	if minRetry < 3 || maxRetry > 12 {
-		t.Fatalf("retry counts between %d and %d, want backoff-shaped growth (3..12)", minRetry, maxRetry)
+	// about 1+2+4+... → under 10, and at least 3. They are deferrals, not
+	// retries: an outage says nothing about the message.
+	maxDefer := f.count("SELECT MAX(defer_count) FROM local_message")
+	minDefer := f.count("SELECT MIN(defer_count) FROM local_message")
+	if minDefer < 3 || maxDefer > 12 {
+		t.Fatalf("defer counts between %d and %d, want backoff-shaped growth (3..12)", minDefer, maxDefer)
+	}
+	if n := f.count("SELECT COUNT(*) FROM local_message WHERE retry_count <> 0"); n != 0 {
+		t.Fatalf("%d rows spent retries on the outage, want 0", n)
 	}
 	if f.count("SELECT COUNT(*) FROM local_message WHERE last_error IS NULL") != 0 {
-		t.Fatal("every retried row should keep its last error")
+		t.Fatal("every deferred row should keep its last error")
 	}
 
 	srv.start()
-	waitFor(t, 20*time.Second, "backlog drained", func() bool {
-		return f.count("SELECT COUNT(*) FROM local_message WHERE status <> 'sent'") == 0
-	})
+	f.drainedInto(t, conn, stream, 200)
 	stop()
-	s, err := conn.JS.Stream(context.Background(), stream)
+}
+
+// An outage longer than the whole retry span turns no row failed: the
+// attempts it defers do not spend retries, and the backlog drains by itself
+// when NATS returns, without a redrive. (Counting them as retries, every row
+// was failed after MaxRetries quick attempts.)
+func TestOutageLongerThanRetrySpanDrainsWithoutRedrive(t *testing.T) {
+	f := newFixture(t)
+	srv, conn, stream := f.outage(t)
+	reg := newRegistry()
+	r, err := outbox.NewRelay(f.db, conn.JS, outbox.Config{BatchSize: 100, BaseBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxRetries: 2, PublishTimeout: 200 * time.Millisecond}, testenv.Logger(t), reg)
 	testenv.Must(t, err)
-	info, err := s.Info(context.Background())
-	testenv.Must(t, err)
-	if info.State.Msgs != 200 {
-		t.Fatalf("stream has %d messages after the outage, want 200", info.State.Msgs)
+	stop := run(t, r)
+	f.addMessages(50, 10)
+	span := r.Config().RetrySpan()
+	time.Sleep(4 * span)
+
+	if n := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'failed'"); n != 0 {
+		t.Fatalf("%d rows failed during an outage of 4× the retry span (%s), want 0", n, span)
+	}
+	if n := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'pending' AND retry_count = 0 AND defer_count >= 2"); n != 50 {
+		t.Fatalf("%d rows pending with deferrals and no retries spent, want all 50", n)
+	}
+	if v := metricValue(t, reg, "outbox_outage_deferrals_total"); v < 100 {
+		t.Fatalf("outbox_outage_deferrals_total = %v, want at least 2 per row", v)
+	}
+
+	srv.start()
+	f.drainedInto(t, conn, stream, 50)
+	stop()
+	for name, want := range map[string]float64{"outbox_failed_total": 0, "outbox_publish_retries_total": 0, "outbox_redriven_total": 0, "outbox_published_total": 50} {
+		if v := metricValue(t, reg, name); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
 	}
 }
 
-// A message whose publish always fails (its subject has no stream) becomes
-// failed after MaxRetries, counted; the admin redrive publishes it once the
-// cause is fixed.
+// A message whose publish always fails (its stream refuses it: larger than
+// the stream's MaxMsgSize) becomes failed after MaxRetries, counted; the
+// admin redrive publishes it once the cause is fixed.
 func TestFailedAfterMaxRetriesThenRedrive(t *testing.T) {
 	f := newFixture(t)
-	orphan := "orphan" + strings.ToLower(testenv.RandomSuffix(8))
-	msg := outbox.Message{ID: "orphan-" + testenv.RandomSuffix(12), Subject: orphan + ".x", Body: []byte(`{}`)}
+	ctx := context.Background()
+	strict := "strict" + strings.ToLower(testenv.RandomSuffix(8))
+	sc := events.StreamConfig(strict, strict)
+	sc.MaxMsgSize = 16
+	_, err := natsjs.EnsureStream(ctx, f.nc.JS, sc)
+	testenv.Must(t, err)
+	testenv.DeleteStreamAtCleanup(t, f.nc.JS, strict)
+	msg := outbox.Message{ID: "big-" + testenv.RandomSuffix(12), Subject: strict + ".x", Body: []byte(`{"larger":"than sixteen bytes"}`)}
 	testenv.Must(t, f.db.Transaction(func(tx *gormDB) error { return outbox.Add(tx, msg) }))
 	id := f.count("SELECT id FROM local_message")
 
@@ -244,7 +303,7 @@ func TestFailedAfterMaxRetriesThenRedrive(t *testing.T) {
 	testenv.Must(t, err)
 	for i := 0; i < 3; i++ {
 		time.Sleep(5 * time.Millisecond) // let the backoff expire
-		if _, err := r.PublishBatch(context.Background()); err != nil {
+		if _, err := r.PublishBatch(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -260,20 +319,22 @@ func TestFailedAfterMaxRetriesThenRedrive(t *testing.T) {
 	if v := metricValue(t, reg, "outbox_publish_retries_total"); v != 2 {
 		t.Fatalf("outbox_publish_retries_total = %v, want 2", v)
 	}
+	if v := metricValue(t, reg, "outbox_outage_deferrals_total"); v != 0 {
+		t.Fatalf("outbox_outage_deferrals_total = %v, want 0: the stream answered", v)
+	}
 	// Failed rows are not claimed again by themselves.
-	if n, _ := r.PublishBatch(context.Background()); n != 0 {
+	if n, _ := r.PublishBatch(ctx); n != 0 {
 		t.Fatalf("a failed row was claimed again (%d)", n)
 	}
 
-	// Fix the cause: a stream for the subject.
-	ctx := context.Background()
-	_, err = natsjs.EnsureStream(ctx, f.nc.JS, events.StreamConfig(orphan, orphan))
+	// Fix the cause: the stream takes larger messages.
+	sc.MaxMsgSize = -1
+	_, err = natsjs.EnsureStream(ctx, f.nc.JS, sc)
 	testenv.Must(t, err)
-	testenv.DeleteStreamAtCleanup(t, f.nc.JS, orphan)
 
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
-	e.POST("/admin/outbox/redrive", httpserver.AdminAuth("secret"), r.RedriveHandler())
+	r.MountRedrive(e, "secret")
 	req := httptest.NewRequest(http.MethodPost, "/admin/outbox/redrive", strings.NewReader(`{"message_ids":["`+msg.ID+`"]}`))
 	rec := httptest.NewRecorder()
 	e.ServeHTTP(rec, req)
@@ -294,7 +355,7 @@ func TestFailedAfterMaxRetriesThenRedrive(t *testing.T) {
 	if status != outbox.StatusSent {
 		t.Fatalf("after redrive status %s, want sent", status)
 	}
-	s, err := f.nc.JS.Stream(ctx, orphan)
+	s, err := f.nc.JS.Stream(ctx, strict)
 	testenv.Must(t, err)
 	info, err := s.Info(ctx)
 	testenv.Must(t, err)
@@ -367,4 +428,43 @@ func TestCronPollPublishesWithoutWake(t *testing.T) {
 	if got := f.streamMsgs(); got != 30 {
 		t.Fatalf("stream has %d messages, want 30", got)
 	}
+}
+
+// The cron poll samples the backlog into outbox_pending_messages and
+// outbox_oldest_pending_age_seconds: failed and sent rows are not backlog,
+// the age is the oldest pending row's, and the next poll after the backlog
+// is published brings both back to zero.
+func TestCronPollSamplesBacklogGauges(t *testing.T) {
+	f := newFixture(t)
+	reg := newRegistry()
+	// Not running: the poll's wake publishes nothing, so the sample sees
+	// the rows still pending.
+	r, err := outbox.NewRelay(f.db, f.nc.JS, outbox.Config{PollSchedule: "@every 1s"}, testenv.Logger(t), reg)
+	testenv.Must(t, err)
+	f.addMessages(12, 4)
+	testenv.Must(t, f.db.Exec("UPDATE local_message SET created_at = ? WHERE id = (SELECT m FROM (SELECT MIN(id) AS m FROM local_message) x)", time.Now().UTC().Add(-90*time.Second)).Error)
+	testenv.Must(t, f.db.Exec("UPDATE local_message SET status = 'failed', created_at = ? WHERE id = (SELECT m FROM (SELECT MAX(id) AS m FROM local_message) x)", time.Now().UTC().Add(-time.Hour)).Error)
+
+	jobs := cron.New()
+	testenv.Must(t, r.Schedule(jobs))
+	jobs.Start()
+	t.Cleanup(func() { <-jobs.Stop().Done() })
+	waitFor(t, 5*time.Second, "a poll to sample the backlog", func() bool {
+		return testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP outbox_pending_messages Messages waiting to be published (the backlog), sampled by the poll job.
+# TYPE outbox_pending_messages gauge
+outbox_pending_messages 11
+`), "outbox_pending_messages") == nil
+	})
+	if age := metricValue(t, reg, "outbox_oldest_pending_age_seconds"); age < 90 || age > 120 {
+		t.Fatalf("outbox_oldest_pending_age_seconds = %v, want the 90s-old pending row's age (not the failed row's hour)", age)
+	}
+
+	n, err := r.PublishBatch(context.Background())
+	if err != nil || n != 11 {
+		t.Fatalf("publish the backlog: %d, %v", n, err)
+	}
+	waitFor(t, 5*time.Second, "a poll to sample the empty backlog", func() bool {
+		return metricValue(t, reg, "outbox_pending_messages") == 0 && metricValue(t, reg, "outbox_oldest_pending_age_seconds") == 0
+	})
 }

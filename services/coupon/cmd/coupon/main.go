@@ -2,8 +2,10 @@
 //
 // Usage:
 //
-//	coupon           serve HTTP and consume events until SIGTERM or SIGINT
-//	coupon migrate   apply the database migrations and exit
+//	coupon                         serve HTTP and consume events until SIGTERM or SIGINT
+//	coupon migrate                 apply the database migrations and exit
+//	coupon outbox stats            print the outbox backlog as JSON
+//	coupon outbox redrive [id...]  put failed outbox messages (all, or the ids) back to pending
 package main
 
 import (
@@ -73,8 +75,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		switch args[0] {
 		case "migrate":
 			return platform.MigrateOnly(ctx, cfg.Platform, opts)
+		case "outbox":
+			return outbox.Command(ctx, cfg.Platform.MySQL, cfg.DBName, log, args[1:], stdout)
 		default:
-			return fmt.Errorf("unknown command %q (want no argument, or \"migrate\")", args[0])
+			return fmt.Errorf("unknown command %q (want no argument, \"migrate\" or \"outbox\")", args[0])
 		}
 	}
 
@@ -89,19 +93,21 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	// Outbox relay: publishes coupon.used. Registered first, so it stops
 	// last, after everything that writes to the outbox.
-	relay, err := outbox.NewRelay(rt.DB, rt.NATS.JS, outbox.Config{}, log, rt.Registry)
+	relay, err := outbox.NewRelay(rt.DB, rt.NATS.JS, cfg.Outbox, log, rt.Registry)
 	if err != nil {
 		return errors.Join(err, rt.Shutdown(context.Background()))
 	}
 	rt.Go("outbox relay", relay.Run)
 
-	// Use cases and HTTP routes.
+	// Use cases and HTTP routes, with the outbox redrive behind the admin
+	// token.
 	st := store.New(rt.DB).WithEventPrefix(cfg.EventStreamSubj)
 	a, err := app.New(st, relay.Wake, cfg.App(), log, rt.Registry)
 	if err != nil {
 		return errors.Join(err, rt.Shutdown(context.Background()))
 	}
 	httpapi.Register(rt.HTTP.Engine(), a, cfg.Platform.AdminToken, log)
+	relay.MountRedrive(rt.HTTP.Engine(), cfg.Platform.AdminToken)
 
 	// Cron: the retry pass over coupon_message and the record archive, one
 	// replica at a time under a Redis lock, plus the relay's safety-net poll

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/outbox/outboxtest"
 	"github.com/oncemall/oncemall/pkg/testenv"
 )
 
@@ -86,6 +87,51 @@ func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("run did not return after cancellation")
+	}
+}
+
+// TestOutboxOperatorPaths runs `coupon outbox stats|redrive` and then the
+// whole service as `coupon` would, checking that its engine serves the
+// outbox redrive behind the admin token.
+func TestOutboxOperatorPaths(t *testing.T) {
+	mysqlCfg, dbName := testenv.NewDatabase(t)
+	addr, token := testenv.FreeAddr(t), "admin-"+testenv.RandomSuffix(12)
+	for k, v := range uniqueEnv(t, mysqlCfg.Addr, dbName, addr) {
+		t.Setenv(k, v)
+	}
+	t.Setenv("ADMIN_TOKEN", token)
+	outboxtest.CheckOperatorPaths(t, outboxtest.Service{Run: run, Addr: addr, AdminToken: token, MySQL: mysqlCfg, DBName: dbName})
+}
+
+// The relay takes the OUTBOX_* settings: an unusable poll schedule stops
+// the start-up (with the relay's defaults hard-wired, it was ignored).
+func TestRunReadsTheOutboxSettings(t *testing.T) {
+	mysqlCfg, dbName := testenv.NewDatabase(t)
+	for k, v := range uniqueEnv(t, mysqlCfg.Addr, dbName, testenv.FreeAddr(t)) {
+		t.Setenv(k, v)
+	}
+	t.Setenv("OUTBOX_POLL_SCHEDULE", "every now and then")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := run(ctx, nil, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "every now and then") {
+		t.Fatalf("run with OUTBOX_POLL_SCHEDULE unusable: %v, want the relay's schedule error", err)
+	}
+}
+
+// uniqueEnv is the environment of a coupon service on its own database,
+// address, streams, subjects and consumer, whose streams are deleted when
+// the test ends.
+func uniqueEnv(t *testing.T, mysqlAddr, dbName, addr string) map[string]string {
+	conn := testenv.NATS(t)
+	orderStream, eventStream := testenv.UniqueName(t, "ORDER"), testenv.UniqueName(t, "COUPON")
+	testenv.DeleteStreamAtCleanup(t, conn.JS, orderStream)
+	testenv.DeleteStreamAtCleanup(t, conn.JS, eventStream)
+	return map[string]string{
+		"MYSQL_ADDR": mysqlAddr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr,
+		"COUPON_ORDER_STREAM": orderStream, "COUPON_ORDER_SUBJECT_PREFIX": testenv.UniqueName(t, "order"),
+		"COUPON_EVENT_STREAM": eventStream, "COUPON_EVENT_SUBJECT_PREFIX": testenv.UniqueName(t, "coupon"),
+		"COUPON_CONSUMER_NAME": testenv.UniqueName(t, "coupon"),
 	}
 }
 

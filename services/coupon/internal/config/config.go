@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
@@ -17,6 +18,8 @@ type Config struct {
 	Platform platform.Config
 	HTTPAddr string `env:"HTTP_ADDR" default:":8082" usage:"listen address of the coupon service"`
 	DBName   string `env:"MYSQL_DATABASE" default:"oncemall_coupon" usage:"the coupon service's own database (created if missing)"`
+	// Outbox tunes the relay that publishes coupon.used (OUTBOX_*).
+	Outbox outbox.Config
 
 	// Incident 1: which deduction runs. "broken" reproduces the incident and
 	// exists for the lab; never run it for real.
@@ -68,6 +71,7 @@ func (c Config) Jobs() jobs.Config {
 func (c Config) Validate() error {
 	return errors.Join(
 		c.Platform.Validate(),
+		c.Outbox.Validate(),
 		pkgconfig.CheckAddr("HTTP_ADDR", c.HTTPAddr),
 		c.App().Validate(),
 		c.Jobs().Validate(),

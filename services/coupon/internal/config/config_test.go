@@ -40,6 +40,7 @@ func TestBadSettingsNameTheirVariable(t *testing.T) {
 		"COUPON_RETRY_BACKOFF_MAX": "1ms",
 		"COUPON_RETRY_SCHEDULE":    "often",
 		"COUPON_CONSUMER_WORKERS":  "0",
+		"OUTBOX_MAX_RETRIES":       "0",
 	} {
 		_, err := load(t, map[string]string{name: value})
 		if err == nil || !strings.Contains(err.Error(), name) {

@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,10 +21,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/robfig/cron/v3"
 
-	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/formtoken"
-	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/logging"
@@ -82,7 +79,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		case "migrate":
 			return platform.MigrateOnly(ctx, cfg.Platform, opts)
 		case "outbox":
-			return outboxCommand(ctx, cfg, opts, args[1:], stdout)
+			return outbox.Command(ctx, cfg.Platform.MySQL, cfg.DBName, log, args[1:], stdout)
 		default:
 			return fmt.Errorf("unknown command %q (want no argument, \"migrate\" or \"outbox\")", args[0])
 		}
@@ -130,7 +127,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		IssueToken:   tokens.IssueHandler(httpapi.UserIDHeader),
 		AdminToken:   cfg.Platform.AdminToken,
 	}).Register(rt.HTTP.Engine())
-	rt.HTTP.Engine().POST("/admin/outbox/redrive", httpserver.AdminAuth(cfg.Platform.AdminToken), relay.RedriveHandler())
+	relay.MountRedrive(rt.HTTP.Engine(), cfg.Platform.AdminToken)
 
 	// Consumer of payment.succeeded: marks orders paid.
 	paid := messaging.NewPaymentSucceeded(orders, relay, log)
@@ -166,31 +163,4 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	// Serve until SIGTERM, then shut down in order.
 	return rt.Serve(ctx)
-}
-
-// outboxCommand serves `order outbox stats|redrive [id...]`, the operator's
-// path when the admin endpoint is not reachable.
-func outboxCommand(ctx context.Context, cfg config.Config, opts platform.Options, args []string, stdout io.Writer) error {
-	if len(args) == 0 || (args[0] != "stats" && args[0] != "redrive") {
-		return errors.New("usage: order outbox stats | order outbox redrive [message_no...]")
-	}
-	db, err := database.Open(ctx, cfg.Platform.MySQL, cfg.DBName, opts.Logger)
-	if err != nil {
-		return err
-	}
-	defer database.Close(db)
-	enc := json.NewEncoder(stdout)
-	if args[0] == "stats" {
-		st, err := outbox.Stats(ctx, db)
-		if err != nil {
-			return err
-		}
-		return enc.Encode(map[string]any{"pending": st.Pending, "failed": st.Failed, "oldest_pending_age_seconds": st.OldestPendingAge.Seconds()})
-	}
-	n, err := outbox.Redrive(ctx, db, args[1:]...)
-	if err != nil {
-		return err
-	}
-	// The running relays pick the rows up at their next poll.
-	return enc.Encode(outbox.RedriveResponse{Redriven: n})
 }

@@ -2,8 +2,10 @@
 //
 // Usage:
 //
-//	payment           serve HTTP and relay events until SIGTERM or SIGINT
-//	payment migrate   apply the database migrations and exit
+//	payment                         serve HTTP and relay events until SIGTERM or SIGINT
+//	payment migrate                 apply the database migrations and exit
+//	payment outbox stats            print the outbox backlog as JSON
+//	payment outbox redrive [id...]  put failed outbox messages (all, or the ids) back to pending
 package main
 
 import (
@@ -67,8 +69,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		switch args[0] {
 		case "migrate":
 			return platform.MigrateOnly(ctx, cfg.Platform, opts)
+		case "outbox":
+			return outbox.Command(ctx, cfg.Platform.MySQL, cfg.DBName, log, args[1:], stdout)
 		default:
-			return fmt.Errorf("unknown command %q (want no argument, or \"migrate\")", args[0])
+			return fmt.Errorf("unknown command %q (want no argument, \"migrate\" or \"outbox\")", args[0])
 		}
 	}
 
@@ -129,7 +133,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	rt.OnShutdown("idempotency archiver", archiver.Stop)
 
-	// HTTP routes, with the optional entry lock in front of the callback.
+	// HTTP routes, with the optional entry lock in front of the callback,
+	// and the outbox redrive behind the admin token.
 	var callbackLock *redislock.Client
 	if cfg.CallbackLock {
 		callbackLock = locks
@@ -148,6 +153,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}); err != nil {
 		return errors.Join(err, rt.Shutdown(context.WithoutCancel(ctx)))
 	}
+	relay.MountRedrive(rt.HTTP.Engine(), cfg.Platform.AdminToken)
 
 	// Serve until SIGTERM, then shut down in order: HTTP, idempotency
 	// archiver, cron, relay, NATS, Redis, MySQL.

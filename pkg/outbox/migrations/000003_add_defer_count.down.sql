@@ -1,0 +1,2 @@
+ALTER TABLE local_message
+  DROP COLUMN defer_count;

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/oncemall/oncemall/pkg/outbox/outboxtest"
+	"github.com/oncemall/oncemall/pkg/testenv"
+)
+
+// TestOutboxOperatorPaths runs `order outbox stats|redrive` and then the
+// whole service as `order` would (own database, streams and Redis prefix),
+// checking that its engine serves the outbox redrive behind the admin token.
+func TestOutboxOperatorPaths(t *testing.T) {
+	mysqlCfg, dbName := testenv.NewDatabase(t)
+	conn := testenv.NATS(t)
+	_, redisPrefix := testenv.Redis(t)
+	orderStream, paymentStream, productStream := testenv.UniqueName(t, "ORDER"), testenv.UniqueName(t, "PAYMENT"), testenv.UniqueName(t, "PRODUCT")
+	for _, s := range []string{orderStream, paymentStream, productStream} {
+		testenv.DeleteStreamAtCleanup(t, conn.JS, s)
+	}
+	addr, token := testenv.FreeAddr(t), "admin-"+testenv.RandomSuffix(12)
+	for k, v := range map[string]string{
+		"MYSQL_ADDR": mysqlCfg.Addr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr, "ADMIN_TOKEN": token,
+		"ORDER_STREAM": orderStream, "PAYMENT_STREAM": paymentStream, "EVENT_SUBJECT_PREFIX": testenv.UniqueName(t, "e") + ".",
+		"PRODUCT_STREAM": productStream, "PRODUCT_SUBJECT_PREFIX": testenv.UniqueName(t, "product"),
+		"IDEMPOTENCY_REDIS_PREFIX": redisPrefix + "idem:",
+	} {
+		t.Setenv(k, v)
+	}
+	outboxtest.CheckOperatorPaths(t, outboxtest.Service{Run: run, Addr: addr, AdminToken: token, MySQL: mysqlCfg, DBName: dbName})
+}
