@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -61,11 +62,18 @@ func EnsureDatabase(ctx context.Context, cfg Config, dbName string) error {
 		return fmt.Errorf("open mysql %s: %w", cfg.Addr, err)
 	}
 	defer db.Close()
-	q := fmt.Sprintf("CREATE DATABASE IF NOT EXISTS `%s` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci", dbName)
+	q := "CREATE DATABASE IF NOT EXISTS " + quoteIdent(dbName) + " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
 	if _, err := db.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("create database %s on %s: %w", dbName, cfg.Addr, err)
 	}
 	return nil
+}
+
+// quoteIdent quotes name as a MySQL identifier. A backtick inside is doubled,
+// so no name, whatever got it past validation, can end the identifier and
+// append SQL of its own.
+func quoteIdent(name string) string {
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
 }
 
 // Open creates dbName if needed and returns a pooled gorm handle on it.

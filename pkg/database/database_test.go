@@ -77,3 +77,26 @@ func TestOpenUnreachableNamesTheAddress(t *testing.T) {
 		t.Fatalf("Open on a dead address: %v", err)
 	}
 }
+
+// TestEnsureDatabaseQuotesTheName creates a database whose name holds a
+// backtick: pasted between backticks unescaped, it would end the identifier
+// early and the statement would be a syntax error (or worse).
+func TestEnsureDatabaseQuotesTheName(t *testing.T) {
+	cfg := testenv.Config(t).MySQL
+	name := "t_quote`" + testenv.RandomSuffix(8)
+	admin, err := sql.Open("mysql", cfg.DSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS `" + strings.ReplaceAll(name, "`", "``") + "`") })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := database.EnsureDatabase(ctx, cfg, name); err != nil {
+		t.Fatalf("EnsureDatabase(%q): %v", name, err)
+	}
+	var n int
+	if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("database %q not created (n=%d, err=%v)", name, n, err)
+	}
+}
