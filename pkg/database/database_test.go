@@ -100,3 +100,29 @@ func TestEnsureDatabaseQuotesTheName(t *testing.T) {
 		t.Fatalf("database %q not created (n=%d, err=%v)", name, n, err)
 	}
 }
+
+func TestCheckName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"oncemall_order", true},
+		{"T_1", true},
+		{strings.Repeat("a", 64), true},
+		{"", false},
+		{strings.Repeat("a", 65), false},
+		{"bad`name", false},
+		{"with space", false},
+		{"dash-ed", false},
+		{"dotted.name", false},
+		{"naïve", false},
+	} {
+		err := database.CheckName("MYSQL_DATABASE", tc.name)
+		if tc.ok && err != nil {
+			t.Errorf("%q: %v, want it accepted", tc.name, err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), "MYSQL_DATABASE")) {
+			t.Errorf("%q: error %v, want one naming MYSQL_DATABASE", tc.name, err)
+		}
+	}
+}

@@ -91,3 +91,33 @@ func TestConnectGivesUpAtTheDeadline(t *testing.T) {
 		t.Fatalf("Connect to a dead address: %v", err)
 	}
 }
+
+func TestValidateURL(t *testing.T) {
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"nats://127.0.0.1:4222", true},
+		{"tls://nats.example.com:4443", true},
+		{"nats://user:secret@nats:4222", true},
+		{"nats://a:4222, nats://b:4222,nats://[::1]:4222", true},
+		{"", false},
+		{" , ", false},
+		{"not a url", false},
+		{"nats://not a url", false},
+		{"127.0.0.1:4222", false},
+		{"http://127.0.0.1:4222", false},
+		{"nats://127.0.0.1", false},
+		{"nats://:4222", false},
+		{"nats://127.0.0.1:0", false},
+		{"nats://127.0.0.1:4222,localhost", false},
+	} {
+		err := natsjs.Config{URL: tc.url}.Validate()
+		if tc.ok && err != nil {
+			t.Errorf("NATS_URL=%q: %v, want it accepted", tc.url, err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), "NATS_URL")) {
+			t.Errorf("NATS_URL=%q: error %v, want one naming NATS_URL", tc.url, err)
+		}
+	}
+}

@@ -49,6 +49,7 @@ func (c Config) Validate() error {
 		c.Log.Validate(),
 		config.CheckAddr("MYSQL_ADDR", c.MySQL.Addr),
 		config.CheckAddr("REDIS_ADDR", c.Redis.Addr),
+		c.NATS.Validate(),
 		config.CheckPositive("MYSQL_MAX_OPEN_CONNS", c.MySQL.MaxOpenConns),
 		config.CheckPositive("HTTP_BODY_LIMIT_BYTES", c.HTTP.BodyLimitBytes),
 		config.CheckPositive("HTTP_READ_HEADER_TIMEOUT", c.HTTP.ReadHeaderTimeout),
@@ -92,7 +93,10 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := config.CheckAddr("HTTP_ADDR", opts.HTTPAddr); err != nil {
+	if err := errors.Join(
+		config.CheckAddr("HTTP_ADDR", opts.HTTPAddr),
+		database.CheckName("MYSQL_DATABASE", opts.DBName),
+	); err != nil {
 		return nil, err
 	}
 	r := &Runtime{Config: cfg, Log: opts.Logger, Registry: prometheus.NewRegistry()}
@@ -248,7 +252,7 @@ func (r *Runtime) closeDeps() {
 // MigrateOnly opens the service's database, applies its migrations and closes
 // it: the `<service> migrate` command behind `make migrate`.
 func MigrateOnly(ctx context.Context, cfg Config, opts Options) error {
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), database.CheckName("MYSQL_DATABASE", opts.DBName)); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)

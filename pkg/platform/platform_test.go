@@ -141,14 +141,29 @@ func TestReadyzNamesDeadRedis(t *testing.T) {
 }
 
 func TestStartRejectsBadConfig(t *testing.T) {
-	cfg, opts, _ := setup(t)
-	opts.HTTPAddr = ":abc"
-	if _, err := platform.Start(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), "HTTP_ADDR") {
-		t.Fatalf("Start with HTTP_ADDR=:abc: %v", err)
-	}
-	cfg.MySQL.MaxOpenConns = 0
-	if _, err := platform.Start(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), "MYSQL_MAX_OPEN_CONNS") {
-		t.Fatalf("Start with MYSQL_MAX_OPEN_CONNS=0: %v", err)
+	good, goodOpts, _ := setup(t)
+	for _, tc := range []struct {
+		name string
+		bad  func(*platform.Config, *platform.Options)
+	}{
+		{"HTTP_ADDR", func(_ *platform.Config, o *platform.Options) { o.HTTPAddr = ":abc" }},
+		{"MYSQL_MAX_OPEN_CONNS", func(c *platform.Config, _ *platform.Options) { c.MySQL.MaxOpenConns = 0 }},
+		{"NATS_URL", func(c *platform.Config, _ *platform.Options) { c.NATS.URL = "not a url" }},
+		{"MYSQL_DATABASE", func(_ *platform.Config, o *platform.Options) { o.DBName = "bad`name" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, opts := good, goodOpts
+			tc.bad(&cfg, &opts)
+			if _, err := platform.Start(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), tc.name) {
+				t.Fatalf("Start: %v, want an error naming %s", err, tc.name)
+			}
+			if tc.name == "HTTP_ADDR" {
+				return // migrate does not listen
+			}
+			if err := platform.MigrateOnly(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), tc.name) {
+				t.Fatalf("MigrateOnly: %v, want an error naming %s", err, tc.name)
+			}
+		})
 	}
 }
 

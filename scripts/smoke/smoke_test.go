@@ -63,8 +63,14 @@ func TestServicesStartReadyAndStopCleanly(t *testing.T) {
 	}
 }
 
+// TestBadConfigExitsNamingTheVariable also bounds how long the exit takes: a
+// bad value must not be retried as an unreachable dependency until
+// STARTUP_TIMEOUT (60s by default) before it is reported.
 func TestBadConfigExitsNamingTheVariable(t *testing.T) {
-	for _, env := range []string{"HTTP_ADDR=:abc", "MYSQL_MAX_OPEN_CONNS=x", "SHUTDOWN_TIMEOUT=soon"} {
+	for _, env := range []string{
+		"HTTP_ADDR=:abc", "MYSQL_MAX_OPEN_CONNS=x", "SHUTDOWN_TIMEOUT=soon",
+		"NATS_URL=not a url", "MYSQL_DATABASE=bad`name",
+	} {
 		name, _, _ := strings.Cut(env, "=")
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -73,10 +79,14 @@ func TestBadConfigExitsNamingTheVariable(t *testing.T) {
 			cmd.Env = append(os.Environ(), env)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
+			began := time.Now()
 			err := cmd.Run()
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
 				t.Fatalf("%s: exit %v, want a non-zero status", env, err)
+			}
+			if took := time.Since(began); took > 10*time.Second {
+				t.Fatalf("%s: exit after %s, want it at once", env, took)
 			}
 			if !strings.Contains(stderr.String(), name) {
 				t.Fatalf("%s: stderr does not name %s:\n%s", env, name, stderr.String())
