@@ -137,3 +137,25 @@ func IsDeadlock(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == 1213
 }
+
+// IsPermanent reports whether err is a MySQL error that no retry heals:
+// refused credentials, a refused database, or a statement the server cannot
+// parse. Start-up retries stop at once on these, so a misconfigured service
+// exits naming the problem instead of waiting out STARTUP_TIMEOUT; errors
+// that waiting can fix (connection refused, the server still starting) are
+// not MySQL errors and stay retryable.
+func IsPermanent(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case 1044, // ER_DBACCESS_DENIED_ERROR: no right to create or use the database
+		1045, // ER_ACCESS_DENIED_ERROR: wrong user or password
+		1064, // ER_PARSE_ERROR: SQL syntax
+		1102, // ER_WRONG_DB_NAME
+		1698: // ER_ACCESS_DENIED_NO_PASSWORD_ERROR: unknown user (MariaDB), or one that needs another plugin
+		return true
+	}
+	return false
+}

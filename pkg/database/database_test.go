@@ -126,3 +126,41 @@ func TestCheckName(t *testing.T) {
 		}
 	}
 }
+
+// TestIsPermanent feeds IsPermanent the errors a real server returns, so the
+// codes it knows are the codes MariaDB/MySQL send.
+func TestIsPermanent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ensureAs := func(mutate func(*database.Config)) error {
+		cfg := testenv.Config(t).MySQL
+		mutate(&cfg)
+		return database.EnsureDatabase(ctx, cfg, "t_never_created")
+	}
+	db := testenv.DB(t)
+	if err := db.Exec("CREATE TABLE u (k INT PRIMARY KEY)").Error; err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Exec("INSERT INTO u VALUES (1)").Error
+	for _, tc := range []struct {
+		what      string
+		err       error
+		permanent bool
+	}{
+		{"unknown user", ensureAs(func(c *database.Config) { c.User = "t_no_such_user_" + testenv.RandomSuffix(6) }), true},
+		{"wrong password", ensureAs(func(c *database.Config) { c.Password = "t-wrong-" + testenv.RandomSuffix(6) }), true},
+		{"SQL syntax", db.Exec("SELEC 1").Error, true},
+		{"server unreachable", ensureAs(func(c *database.Config) { c.Addr = testenv.FreeAddr(t) }), false},
+		{"duplicate key", db.Exec("INSERT INTO u VALUES (1)").Error, false},
+		{"missing table", db.Exec("SELECT * FROM no_such_table").Error, false},
+		{"nil", nil, false},
+	} {
+		if tc.err == nil && tc.what != "nil" {
+			t.Errorf("%s: no error at all", tc.what)
+			continue
+		}
+		if got := database.IsPermanent(tc.err); got != tc.permanent {
+			t.Errorf("%s: IsPermanent(%v) = %v, want %v", tc.what, tc.err, got, tc.permanent)
+		}
+	}
+}

@@ -71,7 +71,9 @@ type Conn struct {
 
 // Connect dials NATS. After the first successful connection the client
 // reconnects forever, logging every change of state; the first dial must
-// succeed within the context's deadline.
+// succeed within the context's deadline, and is retried until then unless
+// its error is one no retry heals: a URL nats.go cannot parse, or refused
+// credentials.
 func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*Conn, error) {
 	opts := []nats.Option{
 		nats.Name(name),
@@ -98,6 +100,9 @@ func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*C
 		if err == nil {
 			break
 		}
+		if cannotHeal(err) {
+			return nil, fmt.Errorf("connect nats %s: %w", cfg.URL, err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("connect nats %s: %w", cfg.URL, err)
@@ -110,6 +115,13 @@ func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*C
 		return nil, fmt.Errorf("jetstream context: %w", err)
 	}
 	return &Conn{NC: nc, JS: js}, nil
+}
+
+// cannotHeal reports whether a failed first connection would fail the same
+// way on every retry.
+func cannotHeal(err error) bool {
+	var ue *url.Error
+	return errors.As(err, &ue) || errors.Is(err, nats.ErrAuthorization)
 }
 
 // Ping reports whether the connection is up and JetStream answers.

@@ -153,12 +153,16 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 }
 
 // openDB retries until MySQL answers or ctx ends, so the services can start
-// before the database in compose.
+// before the database in compose. An error that no retry heals (refused
+// credentials, see database.IsPermanent) is returned at once.
 func openDB(ctx context.Context, cfg database.Config, name string, log *slog.Logger) (*gorm.DB, error) {
 	for {
 		db, err := database.Open(ctx, cfg, name, log)
 		if err == nil {
 			return db, nil
+		}
+		if database.IsPermanent(err) {
+			return nil, err
 		}
 		log.Warn("database not ready, retrying", "addr", cfg.Addr, "err", err)
 		select {

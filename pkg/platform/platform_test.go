@@ -167,6 +167,23 @@ func TestStartRejectsBadConfig(t *testing.T) {
 	}
 }
 
+// TestStartGivesUpAtOnceOnRefusedCredentials: refused credentials do not
+// heal, so Start reports them at once instead of retrying them until
+// STARTUP_TIMEOUT as it does an unreachable server.
+func TestStartGivesUpAtOnceOnRefusedCredentials(t *testing.T) {
+	cfg, opts, _ := setup(t)
+	cfg.MySQL.User = "t_no_such_user_" + testenv.RandomSuffix(6)
+	cfg.StartupTimeout = 20 * time.Second
+	began := time.Now()
+	_, err := platform.Start(context.Background(), cfg, opts)
+	if err == nil || !strings.Contains(err.Error(), "Access denied") {
+		t.Fatalf("Start as an unknown MySQL user: %v, want the server's access denied", err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("Start gave up after %s, want at once (STARTUP_TIMEOUT is %s)", took, cfg.StartupTimeout)
+	}
+}
+
 // TestShutdownOrder checks the promise of OnShutdown: the HTTP server has
 // finished its in-flight requests before any component stops, components stop
 // in reverse order of registration while the database still answers, and

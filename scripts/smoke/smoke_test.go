@@ -95,6 +95,30 @@ func TestBadConfigExitsNamingTheVariable(t *testing.T) {
 	}
 }
 
+// TestRefusedCredentialsExitAtOnce: MySQL refusing the user does not heal,
+// so the service exits with the server's answer instead of retrying until
+// STARTUP_TIMEOUT as it does while MySQL is unreachable.
+func TestRefusedCredentialsExitAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t, "order"))
+	cmd.Env = append(os.Environ(), "HTTP_ADDR="+testenv.FreeAddr(t), "MYSQL_USER=t_no_such_user", "STARTUP_TIMEOUT=60s")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	began := time.Now()
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("exit %v, want a non-zero status", err)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Fatalf("exit after %s, want it at once", took)
+	}
+	if !strings.Contains(stderr.String(), "Access denied") {
+		t.Fatalf("stderr does not give the server's answer:\n%s", stderr.String())
+	}
+}
+
 func TestDeadRedisMakesReadyzNameRedis(t *testing.T) {
 	p := start(t, "coupon", "REDIS_ADDR="+testenv.FreeAddr(t))
 	body := p.waitStatus(t, "/readyz", http.StatusServiceUnavailable)
