@@ -3,6 +3,7 @@ package platform_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -259,6 +260,54 @@ func TestShutdownOrder(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", opts.HTTPAddr, time.Second); err == nil {
 		t.Fatal("HTTP still accepting after shutdown")
+	}
+}
+
+// TestShutdownGivesUpAtTheBound: a request still running when
+// SHUTDOWN_TIMEOUT passes does not hold the process. Serve returns about when
+// the bound passes, having waited for the request until then, and says the
+// deadline was hit.
+func TestShutdownGivesUpAtTheBound(t *testing.T) {
+	cfg, opts, _ := setup(t)
+	cfg.ShutdownTimeout = time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt, err := platform.Start(ctx, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	rt.HTTP.Engine().GET("/stuck", func(c *gin.Context) {
+		close(started)
+		select {
+		case <-release:
+		case <-time.After(time.Minute):
+		}
+		c.Status(http.StatusOK)
+	})
+	served := make(chan error, 1)
+	go func() { served <- rt.Serve(ctx) }()
+	waitReady(t, "http://"+opts.HTTPAddr+"/readyz", http.StatusOK)
+	go func() {
+		if resp, err := http.Get("http://" + opts.HTTPAddr + "/stuck"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-started
+
+	began := time.Now()
+	cancel()
+	select {
+	case err = <-served:
+	case <-time.After(cfg.ShutdownTimeout + 2*time.Second):
+		t.Fatalf("Serve still running %s after the shutdown began; SHUTDOWN_TIMEOUT is %s", time.Since(began), cfg.ShutdownTimeout)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Serve: %v, want the shutdown deadline reported", err)
+	}
+	if took := time.Since(began); took < cfg.ShutdownTimeout/2 {
+		t.Fatalf("Serve returned after %s, before the in-flight request had its %s", took, cfg.ShutdownTimeout)
 	}
 }
 
