@@ -129,6 +129,27 @@ func TestDeadRedisMakesReadyzNameRedis(t *testing.T) {
 	p.stop(t)
 }
 
+// TestRedisStoppedWhileRunningFlipsReadyz: Redis going away under a running
+// service turns /readyz 503 naming Redis (and only Redis), and its return
+// turns it 200 again without a restart. The forwarder stands in for
+// Redis, so the shared server keeps running.
+func TestRedisStoppedWhileRunningFlipsReadyz(t *testing.T) {
+	redis := testenv.NewForwarder(t, testenv.Config(t).Redis.Addr)
+	p := start(t, "coupon", "REDIS_ADDR="+redis.Addr())
+	p.waitStatus(t, "/readyz", http.StatusOK)
+
+	redis.Close()
+	body := p.waitStatus(t, "/readyz", http.StatusServiceUnavailable)
+	if !strings.Contains(body, "redis") || strings.Contains(body, `"mysql"`) || strings.Contains(body, `"nats"`) {
+		t.Fatalf("/readyz body %s, want redis (only) named", body)
+	}
+	p.waitStatus(t, "/healthz", http.StatusOK)
+
+	redis.Reopen()
+	p.waitStatus(t, "/readyz", http.StatusOK)
+	p.stop(t)
+}
+
 func TestUnknownCommandFails(t *testing.T) {
 	out, err := exec.Command(binary(t, "payment"), "frobnicate").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "frobnicate") {
