@@ -6,17 +6,8 @@
 # dependency is reported at once instead of as a hundred failed tests.
 set -uo pipefail
 
-mysql_addr=${MYSQL_ADDR:-127.0.0.1:3306}
-redis_addr=${REDIS_ADDR:-127.0.0.1:6379}
-nats_addr=${NATS_URL:-nats://127.0.0.1:4222}
-nats_addr=${nats_addr#nats://}
-nats_addr=${nats_addr##*@}
-
-# answers HOST:PORT succeeds when a TCP connection opens within 2 seconds.
-answers() {
-  local host=${1%:*} port=${1##*:}
-  timeout 2 bash -c "exec 3<>/dev/tcp/${host:-127.0.0.1}/$port" 2>/dev/null
-}
+# shellcheck source=depaddrs.sh
+source "$(dirname "${BASH_SOURCE[0]}")/depaddrs.sh"
 
 missing=0
 check() { # name addr start-command

@@ -7,8 +7,8 @@
 // time.Duration and []string (comma separated).
 //
 //	type Config struct {
-//		HTTPAddr string        `env:"ORDER_HTTP_ADDR" default:":8081" usage:"listen address"`
-//		Timeout  time.Duration `env:"ORDER_TIMEOUT" default:"5s"`
+//		Addr    string        `env:"EXAMPLE_ADDR" default:":8080" usage:"listen address"`
+//		Timeout time.Duration `env:"EXAMPLE_TIMEOUT" default:"5s"`
 //	}
 package config
 

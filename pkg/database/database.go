@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -61,11 +62,18 @@ func EnsureDatabase(ctx context.Context, cfg Config, dbName string) error {
 		return fmt.Errorf("open mysql %s: %w", cfg.Addr, err)
 	}
 	defer db.Close()
-	q := fmt.Sprintf("CREATE DATABASE IF NOT EXISTS `%s` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci", dbName)
+	q := "CREATE DATABASE IF NOT EXISTS " + quoteIdent(dbName) + " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
 	if _, err := db.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("create database %s on %s: %w", dbName, cfg.Addr, err)
 	}
 	return nil
+}
+
+// quoteIdent quotes name as a MySQL identifier. A backtick inside is doubled,
+// so no name, whatever got it past validation, can end the identifier and
+// append SQL of its own.
+func quoteIdent(name string) string {
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
 }
 
 // Open creates dbName if needed and returns a pooled gorm handle on it.
@@ -128,4 +136,26 @@ func IsDuplicateKey(err error) bool {
 func IsDeadlock(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == 1213
+}
+
+// IsPermanent reports whether err is a MySQL error that no retry heals:
+// refused credentials, a refused database, or a statement the server cannot
+// parse. Start-up retries stop at once on these, so a misconfigured service
+// exits naming the problem instead of waiting out STARTUP_TIMEOUT; errors
+// that waiting can fix (connection refused, the server still starting) are
+// not MySQL errors and stay retryable.
+func IsPermanent(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case 1044, // ER_DBACCESS_DENIED_ERROR: no right to create or use the database
+		1045, // ER_ACCESS_DENIED_ERROR: wrong user or password
+		1064, // ER_PARSE_ERROR: SQL syntax
+		1102, // ER_WRONG_DB_NAME
+		1698: // ER_ACCESS_DENIED_NO_PASSWORD_ERROR: unknown user (MariaDB), or one that needs another plugin
+		return true
+	}
+	return false
 }

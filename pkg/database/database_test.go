@@ -77,3 +77,90 @@ func TestOpenUnreachableNamesTheAddress(t *testing.T) {
 		t.Fatalf("Open on a dead address: %v", err)
 	}
 }
+
+// TestEnsureDatabaseQuotesTheName creates a database whose name holds a
+// backtick: pasted between backticks unescaped, it would end the identifier
+// early and the statement would be a syntax error (or worse).
+func TestEnsureDatabaseQuotesTheName(t *testing.T) {
+	cfg := testenv.Config(t).MySQL
+	name := "t_quote`" + testenv.RandomSuffix(8)
+	admin, err := sql.Open("mysql", cfg.DSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS `" + strings.ReplaceAll(name, "`", "``") + "`") })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := database.EnsureDatabase(ctx, cfg, name); err != nil {
+		t.Fatalf("EnsureDatabase(%q): %v", name, err)
+	}
+	var n int
+	if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("database %q not created (n=%d, err=%v)", name, n, err)
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"oncemall_order", true},
+		{"T_1", true},
+		{strings.Repeat("a", 64), true},
+		{"", false},
+		{strings.Repeat("a", 65), false},
+		{"bad`name", false},
+		{"with space", false},
+		{"dash-ed", false},
+		{"dotted.name", false},
+		{"naïve", false},
+	} {
+		err := database.CheckName("MYSQL_DATABASE", tc.name)
+		if tc.ok && err != nil {
+			t.Errorf("%q: %v, want it accepted", tc.name, err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), "MYSQL_DATABASE")) {
+			t.Errorf("%q: error %v, want one naming MYSQL_DATABASE", tc.name, err)
+		}
+	}
+}
+
+// TestIsPermanent feeds IsPermanent the errors a real server returns, so the
+// codes it knows are the codes MariaDB/MySQL send.
+func TestIsPermanent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ensureAs := func(mutate func(*database.Config)) error {
+		cfg := testenv.Config(t).MySQL
+		mutate(&cfg)
+		return database.EnsureDatabase(ctx, cfg, "t_never_created")
+	}
+	db := testenv.DB(t)
+	if err := db.Exec("CREATE TABLE u (k INT PRIMARY KEY)").Error; err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Exec("INSERT INTO u VALUES (1)").Error
+	for _, tc := range []struct {
+		what      string
+		err       error
+		permanent bool
+	}{
+		{"unknown user", ensureAs(func(c *database.Config) { c.User = "t_no_such_user_" + testenv.RandomSuffix(6) }), true},
+		{"wrong password", ensureAs(func(c *database.Config) { c.Password = "t-wrong-" + testenv.RandomSuffix(6) }), true},
+		{"SQL syntax", db.Exec("SELEC 1").Error, true},
+		{"server unreachable", ensureAs(func(c *database.Config) { c.Addr = testenv.FreeAddr(t) }), false},
+		{"duplicate key", db.Exec("INSERT INTO u VALUES (1)").Error, false},
+		{"missing table", db.Exec("SELECT * FROM no_such_table").Error, false},
+		{"nil", nil, false},
+	} {
+		if tc.err == nil && tc.what != "nil" {
+			t.Errorf("%s: no error at all", tc.what)
+			continue
+		}
+		if got := database.IsPermanent(tc.err); got != tc.permanent {
+			t.Errorf("%s: IsPermanent(%v) = %v, want %v", tc.what, tc.err, got, tc.permanent)
+		}
+	}
+}

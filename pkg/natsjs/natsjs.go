@@ -6,15 +6,61 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/oncemall/oncemall/pkg/config"
 )
 
 // Config is the NATS part of a service configuration.
 type Config struct {
 	URL string `env:"NATS_URL" default:"nats://127.0.0.1:4222" usage:"NATS server URL (JetStream enabled)"`
+}
+
+// Validate reports a NATS_URL that is not a nats:// or tls:// URL with a host
+// and a port, or a comma-separated list of them (the list form nats.Connect
+// takes). nats.go would take more (a bare host, an implied port, websocket
+// schemes), but a typo it takes is retried as an unreachable server until
+// STARTUP_TIMEOUT; refused here, it stops the service at once, named.
+func (c Config) Validate() error {
+	if err := checkURLs(c.URL); err != nil {
+		return &config.Error{Var: "NATS_URL", Value: c.URL, Err: err}
+	}
+	return nil
+}
+
+func checkURLs(list string) error {
+	n := 0
+	for raw := range strings.SplitSeq(list, ",") {
+		if raw = strings.TrimSpace(raw); raw == "" {
+			continue
+		}
+		n++
+		u, err := url.Parse(raw)
+		if err != nil {
+			return errors.New("not a URL (want nats://host:port, or a comma-separated list of them)")
+		}
+		if u.Scheme != "nats" && u.Scheme != "tls" {
+			return errors.New("scheme must be nats:// or tls:// (e.g. nats://127.0.0.1:4222)")
+		}
+		host, port, err := net.SplitHostPort(u.Host)
+		if err != nil || host == "" {
+			return errors.New("want host:port after the scheme")
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return errors.New("port must be a number from 1 to 65535")
+		}
+	}
+	if n == 0 {
+		return errors.New("must not be empty")
+	}
+	return nil
 }
 
 // Conn is a NATS connection with its JetStream context.
@@ -25,7 +71,9 @@ type Conn struct {
 
 // Connect dials NATS. After the first successful connection the client
 // reconnects forever, logging every change of state; the first dial must
-// succeed within the context's deadline.
+// succeed within the context's deadline, and is retried until then unless
+// its error is one no retry heals: a URL nats.go cannot parse, or refused
+// credentials.
 func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*Conn, error) {
 	opts := []nats.Option{
 		nats.Name(name),
@@ -52,6 +100,9 @@ func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*C
 		if err == nil {
 			break
 		}
+		if cannotHeal(err) {
+			return nil, fmt.Errorf("connect nats %s: %w", cfg.URL, err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("connect nats %s: %w", cfg.URL, err)
@@ -64,6 +115,13 @@ func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*C
 		return nil, fmt.Errorf("jetstream context: %w", err)
 	}
 	return &Conn{NC: nc, JS: js}, nil
+}
+
+// cannotHeal reports whether a failed first connection would fail the same
+// way on every retry.
+func cannotHeal(err error) bool {
+	var ue *url.Error
+	return errors.As(err, &ue) || errors.Is(err, nats.ErrAuthorization)
 }
 
 // Ping reports whether the connection is up and JetStream answers.

@@ -3,6 +3,8 @@ package natsjs_test
 import (
 	"context"
 	"log/slog"
+	"net"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +91,85 @@ func TestConnectGivesUpAtTheDeadline(t *testing.T) {
 	_, err := natsjs.Connect(ctx, natsjs.Config{URL: "nats://127.0.0.1:1"}, "t", testenv.Logger(t))
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("Connect to a dead address: %v", err)
+	}
+}
+
+func TestValidateURL(t *testing.T) {
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"nats://127.0.0.1:4222", true},
+		{"tls://nats.example.com:4443", true},
+		{"nats://user:secret@nats:4222", true},
+		{"nats://a:4222, nats://b:4222,nats://[::1]:4222", true},
+		{"", false},
+		{" , ", false},
+		{"not a url", false},
+		{"nats://not a url", false},
+		{"127.0.0.1:4222", false},
+		{"http://127.0.0.1:4222", false},
+		{"nats://127.0.0.1", false},
+		{"nats://:4222", false},
+		{"nats://127.0.0.1:0", false},
+		{"nats://127.0.0.1:4222,localhost", false},
+	} {
+		err := natsjs.Config{URL: tc.url}.Validate()
+		if tc.ok && err != nil {
+			t.Errorf("NATS_URL=%q: %v, want it accepted", tc.url, err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), "NATS_URL")) {
+			t.Errorf("NATS_URL=%q: error %v, want one naming NATS_URL", tc.url, err)
+		}
+	}
+}
+
+// TestConnectGivesUpAtOnceOnErrorsThatCannotHeal: a URL nats.go cannot
+// parse, or credentials the server refuses, fail every retry the same way;
+// Connect reports them at once instead of retrying until the deadline.
+func TestConnectGivesUpAtOnceOnErrorsThatCannotHeal(t *testing.T) {
+	for _, tc := range []struct {
+		name, url, want string
+	}{
+		{"unparsable URL", "nats://not a url", "invalid character"},
+		{"refused credentials", "nats://t:wrong@" + privateNATSWithAuth(t, "t", "right"), "authorization"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			began := time.Now()
+			_, err := natsjs.Connect(ctx, natsjs.Config{URL: tc.url}, "t", testenv.Logger(t))
+			if err == nil || !strings.Contains(strings.ToLower(err.Error()), tc.want) {
+				t.Fatalf("Connect(%q): %v, want an error mentioning %q", tc.url, err, tc.want)
+			}
+			if took := time.Since(began); took > 5*time.Second {
+				t.Fatalf("Connect gave up after %s, want at once", took)
+			}
+		})
+	}
+}
+
+// privateNATSWithAuth starts a nats-server of the test's own that wants user
+// and password, and returns its host:port.
+func privateNATSWithAuth(t *testing.T, user, password string) string {
+	t.Helper()
+	addr := testenv.FreeAddr(t)
+	host, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command("nats-server", "-a", host, "-p", port, "--user", user, "--pass", password)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start a private nats-server: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("private nats-server never answered on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -49,6 +49,7 @@ func (c Config) Validate() error {
 		c.Log.Validate(),
 		config.CheckAddr("MYSQL_ADDR", c.MySQL.Addr),
 		config.CheckAddr("REDIS_ADDR", c.Redis.Addr),
+		c.NATS.Validate(),
 		config.CheckPositive("MYSQL_MAX_OPEN_CONNS", c.MySQL.MaxOpenConns),
 		config.CheckPositive("HTTP_BODY_LIMIT_BYTES", c.HTTP.BodyLimitBytes),
 		config.CheckPositive("HTTP_READ_HEADER_TIMEOUT", c.HTTP.ReadHeaderTimeout),
@@ -92,7 +93,10 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := config.CheckAddr("HTTP_ADDR", opts.HTTPAddr); err != nil {
+	if err := errors.Join(
+		config.CheckAddr("HTTP_ADDR", opts.HTTPAddr),
+		database.CheckName("MYSQL_DATABASE", opts.DBName),
+	); err != nil {
 		return nil, err
 	}
 	r := &Runtime{Config: cfg, Log: opts.Logger, Registry: prometheus.NewRegistry()}
@@ -149,12 +153,16 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 }
 
 // openDB retries until MySQL answers or ctx ends, so the services can start
-// before the database in compose.
+// before the database in compose. An error that no retry heals (refused
+// credentials, see database.IsPermanent) is returned at once.
 func openDB(ctx context.Context, cfg database.Config, name string, log *slog.Logger) (*gorm.DB, error) {
 	for {
 		db, err := database.Open(ctx, cfg, name, log)
 		if err == nil {
 			return db, nil
+		}
+		if database.IsPermanent(err) {
+			return nil, err
 		}
 		log.Warn("database not ready, retrying", "addr", cfg.Addr, "err", err)
 		select {
@@ -248,7 +256,7 @@ func (r *Runtime) closeDeps() {
 // MigrateOnly opens the service's database, applies its migrations and closes
 // it: the `<service> migrate` command behind `make migrate`.
 func MigrateOnly(ctx context.Context, cfg Config, opts Options) error {
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), database.CheckName("MYSQL_DATABASE", opts.DBName)); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)

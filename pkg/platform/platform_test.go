@@ -3,6 +3,7 @@ package platform_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -141,14 +142,46 @@ func TestReadyzNamesDeadRedis(t *testing.T) {
 }
 
 func TestStartRejectsBadConfig(t *testing.T) {
-	cfg, opts, _ := setup(t)
-	opts.HTTPAddr = ":abc"
-	if _, err := platform.Start(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), "HTTP_ADDR") {
-		t.Fatalf("Start with HTTP_ADDR=:abc: %v", err)
+	good, goodOpts, _ := setup(t)
+	for _, tc := range []struct {
+		name string
+		bad  func(*platform.Config, *platform.Options)
+	}{
+		{"HTTP_ADDR", func(_ *platform.Config, o *platform.Options) { o.HTTPAddr = ":abc" }},
+		{"MYSQL_MAX_OPEN_CONNS", func(c *platform.Config, _ *platform.Options) { c.MySQL.MaxOpenConns = 0 }},
+		{"NATS_URL", func(c *platform.Config, _ *platform.Options) { c.NATS.URL = "not a url" }},
+		{"MYSQL_DATABASE", func(_ *platform.Config, o *platform.Options) { o.DBName = "bad`name" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, opts := good, goodOpts
+			tc.bad(&cfg, &opts)
+			if _, err := platform.Start(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), tc.name) {
+				t.Fatalf("Start: %v, want an error naming %s", err, tc.name)
+			}
+			if tc.name == "HTTP_ADDR" {
+				return // migrate does not listen
+			}
+			if err := platform.MigrateOnly(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), tc.name) {
+				t.Fatalf("MigrateOnly: %v, want an error naming %s", err, tc.name)
+			}
+		})
 	}
-	cfg.MySQL.MaxOpenConns = 0
-	if _, err := platform.Start(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), "MYSQL_MAX_OPEN_CONNS") {
-		t.Fatalf("Start with MYSQL_MAX_OPEN_CONNS=0: %v", err)
+}
+
+// TestStartGivesUpAtOnceOnRefusedCredentials: refused credentials do not
+// heal, so Start reports them at once instead of retrying them until
+// STARTUP_TIMEOUT as it does an unreachable server.
+func TestStartGivesUpAtOnceOnRefusedCredentials(t *testing.T) {
+	cfg, opts, _ := setup(t)
+	cfg.MySQL.User = "t_no_such_user_" + testenv.RandomSuffix(6)
+	cfg.StartupTimeout = 20 * time.Second
+	began := time.Now()
+	_, err := platform.Start(context.Background(), cfg, opts)
+	if err == nil || !strings.Contains(err.Error(), "Access denied") {
+		t.Fatalf("Start as an unknown MySQL user: %v, want the server's access denied", err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("Start gave up after %s, want at once (STARTUP_TIMEOUT is %s)", took, cfg.StartupTimeout)
 	}
 }
 
@@ -227,6 +260,54 @@ func TestShutdownOrder(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", opts.HTTPAddr, time.Second); err == nil {
 		t.Fatal("HTTP still accepting after shutdown")
+	}
+}
+
+// TestShutdownGivesUpAtTheBound: a request still running when
+// SHUTDOWN_TIMEOUT passes does not hold the process. Serve returns about when
+// the bound passes, having waited for the request until then, and says the
+// deadline was hit.
+func TestShutdownGivesUpAtTheBound(t *testing.T) {
+	cfg, opts, _ := setup(t)
+	cfg.ShutdownTimeout = time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt, err := platform.Start(ctx, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	rt.HTTP.Engine().GET("/stuck", func(c *gin.Context) {
+		close(started)
+		select {
+		case <-release:
+		case <-time.After(time.Minute):
+		}
+		c.Status(http.StatusOK)
+	})
+	served := make(chan error, 1)
+	go func() { served <- rt.Serve(ctx) }()
+	waitReady(t, "http://"+opts.HTTPAddr+"/readyz", http.StatusOK)
+	go func() {
+		if resp, err := http.Get("http://" + opts.HTTPAddr + "/stuck"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-started
+
+	began := time.Now()
+	cancel()
+	select {
+	case err = <-served:
+	case <-time.After(cfg.ShutdownTimeout + 2*time.Second):
+		t.Fatalf("Serve still running %s after the shutdown began; SHUTDOWN_TIMEOUT is %s", time.Since(began), cfg.ShutdownTimeout)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Serve: %v, want the shutdown deadline reported", err)
+	}
+	if took := time.Since(began); took < cfg.ShutdownTimeout/2 {
+		t.Fatalf("Serve returned after %s, before the in-flight request had its %s", took, cfg.ShutdownTimeout)
 	}
 }
 

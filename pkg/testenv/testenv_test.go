@@ -2,10 +2,13 @@ package testenv_test
 
 import (
 	"context"
+	"net"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/oncemall/oncemall/pkg/redisclient"
 	"github.com/oncemall/oncemall/pkg/testenv"
 )
 
@@ -50,5 +53,28 @@ func TestDBIsDroppedAtCleanup(t *testing.T) {
 	var n int
 	if err := db.Raw("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n).Error; err != nil || n != 0 {
 		t.Fatalf("database %s still exists after its test (n=%d, err=%v)", name, n, err)
+	}
+}
+
+func TestForwarderGoesDownAndComesBack(t *testing.T) {
+	fwd := testenv.NewForwarder(t, testenv.Config(t).Redis.Addr)
+	cfg := testenv.Config(t).Redis
+	cfg.Addr = fwd.Addr()
+	rdb := redisclient.New(cfg)
+	defer rdb.Close()
+	ctx := context.Background()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("ping through the forwarder: %v", err)
+	}
+	fwd.Close()
+	if err := rdb.Ping(ctx).Err(); err == nil {
+		t.Fatal("ping succeeded with the forwarder closed")
+	}
+	if _, err := net.DialTimeout("tcp", fwd.Addr(), time.Second); err == nil {
+		t.Fatal("a closed forwarder still accepts connections")
+	}
+	fwd.Reopen()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("ping after Reopen: %v", err)
 	}
 }

@@ -63,8 +63,14 @@ func TestServicesStartReadyAndStopCleanly(t *testing.T) {
 	}
 }
 
+// TestBadConfigExitsNamingTheVariable also bounds how long the exit takes: a
+// bad value must not be retried as an unreachable dependency until
+// STARTUP_TIMEOUT (60s by default) before it is reported.
 func TestBadConfigExitsNamingTheVariable(t *testing.T) {
-	for _, env := range []string{"HTTP_ADDR=:abc", "MYSQL_MAX_OPEN_CONNS=x", "SHUTDOWN_TIMEOUT=soon"} {
+	for _, env := range []string{
+		"HTTP_ADDR=:abc", "MYSQL_MAX_OPEN_CONNS=x", "SHUTDOWN_TIMEOUT=soon",
+		"NATS_URL=not a url", "MYSQL_DATABASE=bad`name",
+	} {
 		name, _, _ := strings.Cut(env, "=")
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -73,15 +79,43 @@ func TestBadConfigExitsNamingTheVariable(t *testing.T) {
 			cmd.Env = append(os.Environ(), env)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
+			began := time.Now()
 			err := cmd.Run()
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
 				t.Fatalf("%s: exit %v, want a non-zero status", env, err)
 			}
+			if took := time.Since(began); took > 10*time.Second {
+				t.Fatalf("%s: exit after %s, want it at once", env, took)
+			}
 			if !strings.Contains(stderr.String(), name) {
 				t.Fatalf("%s: stderr does not name %s:\n%s", env, name, stderr.String())
 			}
 		})
+	}
+}
+
+// TestRefusedCredentialsExitAtOnce: MySQL refusing the user does not heal,
+// so the service exits with the server's answer instead of retrying until
+// STARTUP_TIMEOUT as it does while MySQL is unreachable.
+func TestRefusedCredentialsExitAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t, "order"))
+	cmd.Env = append(os.Environ(), "HTTP_ADDR="+testenv.FreeAddr(t), "MYSQL_USER=t_no_such_user", "STARTUP_TIMEOUT=60s")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	began := time.Now()
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("exit %v, want a non-zero status", err)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Fatalf("exit after %s, want it at once", took)
+	}
+	if !strings.Contains(stderr.String(), "Access denied") {
+		t.Fatalf("stderr does not give the server's answer:\n%s", stderr.String())
 	}
 }
 
@@ -92,6 +126,27 @@ func TestDeadRedisMakesReadyzNameRedis(t *testing.T) {
 		t.Fatalf("/readyz body %s, want redis (only) named", body)
 	}
 	p.waitStatus(t, "/healthz", http.StatusOK)
+	p.stop(t)
+}
+
+// TestRedisStoppedWhileRunningFlipsReadyz: Redis going away under a running
+// service turns /readyz 503 naming Redis (and only Redis), and its return
+// turns it 200 again without a restart. The forwarder stands in for
+// Redis, so the shared server keeps running.
+func TestRedisStoppedWhileRunningFlipsReadyz(t *testing.T) {
+	redis := testenv.NewForwarder(t, testenv.Config(t).Redis.Addr)
+	p := start(t, "coupon", "REDIS_ADDR="+redis.Addr())
+	p.waitStatus(t, "/readyz", http.StatusOK)
+
+	redis.Close()
+	body := p.waitStatus(t, "/readyz", http.StatusServiceUnavailable)
+	if !strings.Contains(body, "redis") || strings.Contains(body, `"mysql"`) || strings.Contains(body, `"nats"`) {
+		t.Fatalf("/readyz body %s, want redis (only) named", body)
+	}
+	p.waitStatus(t, "/healthz", http.StatusOK)
+
+	redis.Reopen()
+	p.waitStatus(t, "/readyz", http.StatusOK)
 	p.stop(t)
 }
 

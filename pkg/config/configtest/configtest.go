@@ -9,11 +9,14 @@ import (
 	"testing"
 )
 
-// PlatformBadValues are unusable values for variables every service reads
-// through platform.Config.
+// PlatformBadValues are unusable values for variables every service reads:
+// those of platform.Config, and HTTP_ADDR and MYSQL_DATABASE, which each
+// service declares with its own default.
 var PlatformBadValues = map[string]string{
 	"HTTP_ADDR":            ":abc",
+	"MYSQL_DATABASE":       "bad`name",
 	"MYSQL_MAX_OPEN_CONNS": "x",
+	"NATS_URL":             "not a url",
 	"SHUTDOWN_TIMEOUT":     "10",
 	"LOG_LEVEL":            "loud",
 }

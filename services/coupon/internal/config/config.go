@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
@@ -73,6 +74,7 @@ func (c Config) Validate() error {
 		c.Platform.Validate(),
 		c.Outbox.Validate(),
 		pkgconfig.CheckAddr("HTTP_ADDR", c.HTTPAddr),
+		database.CheckName("MYSQL_DATABASE", c.DBName),
 		c.App().Validate(),
 		c.Jobs().Validate(),
 		pkgconfig.CheckNotEmpty("COUPON_ORDER_STREAM", c.OrderStream),

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/outbox"
@@ -49,6 +50,7 @@ func (c Config) Validate() error {
 	return errors.Join(
 		c.Platform.Validate(),
 		pkgconfig.CheckAddr("HTTP_ADDR", c.HTTPAddr),
+		database.CheckName("MYSQL_DATABASE", c.DBName),
 		c.Outbox.Validate(),
 		c.Idempotency.Validate(),
 		pkgconfig.CheckOneOf("ORDER_IDEMPOTENCY_GUARD", c.IdempotencyGuard, idempotency.GuardFixed, idempotency.GuardBroken),

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/outbox"
@@ -54,6 +55,7 @@ func (c Config) Validate() error {
 		c.Idempotency.Validate(),
 		c.Outbox.Validate(),
 		pkgconfig.CheckAddr("HTTP_ADDR", c.HTTPAddr),
+		database.CheckName("MYSQL_DATABASE", c.DBName),
 		pkgconfig.CheckNotEmpty("PSP_SECRET", c.PSPSecret),
 		pkgconfig.CheckNotEmpty("PSP_URL", c.PSPURL),
 		pkgconfig.CheckNotEmpty("ORDER_URL", c.OrderURL),

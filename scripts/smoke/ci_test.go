@@ -1,0 +1,83 @@
+package smoke_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncemall/oncemall/pkg/composecheck"
+	"github.com/oncemall/oncemall/pkg/testenv"
+)
+
+// TestCIRunLooksWhereTheTestsWill runs .ci/run with MYSQL_ADDR, REDIS_ADDR
+// and NATS_URL pointing at forwarders of the test's own, and with what it
+// would run (start-stop-daemon, redis-server, make) replaced by stubs that
+// record their arguments. MySQL and NATS answer there; Redis does not until
+// its start command has run. .ci/run must start Redis and nothing else,
+// wait for it at REDIS_ADDR, then run make test. Checking the default ports
+// instead, where the shared servers answer, it would start nothing.
+func TestCIRunLooksWhereTheTestsWill(t *testing.T) {
+	env := testenv.Config(t)
+	mysql := testenv.NewForwarder(t, env.MySQL.Addr)
+	nats := testenv.NewForwarder(t, strings.TrimPrefix(env.NATS.URL, "nats://"))
+	redis := testenv.NewForwarder(t, env.Redis.Addr)
+	redis.Close()
+
+	stubs := t.TempDir()
+	calls := filepath.Join(stubs, "calls")
+	for _, name := range []string{"start-stop-daemon", "redis-server", "make"} {
+		script := "#!/usr/bin/env bash\n{ printf '%s' \"${0##*/}\"; printf ' %q' \"$@\"; echo; } >> " + calls + "\n"
+		testenv.Must(t, os.WriteFile(filepath.Join(stubs, name), []byte(script), 0o755))
+	}
+	root, err := composecheck.Root()
+	testenv.Must(t, err)
+	cmd := exec.Command("bash", filepath.Join(root, ".ci", "run"))
+	cmd.Env = append(os.Environ(),
+		"PATH="+stubs+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"MYSQL_ADDR="+mysql.Addr(), "REDIS_ADDR="+redis.Addr(), "NATS_URL=nats://"+nats.Addr())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	testenv.Must(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+
+	recorded := func() []string {
+		b, _ := os.ReadFile(calls)
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	// Redis comes up once its start command has run, as the real one would.
+	var runErr error
+	exited := false
+	deadline := time.After(30 * time.Second)
+	for !exited && !strings.HasPrefix(recorded()[0], "redis-server ") {
+		select {
+		case runErr = <-done:
+			exited = true
+		case <-deadline:
+			t.Fatalf(".ci/run neither started Redis nor ended in 30s; output:\n%s", out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	redis.Reopen()
+	if !exited {
+		select {
+		case runErr = <-done:
+		case <-time.After(60 * time.Second):
+			t.Fatalf(".ci/run did not end 60s after Redis came up; output:\n%s", out.String())
+		}
+	}
+	got := recorded()
+	if runErr != nil || len(got) != 2 || !strings.HasPrefix(got[0], "redis-server ") || got[1] != "make test" {
+		t.Fatalf(".ci/run: %v, ran %q; want redis-server started, then make test; output:\n%s", runErr, got, out.String())
+	}
+}
