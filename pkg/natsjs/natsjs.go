@@ -30,9 +30,31 @@ type Config struct {
 // STARTUP_TIMEOUT; refused here, it stops the service at once, named.
 func (c Config) Validate() error {
 	if err := checkURLs(c.URL); err != nil {
-		return &config.Error{Var: "NATS_URL", Value: c.URL, Err: err}
+		return &config.Error{Var: "NATS_URL", Value: RedactURL(c.URL), Err: err}
 	}
 	return nil
+}
+
+// RedactURL returns a NATS_URL value fit for logs and errors: the user
+// part of each URL (a user and password, or a token) is replaced by
+// "redacted". A server that does not parse is replaced whole, since
+// nothing tells where its secret ends.
+func RedactURL(list string) string {
+	parts := strings.Split(list, ",")
+	for i, raw := range parts {
+		raw = strings.TrimSpace(raw)
+		if !strings.Contains(raw, "@") {
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil || u.User == nil {
+			parts[i] = "redacted"
+			continue
+		}
+		u.User = url.User("redacted")
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
 }
 
 func checkURLs(list string) error {
@@ -90,7 +112,7 @@ func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*C
 			log.Warn("nats disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", "url", nc.ConnectedUrl())
+			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		}),
 	}
 	var nc *nats.Conn
@@ -101,11 +123,11 @@ func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*C
 			break
 		}
 		if cannotHeal(err) {
-			return nil, fmt.Errorf("connect nats %s: %w", cfg.URL, err)
+			return nil, fmt.Errorf("connect nats %s: %w", RedactURL(cfg.URL), err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("connect nats %s: %w", cfg.URL, err)
+			return nil, fmt.Errorf("connect nats %s: %w", RedactURL(cfg.URL), err)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -124,6 +124,32 @@ func TestValidateURL(t *testing.T) {
 	}
 }
 
+// TestSecretsInNATSURLStayOutOfErrors: a NATS_URL carries credentials
+// (nats://user:password@host or nats://token@host); neither the config
+// error nor the connect error may print them.
+func TestSecretsInNATSURLStayOutOfErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		{"nats://user:s3cret@nats:4222", "nats://redacted@nats:4222"},
+		{"nats://t0ken@a:4222,nats://b:4222", "nats://redacted@a:4222,nats://b:4222"},
+		{"nats://user:s3cret@bad host:4222", "redacted"},
+	} {
+		if got := natsjs.RedactURL(tc.in); got != tc.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	err := natsjs.Config{URL: "http://user:s3cret@nats:4222"}.Validate()
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("config error %v: want one without the password", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = natsjs.Connect(ctx, natsjs.Config{URL: "nats://user:s3cret@" + testenv.FreeAddr(t)}, "redact-test", testenv.Logger(t))
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("connect error %v: want one without the password", err)
+	}
+}
+
 // TestConnectGivesUpAtOnceOnErrorsThatCannotHeal: a URL nats.go cannot
 // parse, or credentials the server refuses, fail every retry the same way;
 // Connect reports them at once instead of retrying until the deadline.

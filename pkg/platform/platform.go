@@ -127,7 +127,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 			return nil, err
 		}
 	}
-	r.Log.Info("nats ready", "url", cfg.NATS.URL)
+	r.Log.Info("nats ready", "url", natsjs.RedactURL(cfg.NATS.URL))
 
 	// Redis: the entry layer. It is not required to start; /readyz reports it.
 	r.Redis = redisclient.New(cfg.Redis)
