@@ -113,6 +113,28 @@ func Root() (string, error) {
 	}
 }
 
+// RepoRoot is Root for a test: it fails t when there is no repository
+// around the working directory.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// RepoCompose parses the repository's docker-compose.yml for a test,
+// failing t when it cannot.
+func RepoCompose(t testing.TB) *File {
+	t.Helper()
+	f, err := Load(RepoRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // Load parses root/docker-compose.yml.
 func Load(root string) (*File, error) {
 	b, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))

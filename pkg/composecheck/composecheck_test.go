@@ -134,14 +134,7 @@ func TestDriftIsReported(t *testing.T) {
 // infrastructure services healthy-checked; the programs are checked from
 // their own modules.
 func TestRepositoryComposeParses(t *testing.T) {
-	root, err := composecheck.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := composecheck.Load(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := composecheck.RepoCompose(t)
 	for _, name := range []string{"mysql", "redis", "nats", "order", "coupon", "payment", "psp-sim", "faultproxy"} {
 		svc, ok := f.Services[name]
 		if !ok {

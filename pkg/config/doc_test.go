@@ -25,10 +25,7 @@ func TestPackageDocExampleNamesNoRealVariable(t *testing.T) {
 	if len(names) == 0 {
 		t.Fatal("the package comment has no env:\"NAME\" example")
 	}
-	root, err := composecheck.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := composecheck.RepoRoot(t)
 	vars, err := composecheck.ReadmeRows(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -33,9 +33,7 @@ func TestCIRunLooksWhereTheTestsWill(t *testing.T) {
 		script := "#!/usr/bin/env bash\n{ printf '%s' \"${0##*/}\"; printf ' %q' \"$@\"; echo; } >> " + calls + "\n"
 		testenv.Must(t, os.WriteFile(filepath.Join(stubs, name), []byte(script), 0o755))
 	}
-	root, err := composecheck.Root()
-	testenv.Must(t, err)
-	cmd := exec.Command("bash", filepath.Join(root, ".ci", "run"))
+	cmd := exec.Command("bash", filepath.Join(composecheck.RepoRoot(t), ".ci", "run"))
 	cmd.Env = append(os.Environ(),
 		"PATH="+stubs+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"MYSQL_ADDR="+mysql.Addr(), "REDIS_ADDR="+redis.Addr(), "NATS_URL=nats://"+nats.Addr())

@@ -73,23 +73,8 @@ func TestBadConfigExitsNamingTheVariable(t *testing.T) {
 	} {
 		name, _, _ := strings.Cut(env, "=")
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, binary(t, "order"))
-			cmd.Env = append(os.Environ(), env)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			began := time.Now()
-			err := cmd.Run()
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
-				t.Fatalf("%s: exit %v, want a non-zero status", env, err)
-			}
-			if took := time.Since(began); took > 10*time.Second {
-				t.Fatalf("%s: exit after %s, want it at once", env, took)
-			}
-			if !strings.Contains(stderr.String(), name) {
-				t.Fatalf("%s: stderr does not name %s:\n%s", env, name, stderr.String())
+			if stderr := failFast(t, env); !strings.Contains(stderr, name) {
+				t.Fatalf("%s: stderr does not name %s:\n%s", env, name, stderr)
 			}
 		})
 	}
@@ -99,24 +84,33 @@ func TestBadConfigExitsNamingTheVariable(t *testing.T) {
 // so the service exits with the server's answer instead of retrying until
 // STARTUP_TIMEOUT as it does while MySQL is unreachable.
 func TestRefusedCredentialsExitAtOnce(t *testing.T) {
+	stderr := failFast(t, "HTTP_ADDR="+testenv.FreeAddr(t), "MYSQL_USER=t_no_such_user", "STARTUP_TIMEOUT=60s")
+	if !strings.Contains(stderr, "Access denied") {
+		t.Fatalf("stderr does not give the server's answer:\n%s", stderr)
+	}
+}
+
+// failFast runs the order binary with env added, requires it to exit
+// non-zero within 10 s (not after STARTUP_TIMEOUT of retries) and returns
+// its stderr.
+func failFast(t *testing.T, env ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary(t, "order"))
-	cmd.Env = append(os.Environ(), "HTTP_ADDR="+testenv.FreeAddr(t), "MYSQL_USER=t_no_such_user", "STARTUP_TIMEOUT=60s")
+	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	began := time.Now()
 	err := cmd.Run()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
-		t.Fatalf("exit %v, want a non-zero status", err)
+		t.Fatalf("%v: exit %v, want a non-zero status", env, err)
 	}
 	if took := time.Since(began); took > 10*time.Second {
-		t.Fatalf("exit after %s, want it at once", took)
+		t.Fatalf("%v: exit after %s, want it at once", env, took)
 	}
-	if !strings.Contains(stderr.String(), "Access denied") {
-		t.Fatalf("stderr does not give the server's answer:\n%s", stderr.String())
-	}
+	return stderr.String()
 }
 
 func TestDeadRedisMakesReadyzNameRedis(t *testing.T) {

@@ -140,10 +140,7 @@ func TestEvaluate(t *testing.T) {
 // both run one benchmark: its figures would be measured twice and a suite's
 // run would take another's time.
 func TestSuitesSelectDisjointBenchmarks(t *testing.T) {
-	root, err := composecheck.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := composecheck.RepoRoot(t)
 	benchFunc := regexp.MustCompile(`(?m)^func (Benchmark\w*)\(b \*testing\.B\)`)
 	selectedBy := map[string][]string{} // package dir + benchmark → suites
 	for _, s := range suites {

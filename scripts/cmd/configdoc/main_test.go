@@ -16,10 +16,7 @@ func TestREADMEHasTheGeneratedRows(t *testing.T) {
 	if err := run(&out); err != nil {
 		t.Fatal(err)
 	}
-	root, err := composecheck.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := composecheck.RepoRoot(t)
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -75,14 +75,7 @@ func TestComposeDockerfileAndREADMEMatch(t *testing.T) {
 	// Beyond the generic rules: the coupon service reaches MySQL through
 	// the fault proxy, so that an operator can lose a COMMIT reply of the
 	// running stack through the proxy's admin API (incident 1).
-	root, err := composecheck.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := composecheck.Load(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := composecheck.RepoCompose(t)
 	if got := f.Services["coupon"].Environment["MYSQL_ADDR"]; got != "faultproxy:3307" {
 		t.Errorf("coupon: MYSQL_ADDR = %q, want %q (through the fault proxy)", got, "faultproxy:3307")
 	}
@@ -96,10 +89,7 @@ func TestComposeDockerfileAndREADMEMatch(t *testing.T) {
 // function and reads the environment it gives the coupon service and the
 // proxy.
 func TestRunScriptRoutesCouponThroughTheFaultProxy(t *testing.T) {
-	root, err := composecheck.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := composecheck.RepoRoot(t)
 	script, err := os.ReadFile(filepath.Join(root, "scripts", "run.sh"))
 	if err != nil {
 		t.Fatal(err)
