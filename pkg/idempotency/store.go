@@ -204,6 +204,13 @@ func (s *Store) takeOver(ctx context.Context, rec *Record, c *Claim, now time.Ti
 // them upgrading to write it would deadlock. The answer is InProgress with
 // Stale set; the caller rolls back, clears the record with ClearStale and
 // asks the client to retry.
+//
+// InnoDB can still pick one of the concurrent inserts as a deadlock victim:
+// right after a stale record of the key was deleted, its delete-marked index
+// entry makes the waiters lock a gap as well as the row, and two of them can
+// wait on each other. The victim's transaction is already rolled back, and
+// another request is inserting the key, so the answer is InProgress: a 409
+// the client retries, never a 500.
 func (s *Store) ClaimCompleted(ctx context.Context, tx *gorm.DB, scope, key, fp string, resp Response, retention time.Duration) (ClaimResult, error) {
 	if tx == nil {
 		tx = s.db
@@ -228,12 +235,18 @@ func (s *Store) ClaimCompleted(ctx context.Context, tx *gorm.DB, scope, key, fp 
 			}
 			return ClaimResult{Outcome: Claimed, Claim: &Claim{Scope: scope, Key: key, Fingerprint: fp, id: uint64(id), owner: owner}}, nil
 		}
+		if database.IsDeadlock(err) {
+			return ClaimResult{Outcome: InProgress}, nil
+		}
 		if !database.IsDuplicateKey(err) {
 			return ClaimResult{}, fmt.Errorf("idempotency: claim %q: %w", key, err)
 		}
 		rec, err := s.get(ctx, tx, scope, key, true)
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			continue // released or archived meanwhile: insert again
+		}
+		if database.IsDeadlock(err) {
+			return ClaimResult{Outcome: InProgress}, nil
 		}
 		if err != nil {
 			return ClaimResult{}, err

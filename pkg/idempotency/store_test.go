@@ -79,3 +79,67 @@ func TestTakeOverIsConditional(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimCompletedAnswersADeadlockVictimInProgress: InnoDB may pick a
+// transaction waiting at the record insert as a deadlock victim (concurrent
+// inserts of one key right after its stale record was deleted now and then
+// wait on each other's gap locks). The victim must get InProgress, which the
+// middleware answers 409, not an error, which it would answer 500. The
+// deadlock is made on purpose: A locks a row, B inserts the key, A inserts
+// the key and waits on B's row, B asks for A's row. A, which has written
+// least, is the victim InnoDB rolls back.
+func TestClaimCompletedAnswersADeadlockVictimInProgress(t *testing.T) {
+	app := newTestApp(t)
+	store := app.mw.Store()
+	ctx := context.Background()
+	const scope, key, fp = "u1 POST /orders", "deadlock-key-1", "fp"
+	resp := idempotency.Response{Status: 201, Body: []byte(`{}`)}
+	testenv.Must(t, app.db.Exec("CREATE TABLE deadlock_probe (id INT PRIMARY KEY)").Error)
+	testenv.Must(t, app.db.Exec("INSERT INTO deadlock_probe VALUES (1)").Error)
+	testenv.Must(t, app.db.Exec("CREATE TABLE deadlock_ballast (id INT PRIMARY KEY)").Error)
+
+	a, b := app.db.Begin(), app.db.Begin()
+	defer a.Rollback()
+	defer b.Rollback()
+	var connA int64
+	testenv.Must(t, a.Raw("SELECT CONNECTION_ID()").Scan(&connA).Error)
+	testenv.Must(t, a.Exec("SELECT id FROM deadlock_probe WHERE id = 1 FOR UPDATE").Error)
+	// InnoDB rolls back the transaction that has written least: B writes
+	// some ballast so that A, which has written nothing, is the one.
+	testenv.Must(t, b.Exec("INSERT INTO deadlock_ballast VALUES (1), (2), (3), (4), (5), (6), (7), (8), (9), (10)").Error)
+	first, err := store.ClaimCompleted(ctx, b, scope, key, fp, resp, time.Hour)
+	testenv.Must(t, err)
+	if first.Outcome != idempotency.Claimed {
+		t.Fatalf("B's insert: %v, want Claimed", first.Outcome)
+	}
+
+	type result struct {
+		res idempotency.ClaimResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := store.ClaimCompleted(ctx, a, scope, key, fp, resp, time.Hour)
+		done <- result{res, err}
+	}()
+	// InnoDB refreshes information_schema.innodb_trx only when it has not
+	// been read for 0.1 s, so the poll waits longer than that between reads.
+	giveUp := time.After(10 * time.Second)
+	for waiting := int64(0); waiting != 1; {
+		select {
+		case <-time.After(150 * time.Millisecond):
+		case <-giveUp:
+			t.Fatal("A's insert never waited for B's row")
+		case got := <-done:
+			t.Fatalf("A's insert did not wait for B's row: %v, %v", got.res.Outcome, got.err)
+		}
+		testenv.Must(t, app.db.Raw("SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'", connA).Scan(&waiting).Error)
+	}
+	if err := b.Exec("SELECT id FROM deadlock_probe WHERE id = 1 FOR UPDATE").Error; err != nil {
+		t.Fatalf("B closing the cycle: %v, want A to be the victim", err)
+	}
+	got := <-done
+	if got.err != nil || got.res.Outcome != idempotency.InProgress {
+		t.Fatalf("the deadlock victim got %v, %v; want InProgress and no error", got.res.Outcome, got.err)
+	}
+}

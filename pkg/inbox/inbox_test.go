@@ -72,17 +72,6 @@ func (f *fixture) count(q string, args ...any) int64 {
 	return n
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func effect(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
 	return tx.Exec("INSERT INTO effect (message_id) VALUES (?)", msg.ID).Error
 }
@@ -137,7 +126,7 @@ func TestRedeliveryThroughStreamDedupPerConsumer(t *testing.T) {
 	f.run(f.consumer("b", inbox.Config{}, effect))
 	f.publish("m-1", `{}`)
 	f.publish("m-2", `{}`)
-	waitFor(t, 10*time.Second, "4 effects", func() bool { return f.count("SELECT COUNT(*) FROM processed_message") == 4 })
+	testenv.WaitFor(t, 10*time.Second, "4 effects", func() bool { return f.count("SELECT COUNT(*) FROM processed_message") == 4 })
 	// Simulate the out-of-window republish by handing the same id to the
 	// consumer again through Process (the window would drop a real one).
 	c := f.consumer("a", inbox.Config{}, effect)
@@ -164,7 +153,7 @@ func TestHandlerErrorRetriedThenDead(t *testing.T) {
 		return errors.New("downstream refused for now")
 	}))
 	f.publish("m-1", `{}`)
-	waitFor(t, 10*time.Second, "dead row", func() bool { return f.count("SELECT COUNT(*) FROM dead_message") == 1 })
+	testenv.WaitFor(t, 10*time.Second, "dead row", func() bool { return f.count("SELECT COUNT(*) FROM dead_message") == 1 })
 	time.Sleep(300 * time.Millisecond) // a 4th delivery would arrive by now
 	if calls.Load() != 3 {
 		t.Fatalf("handler ran %d times, want MaxDeliver = 3", calls.Load())
@@ -204,7 +193,7 @@ func TestDeliveriesExhaustedByTimeoutsAreDead(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	f.publish("m-1", `{}`)
 
-	waitFor(t, 10*time.Second, "dead row", func() bool { return f.count("SELECT COUNT(*) FROM dead_message") == 1 })
+	testenv.WaitFor(t, 10*time.Second, "dead row", func() bool { return f.count("SELECT COUNT(*) FROM dead_message") == 1 })
 	time.Sleep(3 * ackWait) // a further delivery would arrive by now
 	// Delivery 2 usually waits on the unique key the hung delivery 1 holds
 	// in processed_message and never reaches the handler; either way the
@@ -280,8 +269,8 @@ func TestUndecodableAndPermanentAreDeadAtOnce(t *testing.T) {
 	f.publish("negative", `{"n":-1}`)
 	f.publish("", `{"n":1}`)
 	f.publish("good", `{"n":1}`)
-	waitFor(t, 10*time.Second, "3 dead rows", func() bool { return f.count("SELECT COUNT(*) FROM dead_message") == 3 })
-	waitFor(t, 10*time.Second, "1 effect", func() bool { return f.count("SELECT COUNT(*) FROM effect") == 1 })
+	testenv.WaitFor(t, 10*time.Second, "3 dead rows", func() bool { return f.count("SELECT COUNT(*) FROM dead_message") == 3 })
+	testenv.WaitFor(t, 10*time.Second, "1 effect", func() bool { return f.count("SELECT COUNT(*) FROM effect") == 1 })
 	time.Sleep(200 * time.Millisecond)
 	if calls.Load() != 3 {
 		t.Fatalf("handler ran %d times, want 3 (each bad message once, the id-less one never)", calls.Load())

@@ -126,18 +126,6 @@ func (f *fixture) streamMsgs() uint64 {
 	return info.State.Msgs
 }
 
-// waitFor polls cond until it holds or timeout passes, then fails with what.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // streamIDs reads every message of the stream and returns the count per
 // Nats-Msg-Id.
 func (f *fixture) streamIDs() map[string]int {

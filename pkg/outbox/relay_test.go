@@ -34,7 +34,7 @@ func TestCommittedWhileRelayDownPublishedOnceLater(t *testing.T) {
 		t.Fatalf("nothing may be published inside Add; stream has %d", got)
 	}
 	run(t, f.relay(f.nc.JS, outbox.Config{BatchSize: 50}))
-	waitFor(t, 20*time.Second, "all rows sent", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "all rows sent", func() bool {
 		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == int64(len(ids))
 	})
 	got := f.streamIDs()
@@ -86,7 +86,7 @@ func TestCrashAfterPublishBeforeMarkSent(t *testing.T) {
 	if d := metricValue(t, reg, "outbox_publish_duplicates_total"); d != 100 {
 		t.Fatalf("PubAck.Duplicate seen %v times, want 100", d)
 	}
-	waitFor(t, 20*time.Second, "100 effects", func() bool { return f.count("SELECT COUNT(*) FROM effect") >= 100 })
+	testenv.WaitFor(t, 20*time.Second, "100 effects", func() bool { return f.count("SELECT COUNT(*) FROM effect") >= 100 })
 	time.Sleep(200 * time.Millisecond)
 	for _, id := range ids {
 		if c := f.count("SELECT COUNT(*) FROM effect WHERE message_id = ?", id); c != 1 {
@@ -117,13 +117,13 @@ func TestThreeRelaysTenThousandEvents(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitFor(t, 45*time.Second, "all sent", func() bool {
+	testenv.WaitFor(t, 45*time.Second, "all sent", func() bool {
 		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == total
 	})
 	if got := f.streamMsgs(); got != total {
 		t.Fatalf("stream has %d messages, want %d", got, total)
 	}
-	waitFor(t, 45*time.Second, "all effects", func() bool { return f.count("SELECT COUNT(*) FROM effect") >= total })
+	testenv.WaitFor(t, 45*time.Second, "all effects", func() bool { return f.count("SELECT COUNT(*) FROM effect") >= total })
 	time.Sleep(300 * time.Millisecond)
 	if e := f.count("SELECT COUNT(*) FROM effect"); e != total {
 		t.Fatalf("%d effects, want %d", e, total)
@@ -162,7 +162,7 @@ func (s *natsServer) start() {
 		s.cmd.Stdout, s.cmd.Stderr = nil, nil
 	}
 	testenv.Must(s.t, s.cmd.Start())
-	waitFor(s.t, 10*time.Second, "private nats-server up", func() bool {
+	testenv.WaitFor(s.t, 10*time.Second, "private nats-server up", func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.port))
 		if err == nil {
 			c.Close()
@@ -194,14 +194,14 @@ func (f *fixture) outage(t *testing.T) (*natsServer, *natsjs.Conn, string) {
 	_, err = natsjs.EnsureStream(ctx, conn.JS, events.StreamConfig(stream, f.prefix))
 	testenv.Must(t, err)
 	srv.stop()
-	waitFor(t, 5*time.Second, "client notices the outage", func() bool { return !conn.NC.IsConnected() })
+	testenv.WaitFor(t, 5*time.Second, "client notices the outage", func() bool { return !conn.NC.IsConnected() })
 	return srv, conn, stream
 }
 
 // drainedInto waits until every row is sent after the outage and checks
 // that stream holds exactly want messages.
 func (f *fixture) drainedInto(t *testing.T, conn *natsjs.Conn, stream string, want uint64) {
-	waitFor(t, 20*time.Second, "backlog drained", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "backlog drained", func() bool {
 		return f.count("SELECT COUNT(*) FROM local_message WHERE status <> 'sent'") == 0
 	})
 	s, err := conn.JS.Stream(context.Background(), stream)
@@ -422,7 +422,7 @@ func TestCronPollPublishesWithoutWake(t *testing.T) {
 	testenv.Must(t, r.Schedule(jobs))
 	jobs.Start()
 	t.Cleanup(func() { <-jobs.Stop().Done() })
-	waitFor(t, 5*time.Second, "poll publishes the rows", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "poll publishes the rows", func() bool {
 		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == 30
 	})
 	if got := f.streamMsgs(); got != 30 {
@@ -449,7 +449,7 @@ func TestCronPollSamplesBacklogGauges(t *testing.T) {
 	testenv.Must(t, r.Schedule(jobs))
 	jobs.Start()
 	t.Cleanup(func() { <-jobs.Stop().Done() })
-	waitFor(t, 5*time.Second, "a poll to sample the backlog", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "a poll to sample the backlog", func() bool {
 		return testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP outbox_pending_messages Messages waiting to be published (the backlog), sampled by the poll job.
 # TYPE outbox_pending_messages gauge
@@ -464,7 +464,7 @@ outbox_pending_messages 11
 	if err != nil || n != 11 {
 		t.Fatalf("publish the backlog: %d, %v", n, err)
 	}
-	waitFor(t, 5*time.Second, "a poll to sample the empty backlog", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "a poll to sample the empty backlog", func() bool {
 		return metricValue(t, reg, "outbox_pending_messages") == 0 && metricValue(t, reg, "outbox_oldest_pending_age_seconds") == 0
 	})
 }

@@ -230,3 +230,16 @@ func FreeAddr(t testing.TB) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// WaitFor polls cond every 20 ms until it holds, and fails t with what once
+// timeout has passed.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

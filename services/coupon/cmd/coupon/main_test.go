@@ -45,7 +45,7 @@ func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 	go func() { done <- run(ctx, nil, io.Discard) }()
 
 	base := "http://" + addr
-	waitFor(t, 30*time.Second, "the service to answer /healthz", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the service to answer /healthz", func() bool {
 		resp, err := http.Get(base + "/healthz")
 		if err != nil {
 			return false
@@ -61,7 +61,7 @@ func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 	_, err := conn.JS.Publish(ctx, orderPrefix+".paid", body, jetstream.WithMsgID("evt-1"))
 	testenv.Must(t, err)
 
-	waitFor(t, 15*time.Second, "the coupon to be USED by ORDER-1", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "the coupon to be USED by ORDER-1", func() bool {
 		resp, err := http.Get(fmt.Sprintf("%s/coupons/%d", base, cp.ID))
 		if err != nil {
 			return false
@@ -70,7 +70,7 @@ func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return strings.Contains(string(b), `"status":"USED"`) && strings.Contains(string(b), `"used_order_no":"ORDER-1"`)
 	})
-	waitFor(t, 15*time.Second, "coupon.used on the event stream", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "coupon.used on the event stream", func() bool {
 		s, err := conn.JS.Stream(ctx, eventStream)
 		if err != nil {
 			return false
@@ -145,15 +145,4 @@ func post(t *testing.T, url, body string, out any) {
 		t.Fatalf("POST %s: %d %s", url, resp.StatusCode, b)
 	}
 	testenv.Must(t, json.NewDecoder(resp.Body).Decode(out))
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
