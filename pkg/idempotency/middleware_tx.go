@@ -160,12 +160,15 @@ func (m *Middleware) runInTx(c *gin.Context, req request) {
 }
 
 // answerFromRecord answers a request whose claim met another request's
-// record. A stale record (see Store.ClaimCompleted) is cleared first, and
-// the request's entry-layer marker dropped, so the retry the 409 asks for
-// can claim the key.
+// record, or lost a deadlock. A stale record (see Store.ClaimCompleted) is
+// cleared first; after either, the request's entry-layer marker is dropped,
+// so the retry the 409 asks for goes to the database instead of meeting its
+// own marker.
 func (m *Middleware) answerFromRecord(ctx context.Context, c *gin.Context, req request, res ClaimResult) {
 	if res.Stale {
 		m.clearStale(ctx, res.Record)
+	}
+	if res.Stale || res.Deadlocked {
 		m.forget(ctx, req)
 	}
 	m.answer(c, res)

@@ -79,6 +79,11 @@ type ClaimResult struct {
 	// Stale (with InProgress, from ClaimCompleted): Record is past its
 	// retention or an expired claim, to clear with ClearStale.
 	Stale bool
+	// Deadlocked (with InProgress, from ClaimCompleted): the database
+	// chose this request's transaction as a deadlock victim and rolled it
+	// back. Nothing of this request holds the key, and the other side of
+	// the deadlock may not have been a request for it.
+	Deadlocked bool
 }
 
 // Store keeps idempotency records in the service's database.
@@ -235,21 +240,18 @@ func (s *Store) ClaimCompleted(ctx context.Context, tx *gorm.DB, scope, key, fp 
 			}
 			return ClaimResult{Outcome: Claimed, Claim: &Claim{Scope: scope, Key: key, Fingerprint: fp, id: uint64(id), owner: owner}}, nil
 		}
-		if database.IsDeadlock(err) {
-			return ClaimResult{Outcome: InProgress}, nil
-		}
-		if !database.IsDuplicateKey(err) {
-			return ClaimResult{}, fmt.Errorf("idempotency: claim %q: %w", key, err)
-		}
-		rec, err := s.get(ctx, tx, scope, key, true)
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			continue // released or archived meanwhile: insert again
+		var rec *Record
+		if database.IsDuplicateKey(err) {
+			rec, err = s.get(ctx, tx, scope, key, true)
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				continue // released or archived meanwhile: insert again
+			}
 		}
 		if database.IsDeadlock(err) {
-			return ClaimResult{Outcome: InProgress}, nil
+			return ClaimResult{Outcome: InProgress, Deadlocked: true}, nil
 		}
 		if err != nil {
-			return ClaimResult{}, err
+			return ClaimResult{}, fmt.Errorf("idempotency: claim %q: %w", key, err)
 		}
 		if res, decided := decide(rec, fp, now); decided {
 			return res, nil

@@ -84,7 +84,9 @@ func TestTakeOverIsConditional(t *testing.T) {
 // transaction waiting at the record insert as a deadlock victim (concurrent
 // inserts of one key right after its stale record was deleted now and then
 // wait on each other's gap locks). The victim must get InProgress, which the
-// middleware answers 409, not an error, which it would answer 500. The
+// middleware answers 409, not an error, which it would answer 500; marked
+// Deadlocked, so the middleware also drops the request's Redis marker (the
+// other side of the deadlock may hold no claim on the key at all). The
 // deadlock is made on purpose: A locks a row, B inserts the key, A inserts
 // the key and waits on B's row, B asks for A's row. A, which has written
 // least, is the victim InnoDB rolls back.
@@ -139,7 +141,7 @@ func TestClaimCompletedAnswersADeadlockVictimInProgress(t *testing.T) {
 		t.Fatalf("B closing the cycle: %v, want A to be the victim", err)
 	}
 	got := <-done
-	if got.err != nil || got.res.Outcome != idempotency.InProgress {
-		t.Fatalf("the deadlock victim got %v, %v; want InProgress and no error", got.res.Outcome, got.err)
+	if got.err != nil || got.res.Outcome != idempotency.InProgress || !got.res.Deadlocked {
+		t.Fatalf("the deadlock victim got %+v, %v; want InProgress, Deadlocked and no error", got.res, got.err)
 	}
 }
