@@ -130,16 +130,21 @@ var (
 	ErrConcurrentChange = errors.New("coupon changed concurrently")
 )
 
-// IsPermanent reports whether retrying the deduction can never succeed.
+// IsPermanent reports whether retrying the deduction can never succeed: err
+// is one of the sentinels in failureReasons.
 func IsPermanent(err error) bool {
-	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongOwner) ||
-		errors.Is(err, ErrUsedByAnotherOrder) || errors.Is(err, ErrOrderAlreadyDeducted) ||
-		errors.Is(err, ErrInvalid)
+	for _, r := range failureReasons {
+		if errors.Is(err, r.err) {
+			return true
+		}
+	}
+	return false
 }
 
-// failureReasons maps the permanent sentinel errors to their FailureReason
-// label, in the order they are tested. It is the one list both FailureReason
-// and FailureReasons read, so a new reason cannot reach one without the other.
+// failureReasons maps the permanent sentinel errors, and only those, to their
+// FailureReason label, in the order they are tested. It is the one list
+// IsPermanent, FailureReason and FailureReasons read, so a new permanent error
+// cannot reach one of them without the others.
 var failureReasons = []struct {
 	err    error
 	reason string
