@@ -46,7 +46,7 @@ const LostAckBrokenCount = 2
 // Scenarios lists the variants of incident 1.
 func Scenarios() []lab.Scenario {
 	var out []lab.Scenario
-	for _, mode := range []coupon.Mode{coupon.ModeBroken, coupon.ModeFixed} {
+	for _, mode := range coupon.Modes {
 		variant, holds, lostAckCount := lab.Fixed, true, 0
 		if mode == coupon.ModeBroken {
 			variant, holds, lostAckCount = lab.Broken, false, LostAckBrokenCount

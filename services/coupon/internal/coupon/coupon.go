@@ -116,6 +116,11 @@ const (
 	ModeBroken Mode = "broken"
 )
 
+// Modes lists every Mode once: the values COUPON_DEDUCTION_MODE accepts, the
+// deduction metric's labels and the lab's variants, broken first because the
+// lab reports the reproduction before the fix.
+var Modes = []Mode{ModeBroken, ModeFixed}
+
 // Sentinel errors. The permanent ones (see IsPermanent) send a message to
 // FAILED at once: retrying cannot change the answer.
 var (
