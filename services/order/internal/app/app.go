@@ -86,8 +86,8 @@ func (a *App) WithSubjectPrefix(prefix string) *App {
 	return a
 }
 
-// WithReconcileLookback makes Reconcile check the orders paid, and the
-// payment.succeeded dead letters recorded, within d: pass the
+// WithReconcileLookback makes Reconcile check the orders this service marked
+// paid, and the payment.succeeded dead letters recorded, within d: pass the
 // outbox retention (OUTBOX_RETENTION), after which sent order.paid rows are
 // deleted and a paid order has no event to show. A dead letter older than d
 // is no longer reported: nothing deletes dead_message rows, so without the

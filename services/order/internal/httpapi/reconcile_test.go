@@ -70,9 +70,15 @@ func (s *server) createOrder(t *testing.T, amount int) string {
 // use case inside one transaction.
 func (s *server) pay(t *testing.T, no string, amount int64) {
 	t.Helper()
+	s.payAt(t, no, amount, time.Now().UTC())
+}
+
+// payAt is pay with the payment platform's paid_at.
+func (s *server) payAt(t *testing.T, no string, amount int64, paidAt time.Time) {
+	t.Helper()
 	err := store.New(s.db).Transaction(context.Background(), func(tx *gorm.DB) error {
 		_, err := s.app.MarkOrderPaid(context.Background(), tx, events.PaymentSucceededV1{
-			PaymentNo: "P-" + no, OrderNo: no, Amount: amount, PaidAt: time.Now().UTC()})
+			PaymentNo: "P-" + no, OrderNo: no, Amount: amount, PaidAt: paidAt})
 		return err
 	})
 	testenv.Must(t, err)
@@ -202,5 +208,50 @@ func TestReconcileFindsEachAnomaly(t *testing.T) {
 	sortAnomalies(want)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("anomalies:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestReconcileLooksBackOnTheOrderServiceClock: with a 1h lookback, a paid
+// order counts by when this service marked it paid (updated_at), not by the
+// payment platform's paid_at, and a dead letter by when it was recorded.
+// Reported: an order paid 30 min ago without its event, one whose late
+// notification was applied just now although the platform paid it 2h ago,
+// and a dead letter of 30 min ago. Not reported: an order marked paid 2h ago
+// whose platform clock runs 2h ahead (its paid_at says now), and a dead
+// letter of 2h ago.
+func TestReconcileLooksBackOnTheOrderServiceClock(t *testing.T) {
+	s := newServer(t, httpapi.Options{AdminToken: adminToken})
+	s.app.WithReconcileLookback(time.Hour)
+	now := time.Now().UTC()
+	markPaid := func(no string, paidAt, updatedAt time.Time) {
+		testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'PAID', payment_no = ?, paid_at = ?, updated_at = ? WHERE order_no = ?",
+			"P-"+no, paidAt, updatedAt, no).Error)
+	}
+
+	recent := s.createOrder(t, 1000)
+	markPaid(recent, now.Add(-30*time.Minute), now.Add(-30*time.Minute))
+	ahead := s.createOrder(t, 1100)
+	markPaid(ahead, now, now.Add(-2*time.Hour))
+
+	// Paid through the use case, which stamps updated_at itself; the event
+	// is then lost (a bug, a manual delete).
+	late := s.createOrder(t, 1200)
+	s.payAt(t, late, 1200, now.Add(-2*time.Hour))
+	testenv.Must(t, s.db.Exec("DELETE FROM local_message WHERE message_no = ?", app.OrderPaidEventID(late)).Error)
+
+	for id, at := range map[string]time.Time{"pay-new": now.Add(-30 * time.Minute), "pay-old": now.Add(-2 * time.Hour)} {
+		s.bury(t, deadLetter{consumer: app.PaymentSucceededConsumer, id: id, subject: events.PaymentSucceeded,
+			body: `{"order_no":"O-unknown"}`, reason: "order not found", at: at})
+	}
+
+	got := s.anomalies(t)
+	want := []httpapi.AnomalyResponse{
+		{Kind: "paid_order_without_order_paid_event", OrderNo: recent, Status: "PAID", MessageID: app.OrderPaidEventID(recent)},
+		{Kind: "paid_order_without_order_paid_event", OrderNo: late, Status: "PAID", MessageID: app.OrderPaidEventID(late)},
+		{Kind: "payment_succeeded_dead_lettered", OrderNo: "O-unknown", MessageID: "pay-new", Reason: "order not found"},
+	}
+	sortAnomalies(want)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("anomalies with a 1h lookback:\n got %+v\nwant %+v", got, want)
 	}
 }

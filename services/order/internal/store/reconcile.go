@@ -17,14 +17,16 @@ func (s *Store) Reconcile(ctx context.Context, q order.ReconcileQuery) ([]order.
 	db := s.db.WithContext(ctx)
 	out := []order.Anomaly{}
 
-	// The event of a paid order is found by its message number, which the
-	// unique key on local_message.message_no indexes.
+	// The paid orders are found by status and updated_at, the order
+	// service's own clock when MarkPaid ran (idx_orders_status_updated); the
+	// event of each by its message number, which the unique key on
+	// local_message.message_no indexes.
 	var unsent []struct {
 		OrderNo string
 		Status  string
 	}
 	if err := db.Raw(`SELECT o.order_no, o.status FROM orders o
-		WHERE o.status = ? AND o.paid_at >= ? AND NOT EXISTS (
+		WHERE o.status = ? AND o.updated_at >= ? AND NOT EXISTS (
 			SELECT 1 FROM local_message m WHERE m.message_no = CONCAT(?, o.order_no))
 		ORDER BY o.order_no LIMIT ?`,
 		string(order.StatusPaid), q.Since.UTC(), q.PaidEventPrefix, q.Limit).Scan(&unsent).Error; err != nil {
