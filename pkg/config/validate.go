@@ -29,14 +29,15 @@ func CheckPositive[T ~int | ~int64 | ~float64](varName string, n T) error {
 	return nil
 }
 
-// CheckOneOf reports whether v is one of allowed, naming the variable in the error.
-func CheckOneOf(varName, v string, allowed ...string) error {
+// CheckOneOf reports whether v is one of allowed, naming the variable in the
+// error. T is any string type, so a typed mode list is passed as it is.
+func CheckOneOf[T ~string](varName string, v T, allowed ...T) error {
 	for _, a := range allowed {
 		if v == a {
 			return nil
 		}
 	}
-	return &Error{Var: varName, Value: v, Err: fmt.Errorf("must be one of %v", allowed)}
+	return &Error{Var: varName, Value: string(v), Err: fmt.Errorf("must be one of %v", allowed)}
 }
 
 // CheckNotEmpty reports whether v is set, naming the variable in the error.

@@ -14,6 +14,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,7 +47,7 @@ const LostAckBrokenCount = 2
 // Scenarios lists the variants of incident 1.
 func Scenarios() []lab.Scenario {
 	var out []lab.Scenario
-	for _, mode := range []coupon.Mode{coupon.ModeBroken, coupon.ModeFixed} {
+	for _, mode := range coupon.Modes {
 		variant, holds, lostAckCount := lab.Fixed, true, 0
 		if mode == coupon.ModeBroken {
 			variant, holds, lostAckCount = lab.Broken, false, LostAckBrokenCount
@@ -268,19 +269,26 @@ func ConcurrentRetry(ctx context.Context, env lab.Env, mode coupon.Mode, n int) 
 	defer f.Close()
 
 	env.Note("racing %d retries of message %s", n, f.Message.MessageID)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range n {
-		wg.Go(func() {
-			<-start
-			_, _ = f.App.ProcessMessage(ctx, f.Message)
-		})
-	}
-	close(start)
-	wg.Wait()
+	processAtOnce(ctx, f.App, slices.Repeat([]coupon.Message{f.Message}, n))
 	count, err := CountDeductions(ctx, f.DB, f.Message.OrderNo)
 	if err != nil {
 		return lab.Result{}, err
 	}
 	return result(mode, "concurrent", fmt.Sprintf("%d concurrent retries of one message", n), count), nil
+}
+
+// processAtOnce releases one attempt at each of msgs at the same moment and
+// waits for all of them. The attempts' outcomes are not looked at: the
+// scenario's verdict is what the ledger holds afterwards.
+func processAtOnce(ctx context.Context, a *app.App, msgs []coupon.Message) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, m := range msgs {
+		wg.Go(func() {
+			<-start
+			_, _ = a.ProcessMessage(ctx, m)
+		})
+	}
+	close(start)
+	wg.Wait()
 }

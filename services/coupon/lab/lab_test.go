@@ -17,24 +17,13 @@ func labEnv(t *testing.T) lab.Env {
 		Prefix: testenv.UniqueName(t, "lab"), Progress: t.Logf}
 }
 
-// exactCounts are the deterministic variants and the count each must show.
-// The lost acknowledgement is one attempt that committed unheard plus one
-// retry, so the issue's reproduction is exactly 2 ledger rows for 1 order:
-// 3 would be a different bug, not the incident. The sequential orders are
-// the control of the orders race: the broken code without the race deducts
-// the coupon once.
-var exactCounts = map[string]int{
-	lab.Broken + "/driver":            2,
-	lab.Broken + "/proxy":             2,
-	lab.Broken + "/sequential-orders": 1,
-}
-
 // TestScenarios runs every incident 1 scenario, the same ones `make lab`
-// prints: the broken lost-ACK variants deduct exactly twice for one order,
-// the other broken variants more than once (for the orders race: more than
-// one order deducts the one coupon), the sequential control and every fixed
-// variant exactly once. The orders scenarios also fail unless every order
-// that did not deduct has its message FAILED as used by another order.
+// prints: a variant with a WantCount (the broken lost-ACK ones) shows exactly
+// that count, the other broken variants more than one deduction (for the
+// orders race: more than one order deducts the one coupon), the sequential
+// control and every fixed variant exactly one. The orders scenarios also fail
+// unless every order that did not deduct has its message FAILED as used by
+// another order.
 func TestScenarios(t *testing.T) {
 	for _, s := range couponlab.Scenarios() {
 		t.Run(s.Variant, func(t *testing.T) {
@@ -45,9 +34,9 @@ func TestScenarios(t *testing.T) {
 				t.Fatalf("run: %v", err)
 			}
 			t.Logf("%s: %s → %d %s (want %s)", r.Variant, r.Injected, r.Count, r.Effect, r.Expected)
-			if want, ok := exactCounts[s.Variant]; ok {
-				if r.Count != want {
-					t.Fatalf("%d %s, want exactly %d", r.Count, r.Effect, want)
+			if s.WantCount != 0 {
+				if r.Count != s.WantCount {
+					t.Fatalf("%d %s, want exactly %d", r.Count, r.Effect, s.WantCount)
 				}
 			} else if !s.WantHolds {
 				if r.Count <= 1 {
@@ -64,16 +53,16 @@ func TestScenarios(t *testing.T) {
 }
 
 // TestScenarioList pins what the table promises: the lost-ACK reproductions
-// require exactly their count (not any count above 1), and the orders race
-// comes with its control.
+// require exactly LostAckBrokenCount (one commit unheard plus one retry; any
+// other count is a different bug), and the orders race comes with its control.
 func TestScenarioList(t *testing.T) {
 	byVariant := map[string]lab.Scenario{}
 	for _, s := range couponlab.Scenarios() {
 		byVariant[s.Variant] = s
 	}
 	for _, v := range []string{lab.Broken + "/driver", lab.Broken + "/proxy"} {
-		if s := byVariant[v]; s.WantHolds || s.WantCount != 2 {
-			t.Errorf("%s: WantHolds %v, WantCount %d; want a reproduction of exactly 2", v, s.WantHolds, s.WantCount)
+		if s := byVariant[v]; s.WantHolds || s.WantCount != couponlab.LostAckBrokenCount {
+			t.Errorf("%s: WantHolds %v, WantCount %d; want a reproduction of exactly %d", v, s.WantHolds, s.WantCount, couponlab.LostAckBrokenCount)
 		}
 	}
 	for v, holds := range map[string]bool{

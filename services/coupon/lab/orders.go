@@ -5,13 +5,10 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"sync/atomic"
 
 	"gorm.io/gorm"
 
-	"github.com/oncemall/oncemall/pkg/dupproof"
 	"github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
@@ -39,13 +36,7 @@ func ConcurrentOrders(ctx context.Context, env lab.Env, mode coupon.Mode, n int)
 	defer f.Close()
 
 	env.Note("racing %d orders of user %d for coupon %d", n, f.Coupon.UserID, f.Coupon.ID)
-	var next atomic.Int64
-	if _, err := dupproof.Race(n, func() (bool, error) {
-		out, _ := f.App.ProcessMessage(ctx, msgs[next.Add(1)-1])
-		return out == app.Deducted, nil
-	}); err != nil {
-		return lab.Result{}, err
-	}
+	processAtOnce(ctx, f.App, msgs)
 	return settleRivalOrders(ctx, env, f, msgs, mode, "concurrent-orders",
 		fmt.Sprintf("%d orders racing for one coupon", n))
 }

@@ -3,6 +3,7 @@ package lab
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,7 +49,7 @@ func processCPU(names ...string) time.Duration {
 	var ticks int64
 	for _, comm := range comms {
 		name, err := os.ReadFile(comm)
-		if err != nil || !contains(names, strings.TrimSpace(string(name))) {
+		if err != nil || !slices.Contains(names, strings.TrimSpace(string(name))) {
 			continue
 		}
 		stat, err := os.ReadFile(filepath.Join(filepath.Dir(comm), "stat"))
@@ -67,13 +68,4 @@ func processCPU(names ...string) time.Duration {
 		ticks += utime + stime
 	}
 	return time.Duration(ticks) * clockTick
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -54,7 +54,7 @@ func DefaultConfig() Config {
 // Validate reports every unusable setting.
 func (c Config) Validate() error {
 	return errors.Join(
-		pkgconfig.CheckOneOf("COUPON_DEDUCTION_MODE", string(c.Mode), string(coupon.ModeFixed), string(coupon.ModeBroken)),
+		pkgconfig.CheckOneOf("COUPON_DEDUCTION_MODE", c.Mode, coupon.Modes...),
 		pkgconfig.CheckPositive("COUPON_RETRY_MAX", c.Retry.Max),
 		pkgconfig.CheckPositive("COUPON_RETRY_BACKOFF", c.Retry.Base),
 		checkNotLess("COUPON_RETRY_BACKOFF_MAX", c.Retry.Cap, c.Retry.Base),

@@ -193,7 +193,7 @@ func TestOrderWithoutCouponLandsNothing(t *testing.T) {
 // gets a FAILED message naming the first order, at once (no retries), and the
 // first order's deduction is untouched.
 func TestCouponUsedByAnotherOrderFailsTheMessageWithItsReason(t *testing.T) {
-	for _, mode := range []coupon.Mode{coupon.ModeFixed, coupon.ModeBroken} {
+	for _, mode := range coupon.Modes {
 		t.Run(string(mode), func(t *testing.T) {
 			f := newFixture(t, mode)
 			c := f.issue(t, 7)

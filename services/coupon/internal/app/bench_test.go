@@ -40,7 +40,7 @@ func (f *fixture) landB(b *testing.B, messageID, orderNo string, userID, couponI
 // update inside) against the broken path (plain read, then a transaction,
 // then a separate message update).
 func BenchmarkDeduct(b *testing.B) {
-	for _, mode := range []coupon.Mode{coupon.ModeFixed, coupon.ModeBroken} {
+	for _, mode := range coupon.Modes {
 		b.Run(string(mode), func(b *testing.B) {
 			f := newFixtureB(b, mode)
 			msgs := f.prepare(b, b.N)

@@ -116,6 +116,11 @@ const (
 	ModeBroken Mode = "broken"
 )
 
+// Modes lists every Mode once: the values COUPON_DEDUCTION_MODE accepts, the
+// deduction metric's labels and the lab's variants, broken first because the
+// lab reports the reproduction before the fix.
+var Modes = []Mode{ModeBroken, ModeFixed}
+
 // Sentinel errors. The permanent ones (see IsPermanent) send a message to
 // FAILED at once: retrying cannot change the answer.
 var (
@@ -130,16 +135,21 @@ var (
 	ErrConcurrentChange = errors.New("coupon changed concurrently")
 )
 
-// IsPermanent reports whether retrying the deduction can never succeed.
+// IsPermanent reports whether retrying the deduction can never succeed: err
+// is one of the sentinels in failureReasons.
 func IsPermanent(err error) bool {
-	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongOwner) ||
-		errors.Is(err, ErrUsedByAnotherOrder) || errors.Is(err, ErrOrderAlreadyDeducted) ||
-		errors.Is(err, ErrInvalid)
+	for _, r := range failureReasons {
+		if errors.Is(err, r.err) {
+			return true
+		}
+	}
+	return false
 }
 
-// failureReasons maps the permanent sentinel errors to their FailureReason
-// label, in the order they are tested. It is the one list both FailureReason
-// and FailureReasons read, so a new reason cannot reach one without the other.
+// failureReasons maps the permanent sentinel errors, and only those, to their
+// FailureReason label, in the order they are tested. It is the one list
+// IsPermanent, FailureReason and FailureReasons read, so a new permanent error
+// cannot reach one of them without the others.
 var failureReasons = []struct {
 	err    error
 	reason string

@@ -75,26 +75,6 @@ func TestIsPermanent(t *testing.T) {
 	}
 }
 
-// TestFailureReasonsListsEveryLabel: the pre-created metric series are
-// exactly the labels FailureReason gives, one per permanent error plus the
-// retry limit.
-func TestFailureReasonsListsEveryLabel(t *testing.T) {
-	got := map[string]bool{}
-	for _, err := range []error{coupon.ErrUsedByAnotherOrder, coupon.ErrOrderAlreadyDeducted, coupon.ErrWrongOwner,
-		coupon.ErrNotFound, coupon.ErrInvalid, errors.New("invalid connection")} {
-		got[coupon.FailureReason(fmt.Errorf("wrapped: %w", err))] = true
-	}
-	listed := coupon.FailureReasons()
-	if len(listed) != len(got) {
-		t.Fatalf("FailureReasons() = %q, FailureReason gives %v", listed, got)
-	}
-	for _, r := range listed {
-		if !got[r] {
-			t.Errorf("FailureReasons() lists %q, which FailureReason never returns", r)
-		}
-	}
-}
-
 func TestRetryPolicyBacksOffThenFails(t *testing.T) {
 	p := coupon.RetryPolicy{Max: 5, Base: time.Second, Cap: 5 * time.Second}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	// Consumer of payment.succeeded: marks orders paid.
 	paid := messaging.NewPaymentSucceeded(orders, relay, log)
 	consumer, err := inbox.NewConsumer(rt.DB, rt.NATS.JS,
-		cfg.Inbox.Config(messaging.PaymentSucceededConsumer, cfg.Events.PaymentStream, cfg.Events.SubjectPrefix+events.PaymentSucceeded),
+		cfg.Inbox.Config(app.PaymentSucceededConsumer, cfg.Events.PaymentStream, cfg.Events.SubjectPrefix+events.PaymentSucceeded),
 		paid.Handle, log, rt.Registry)
 	if err != nil {
 		return fail(err)

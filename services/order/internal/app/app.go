@@ -66,8 +66,8 @@ type App struct {
 	// subjectPrefix is put before order.created and order.paid; empty in
 	// production (see WithSubjectPrefix).
 	subjectPrefix string
-	// reconcileLookback is how far back Reconcile looks for paid orders
-	// (see WithReconcileLookback).
+	// reconcileLookback is how far back Reconcile looks for paid orders and
+	// dead letters (see WithReconcileLookback).
 	reconcileLookback time.Duration
 }
 
@@ -86,10 +86,13 @@ func (a *App) WithSubjectPrefix(prefix string) *App {
 	return a
 }
 
-// WithReconcileLookback makes Reconcile check the orders paid within d:
-// pass the outbox retention (OUTBOX_RETENTION), after which sent order.paid
-// rows are deleted and a paid order has no event to show. The default is
-// the outbox's default retention. It returns a.
+// WithReconcileLookback makes Reconcile check the orders this service marked
+// paid, and the payment.succeeded dead letters recorded, within d: pass the
+// outbox retention (OUTBOX_RETENTION), after which sent order.paid rows are
+// deleted and a paid order has no event to show. A dead letter older than d
+// is no longer reported: nothing deletes dead_message rows, so without the
+// bound one dead letter would keep the reconciler from ever being empty
+// again. The default is the outbox's default retention. It returns a.
 func (a *App) WithReconcileLookback(d time.Duration) *App {
 	if d > 0 {
 		a.reconcileLookback = d

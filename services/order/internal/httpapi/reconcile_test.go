@@ -49,9 +49,7 @@ func (s *server) anomalies(t *testing.T) []httpapi.AnomalyResponse {
 	if out.Anomalies == nil {
 		t.Fatalf("reconcile answered %s: want an anomalies list, [] when empty", rec.Body)
 	}
-	slices.SortFunc(out.Anomalies, func(a, b httpapi.AnomalyResponse) int {
-		return strings.Compare(a.Kind+a.OrderNo+a.MessageID, b.Kind+b.OrderNo+b.MessageID)
-	})
+	sortAnomalies(out.Anomalies)
 	return out.Anomalies
 }
 
@@ -72,20 +70,49 @@ func (s *server) createOrder(t *testing.T, amount int) string {
 // use case inside one transaction.
 func (s *server) pay(t *testing.T, no string, amount int64) {
 	t.Helper()
+	s.payAt(t, no, amount, time.Now().UTC())
+}
+
+// payAt is pay with the payment platform's paid_at.
+func (s *server) payAt(t *testing.T, no string, amount int64, paidAt time.Time) {
+	t.Helper()
 	err := store.New(s.db).Transaction(context.Background(), func(tx *gorm.DB) error {
 		_, err := s.app.MarkOrderPaid(context.Background(), tx, events.PaymentSucceededV1{
-			PaymentNo: "P-" + no, OrderNo: no, Amount: amount, PaidAt: time.Now().UTC()})
+			PaymentNo: "P-" + no, OrderNo: no, Amount: amount, PaidAt: paidAt})
 		return err
 	})
 	testenv.Must(t, err)
 }
 
-// deadLetter records a message in the inbox's dead letters, as the
-// consumer does when it gives a message up.
-func (s *server) deadLetter(t *testing.T, id, subject, body, reason string) {
+// productCopyConsumer is the batch-copy consumer's default name
+// (PRODUCT_COPY_CONSUMER): another consumer recording dead letters in the
+// same table.
+const productCopyConsumer = "order-product-copy"
+
+// deadLetter is a dead_message row as the inbox writes it when consumer
+// gives message id up.
+type deadLetter struct {
+	consumer, id, subject, body, reason string
+	// at is created_at; zero means now.
+	at time.Time
+}
+
+// bury records d in the inbox's dead letters.
+func (s *server) bury(t *testing.T, d deadLetter) {
 	t.Helper()
+	if d.at.IsZero() {
+		d.at = time.Now().UTC()
+	}
 	testenv.Must(t, s.db.Exec(`INSERT INTO dead_message (consumer, message_id, subject, body, reason, deliveries, created_at)
-		VALUES ('order-payment-succeeded', ?, ?, ?, ?, 5, NOW(3))`, id, subject, []byte(body), reason).Error)
+		VALUES (?, ?, ?, ?, ?, 5, ?)`, d.consumer, d.id, d.subject, []byte(d.body), d.reason, d.at.UTC()).Error)
+}
+
+// sortAnomalies sorts as by kind, order and message, as anomalies returns
+// them.
+func sortAnomalies(as []httpapi.AnomalyResponse) {
+	slices.SortFunc(as, func(a, b httpapi.AnomalyResponse) int {
+		return strings.Compare(a.Kind+a.OrderNo+a.MessageID, b.Kind+b.OrderNo+b.MessageID)
+	})
 }
 
 // TestReconcileRequiresTheAdminToken: without the token, or with another
@@ -116,7 +143,7 @@ func TestReconcileIsEmptyAfterACleanFlow(t *testing.T) {
 	s.pay(t, paid, 3000)
 	s.pay(t, paid, 3000)  // a duplicate notification changes nothing
 	s.createOrder(t, 500) // still waiting for payment
-	s.deadLetter(t, "copy-1", "product.copy.chunk", `{"job":1}`, "not a payment")
+	s.bury(t, deadLetter{consumer: productCopyConsumer, id: "copy-1", subject: "product.batch_copy", body: `{"job":1}`, reason: "not a payment"})
 
 	rec := s.reconcile("Bearer " + adminToken)
 	if rec.Code != http.StatusOK || rec.Body.String() != `{"anomalies":[]}` {
@@ -135,13 +162,16 @@ func TestReconcileFindsEachAnomaly(t *testing.T) {
 	s.pay(t, clean, 1000)
 
 	// PAID without its order.paid row.
+	now := time.Now().UTC()
 	silent := s.createOrder(t, 2000)
-	testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'PAID', payment_no = 'P-manual', paid_at = NOW(3) WHERE order_no = ?", silent).Error)
+	testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'PAID', payment_no = 'P-manual', paid_at = ?, updated_at = ? WHERE order_no = ?",
+		now, now, silent).Error)
 	// The same, but paid before the outbox retention: its sent event may
 	// have been cleaned up, so it is not reported.
 	old := s.createOrder(t, 2100)
-	testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'PAID', payment_no = 'P-old', paid_at = ? WHERE order_no = ?",
-		time.Now().UTC().Add(-outbox.DefaultRetention-time.Hour), old).Error)
+	beforeRetention := now.Add(-outbox.DefaultRetention - time.Hour)
+	testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'PAID', payment_no = 'P-old', paid_at = ?, updated_at = ? WHERE order_no = ?",
+		beforeRetention, beforeRetention, old).Error)
 
 	// An order.paid row for an order still waiting for payment, and one for
 	// an order that does not exist.
@@ -152,12 +182,20 @@ func TestReconcileFindsEachAnomaly(t *testing.T) {
 		testenv.Must(t, outbox.Add(s.db, msg))
 	}
 
-	// Dead-lettered payment.succeeded messages: one naming the waiting
-	// order, one whose body is not even JSON; a dead letter of another
-	// subject is not a payment and not reported.
-	s.deadLetter(t, "pay-1", events.PaymentSucceeded, `{"payment_no":"P-x","order_no":"`+waiting+`","amount":2999}`, "payment amount does not match the order")
-	s.deadLetter(t, "pay-2", events.PaymentSucceeded, `{"order_no":`, "decode: unexpected end of JSON input")
-	s.deadLetter(t, "copy-1", "product.copy.chunk", `{"job":1}`, "not a payment")
+	// Dead letters of the payment.succeeded consumer: one naming the
+	// waiting order, one whose body is not even JSON. Not reported: one
+	// recorded before the lookback (taken as handled), and those of another
+	// consumer, whatever their subject, since only this consumer marks
+	// orders paid.
+	s.bury(t, deadLetter{consumer: app.PaymentSucceededConsumer, id: "pay-1", subject: events.PaymentSucceeded,
+		body: `{"payment_no":"P-x","order_no":"` + waiting + `","amount":2999}`, reason: "payment amount does not match the order"})
+	s.bury(t, deadLetter{consumer: app.PaymentSucceededConsumer, id: "pay-2", subject: events.PaymentSucceeded,
+		body: `{"order_no":`, reason: "decode: unexpected end of JSON input"})
+	s.bury(t, deadLetter{consumer: app.PaymentSucceededConsumer, id: "pay-old", subject: events.PaymentSucceeded,
+		body: `{"order_no":"` + waiting + `"}`, reason: "handled long ago", at: beforeRetention})
+	s.bury(t, deadLetter{consumer: productCopyConsumer, id: "copy-1", subject: "product.batch_copy", body: `{"job":1}`, reason: "not a payment"})
+	s.bury(t, deadLetter{consumer: "order-payment-audit", id: "pay-1", subject: events.PaymentSucceeded,
+		body: `{"order_no":"` + waiting + `"}`, reason: "another consumer's failure"})
 
 	got := s.anomalies(t)
 	want := []httpapi.AnomalyResponse{
@@ -167,10 +205,53 @@ func TestReconcileFindsEachAnomaly(t *testing.T) {
 		{Kind: "payment_succeeded_dead_lettered", MessageID: "pay-2", Reason: "decode: unexpected end of JSON input"},
 		{Kind: "payment_succeeded_dead_lettered", OrderNo: waiting, Status: "WAIT_PAY", MessageID: "pay-1", Reason: "payment amount does not match the order"},
 	}
-	slices.SortFunc(want, func(a, b httpapi.AnomalyResponse) int {
-		return strings.Compare(a.Kind+a.OrderNo+a.MessageID, b.Kind+b.OrderNo+b.MessageID)
-	})
+	sortAnomalies(want)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("anomalies:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestReconcileLooksBackOnTheOrderServiceClock: with a 1h lookback, a paid
+// order counts by when this service marked it paid (updated_at), not by the
+// payment platform's paid_at, and a dead letter by when it was recorded.
+// Reported: an order paid 30 min ago without its event, one whose late
+// notification was applied just now although the platform paid it 2h ago,
+// and a dead letter of 30 min ago. Not reported: an order marked paid 2h ago
+// whose platform clock runs 2h ahead (its paid_at says now), and a dead
+// letter of 2h ago.
+func TestReconcileLooksBackOnTheOrderServiceClock(t *testing.T) {
+	s := newServer(t, httpapi.Options{AdminToken: adminToken})
+	s.app.WithReconcileLookback(time.Hour)
+	now := time.Now().UTC()
+	markPaid := func(no string, paidAt, updatedAt time.Time) {
+		testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'PAID', payment_no = ?, paid_at = ?, updated_at = ? WHERE order_no = ?",
+			"P-"+no, paidAt, updatedAt, no).Error)
+	}
+
+	recent := s.createOrder(t, 1000)
+	markPaid(recent, now.Add(-30*time.Minute), now.Add(-30*time.Minute))
+	ahead := s.createOrder(t, 1100)
+	markPaid(ahead, now, now.Add(-2*time.Hour))
+
+	// Paid through the use case, which stamps updated_at itself; the event
+	// is then lost (a bug, a manual delete).
+	late := s.createOrder(t, 1200)
+	s.payAt(t, late, 1200, now.Add(-2*time.Hour))
+	testenv.Must(t, s.db.Exec("DELETE FROM local_message WHERE message_no = ?", app.OrderPaidEventID(late)).Error)
+
+	for id, at := range map[string]time.Time{"pay-new": now.Add(-30 * time.Minute), "pay-old": now.Add(-2 * time.Hour)} {
+		s.bury(t, deadLetter{consumer: app.PaymentSucceededConsumer, id: id, subject: events.PaymentSucceeded,
+			body: `{"order_no":"O-unknown"}`, reason: "order not found", at: at})
+	}
+
+	got := s.anomalies(t)
+	want := []httpapi.AnomalyResponse{
+		{Kind: "paid_order_without_order_paid_event", OrderNo: recent, Status: "PAID", MessageID: app.OrderPaidEventID(recent)},
+		{Kind: "paid_order_without_order_paid_event", OrderNo: late, Status: "PAID", MessageID: app.OrderPaidEventID(late)},
+		{Kind: "payment_succeeded_dead_lettered", OrderNo: "O-unknown", MessageID: "pay-new", Reason: "order not found"},
+	}
+	sortAnomalies(want)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("anomalies with a 1h lookback:\n got %+v\nwant %+v", got, want)
 	}
 }

@@ -13,10 +13,6 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/app"
 )
 
-// PaymentSucceededConsumer is the durable consumer name of the handler
-// below, also its dedup scope in processed_message.
-const PaymentSucceededConsumer = "order-payment-succeeded"
-
 // PaymentSucceeded applies payment.succeeded to the paid order. It runs as
 // an inbox.Handler, so its changes commit with the dedup row.
 type PaymentSucceeded struct {

@@ -49,7 +49,7 @@ func newFixture(t *testing.T) *fixture {
 	w := &wakes{}
 	a := app.New(store.New(db), w, testenv.Logger(t))
 	h := messaging.NewPaymentSucceeded(a, w, testenv.Logger(t))
-	cons, err := inbox.NewConsumer(db, nc.JS, inbox.Config{Name: messaging.PaymentSucceededConsumer, Stream: stream, FilterSubjects: []string{stream + ".succeeded"}, Workers: 8, Backoff: []time.Duration{50 * time.Millisecond}}, h.Handle, testenv.Logger(t), prometheus.NewRegistry())
+	cons, err := inbox.NewConsumer(db, nc.JS, inbox.Config{Name: app.PaymentSucceededConsumer, Stream: stream, FilterSubjects: []string{stream + ".succeeded"}, Workers: 8, Backoff: []time.Duration{50 * time.Millisecond}}, h.Handle, testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	return &fixture{t: t, db: db, nc: nc, app: a, wakes: w, stream: stream, cons: cons}
 }

@@ -39,18 +39,23 @@ type Anomaly struct {
 }
 
 // ReconcileQuery tells the store what the order.paid events and the
-// payment.succeeded messages of this service are called.
+// payment.succeeded consumer of this service are called, and how far back to
+// look.
 type ReconcileQuery struct {
 	// PaidEventPrefix starts the outbox message_no of every order.paid
 	// event; the rest is the order number.
 	PaidEventPrefix string
-	// PaidSince bounds the paid orders looked at: sent outbox rows are
-	// deleted after the outbox retention, so an older paid order has
-	// legitimately lost its event.
-	PaidSince time.Time
-	// DeadSubject is the subject of payment.succeeded messages, as recorded
-	// in the inbox's dead letters.
-	DeadSubject string
+	// Since bounds both the PAID orders and the dead letters looked at, on
+	// the order service's own clock. Sent outbox rows are deleted after the
+	// outbox retention, so an order paid longer ago has legitimately lost its
+	// event. A PAID order counts by updated_at, the time MarkPaid moved it
+	// (PAID is final, so nothing moves it later), not by paid_at, which is
+	// the payment platform's clock. A dead letter counts by created_at: one
+	// older than Since is taken as handled.
+	Since time.Time
+	// DeadConsumer is the durable consumer name of the payment.succeeded
+	// handler, under which the inbox records its dead letters.
+	DeadConsumer string
 	// Limit caps each kind's list.
 	Limit int
 }

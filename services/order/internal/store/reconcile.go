@@ -17,17 +17,19 @@ func (s *Store) Reconcile(ctx context.Context, q order.ReconcileQuery) ([]order.
 	db := s.db.WithContext(ctx)
 	out := []order.Anomaly{}
 
-	// The event of a paid order is found by its message number, which the
-	// unique key on local_message.message_no indexes.
+	// The paid orders are found by status and updated_at, the order
+	// service's own clock when MarkPaid ran (idx_orders_status_updated); the
+	// event of each by its message number, which the unique key on
+	// local_message.message_no indexes.
 	var unsent []struct {
 		OrderNo string
 		Status  string
 	}
 	if err := db.Raw(`SELECT o.order_no, o.status FROM orders o
-		WHERE o.status = ? AND o.paid_at >= ? AND NOT EXISTS (
+		WHERE o.status = ? AND o.updated_at >= ? AND NOT EXISTS (
 			SELECT 1 FROM local_message m WHERE m.message_no = CONCAT(?, o.order_no))
 		ORDER BY o.order_no LIMIT ?`,
-		string(order.StatusPaid), q.PaidSince.UTC(), q.PaidEventPrefix, q.Limit).Scan(&unsent).Error; err != nil {
+		string(order.StatusPaid), q.Since.UTC(), q.PaidEventPrefix, q.Limit).Scan(&unsent).Error; err != nil {
 		return nil, fmt.Errorf("reconcile paid orders without order.paid: %w", err)
 	}
 	for _, u := range unsent {
@@ -56,8 +58,9 @@ func (s *Store) Reconcile(ctx context.Context, q order.ReconcileQuery) ([]order.
 		out = append(out, a)
 	}
 
-	// A dead letter's body may be what killed it, so it is read as JSON only
-	// when it is JSON.
+	// The dead letters are found by consumer, the first column of
+	// uk_dead_message, and recorded since q.Since. A dead letter's body may
+	// be what killed it, so it is read as JSON only when it is JSON.
 	var dead []struct {
 		MessageID string
 		Reason    string
@@ -68,7 +71,7 @@ func (s *Store) Reconcile(ctx context.Context, q order.ReconcileQuery) ([]order.
 		THEN JSON_UNQUOTE(JSON_EXTRACT(CONVERT(d.body USING utf8mb4), '$.order_no')) END`
 	if err := db.Raw(`SELECT d.message_id, d.reason, `+orderNo+` AS order_no, o.status FROM dead_message d
 		LEFT JOIN orders o ON o.order_no = `+orderNo+`
-		WHERE d.subject = ? ORDER BY d.id LIMIT ?`, q.DeadSubject, q.Limit).Scan(&dead).Error; err != nil {
+		WHERE d.consumer = ? AND d.created_at >= ? ORDER BY d.id LIMIT ?`, q.DeadConsumer, q.Since.UTC(), q.Limit).Scan(&dead).Error; err != nil {
 		return nil, fmt.Errorf("reconcile dead-lettered payments: %w", err)
 	}
 	for _, d := range dead {

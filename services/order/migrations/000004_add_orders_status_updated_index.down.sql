@@ -1,0 +1,1 @@
+ALTER TABLE orders DROP KEY idx_orders_status_updated;
