@@ -94,9 +94,16 @@ type Conn struct {
 // Connect dials NATS. After the first successful connection the client
 // reconnects forever, logging every change of state; the first dial must
 // succeed within the context's deadline, and is retried until then unless
-// its error is one no retry heals: a URL nats.go cannot parse, or refused
+// its error is one no retry heals: a URL Validate refuses, or refused
 // credentials.
+//
+// cfg is validated here, before nats.go sees it: nats.go's own parse error
+// (a *url.Error) quotes the whole URL, password included, while Validate's
+// error carries the redacted URL only.
 func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*Conn, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("connect nats: %w", err)
+	}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.Timeout(3 * time.Second),
@@ -140,10 +147,10 @@ func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*C
 }
 
 // cannotHeal reports whether a failed first connection would fail the same
-// way on every retry.
+// way on every retry. A URL nats.go cannot parse is not among them: Validate,
+// which parses each URL the same way, has refused it already.
 func cannotHeal(err error) bool {
-	var ue *url.Error
-	return errors.As(err, &ue) || errors.Is(err, nats.ErrAuthorization)
+	return errors.Is(err, nats.ErrAuthorization)
 }
 
 // Ping reports whether the connection is up and JetStream answers.
