@@ -57,6 +57,25 @@ func RedactURL(list string) string {
 	return strings.Join(parts, ",")
 }
 
+// FirstServerAddr returns the host:port of the first server in a NATS_URL
+// value (one nats:// or tls:// URL, maybe with credentials, or a
+// comma-separated list of them): the address a check that NATS answers
+// dials, the one scripts/depaddrs.sh checks too. Its error, like
+// Validate's, carries no credentials.
+func FirstServerAddr(list string) (string, error) {
+	for raw := range strings.SplitSeq(list, ",") {
+		if raw = strings.TrimSpace(raw); raw == "" {
+			continue
+		}
+		addr, err := serverAddr(raw)
+		if err != nil {
+			return "", fmt.Errorf("first server of NATS URL %s: %w", RedactURL(list), err)
+		}
+		return addr, nil
+	}
+	return "", fmt.Errorf("NATS URL %q names no server", list)
+}
+
 func checkURLs(list string) error {
 	n := 0
 	for raw := range strings.SplitSeq(list, ",") {
@@ -64,25 +83,34 @@ func checkURLs(list string) error {
 			continue
 		}
 		n++
-		u, err := url.Parse(raw)
-		if err != nil {
-			return errors.New("not a URL (want nats://host:port, or a comma-separated list of them)")
-		}
-		if u.Scheme != "nats" && u.Scheme != "tls" {
-			return errors.New("scheme must be nats:// or tls:// (e.g. nats://127.0.0.1:4222)")
-		}
-		host, port, err := net.SplitHostPort(u.Host)
-		if err != nil || host == "" {
-			return errors.New("want host:port after the scheme")
-		}
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return errors.New("port must be a number from 1 to 65535")
+		if _, err := serverAddr(raw); err != nil {
+			return err
 		}
 	}
 	if n == 0 {
 		return errors.New("must not be empty")
 	}
 	return nil
+}
+
+// serverAddr returns the host:port of one nats:// or tls:// URL. Its errors
+// do not quote raw, which may hold a password.
+func serverAddr(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", errors.New("not a URL (want nats://host:port, or a comma-separated list of them)")
+	}
+	if u.Scheme != "nats" && u.Scheme != "tls" {
+		return "", errors.New("scheme must be nats:// or tls:// (e.g. nats://127.0.0.1:4222)")
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil || host == "" {
+		return "", errors.New("want host:port after the scheme")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return "", errors.New("port must be a number from 1 to 65535")
+	}
+	return u.Host, nil
 }
 
 // Conn is a NATS connection with its JetStream context.

@@ -124,6 +124,35 @@ func TestValidateURL(t *testing.T) {
 	}
 }
 
+func TestFirstServerAddr(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"nats://127.0.0.1:4222", "127.0.0.1:4222"},
+		{"tls://nats.example.com:4443", "nats.example.com:4443"},
+		{"nats://user:s3cret@nats:4222", "nats:4222"},
+		{"nats://t0ken@nats:4222/", "nats:4222"},
+		{" nats://a:4222 , nats://b:4222", "a:4222"},
+		{" , nats://b:4222", "b:4222"},
+		{"nats://[::1]:4222,nats://a:4222", "[::1]:4222"},
+	} {
+		if got, err := natsjs.FirstServerAddr(tc.url); got != tc.want || err != nil {
+			t.Errorf("FirstServerAddr(%q) = %q, %v; want %q", tc.url, got, err, tc.want)
+		}
+	}
+	for _, url := range []string{
+		"",
+		" , ",
+		"127.0.0.1:4222",
+		"http://127.0.0.1:4222",
+		"nats://127.0.0.1",
+		"nats://user:s3cret@bad host:4222,nats://b:4222",
+	} {
+		got, err := natsjs.FirstServerAddr(url)
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("FirstServerAddr(%q) = %q, %v; want an error without the password", url, got, err)
+		}
+	}
+}
+
 // TestSecretsInNATSURLStayOutOfErrors: a NATS_URL carries credentials
 // (nats://user:password@host or nats://token@host); neither the config
 // error nor the connect error may print them.

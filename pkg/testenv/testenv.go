@@ -154,7 +154,11 @@ func DB(t testing.TB, sources ...migrate.Source) *gorm.DB {
 func NATS(t testing.TB) *natsjs.Conn {
 	t.Helper()
 	cfg := Config(t).NATS
-	requireTCP(t, "NATS", strings.TrimPrefix(cfg.URL, "nats://"), startNATS)
+	addr, err := natsjs.FirstServerAddr(cfg.URL)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	requireTCP(t, "NATS", addr, startNATS)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := natsjs.Connect(ctx, cfg, t.Name(), Logger(t))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/composecheck"
+	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/testenv"
 )
 
@@ -23,7 +24,9 @@ import (
 func TestCIRunLooksWhereTheTestsWill(t *testing.T) {
 	env := testenv.Config(t)
 	mysql := testenv.NewForwarder(t, env.MySQL.Addr)
-	nats := testenv.NewForwarder(t, strings.TrimPrefix(env.NATS.URL, "nats://"))
+	natsAddr, err := natsjs.FirstServerAddr(env.NATS.URL)
+	testenv.Must(t, err)
+	nats := testenv.NewForwarder(t, natsAddr)
 	redis := testenv.NewForwarder(t, env.Redis.Addr)
 	redis.Close()
 
