@@ -3,8 +3,6 @@ package natsjs_test
 import (
 	"context"
 	"log/slog"
-	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -191,7 +189,7 @@ func TestConnectGivesUpAtOnceOnErrorsThatCannotHeal(t *testing.T) {
 		name, url, want string
 	}{
 		{"unparsable URL", "nats://not a url", "nats_url"},
-		{"refused credentials", "nats://t:wrong@" + privateNATSWithAuth(t, "t", "right"), "authorization"},
+		{"refused credentials", "nats://t:wrong@" + testenv.NewNATSServer(t, "--user", "t", "--pass", "right").Addr(), "authorization"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -205,30 +203,5 @@ func TestConnectGivesUpAtOnceOnErrorsThatCannotHeal(t *testing.T) {
 				t.Fatalf("Connect gave up after %s, want at once", took)
 			}
 		})
-	}
-}
-
-// privateNATSWithAuth starts a nats-server of the test's own that wants user
-// and password, and returns its host:port.
-func privateNATSWithAuth(t *testing.T, user, password string) string {
-	t.Helper()
-	addr := testenv.FreeAddr(t)
-	host, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command("nats-server", "-a", host, "-p", port, "--user", user, "--pass", password)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start a private nats-server: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("private nats-server never answered on %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
