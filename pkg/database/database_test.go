@@ -14,18 +14,16 @@ import (
 
 func TestOpenCreatesTheDatabaseAndAppliesThePool(t *testing.T) {
 	cfg, name := testenv.NewDatabase(t)
-	// Drop it so Open has to create it.
-	admin, err := sql.Open("mysql", cfg.DSN(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := admin.Exec("DROP DATABASE `" + name + "`"); err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxOpenConns = 3
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Drop it so Open has to create it.
+	if err := database.DropDatabase(ctx, cfg, name); err != nil {
+		t.Fatal(err)
+	}
+	if databaseExists(t, cfg, name) {
+		t.Fatalf("database %s still exists after DropDatabase", name)
+	}
+	cfg.MaxOpenConns = 3
 	db, err := database.Open(ctx, cfg, name, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -78,27 +76,38 @@ func TestOpenUnreachableNamesTheAddress(t *testing.T) {
 	}
 }
 
-// TestEnsureDatabaseQuotesTheName creates a database whose name holds a
-// backtick: pasted between backticks unescaped, it would end the identifier
-// early and the statement would be a syntax error (or worse).
-func TestEnsureDatabaseQuotesTheName(t *testing.T) {
+// TestEnsureDatabaseRefusesABadName: EnsureDatabase is where the name
+// reaches SQL, so it checks the name itself, whoever calls it. A name with
+// a backtick is refused with an error naming it, and nothing is created.
+func TestEnsureDatabaseRefusesABadName(t *testing.T) {
 	cfg := testenv.Config(t).MySQL
-	name := "t_quote`" + testenv.RandomSuffix(8)
+	name := "t_bad`" + testenv.RandomSuffix(8)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := database.EnsureDatabase(ctx, cfg, name); err == nil || !strings.Contains(err.Error(), name) {
+		t.Fatalf("EnsureDatabase(%q): %v, want an error naming the database", name, err)
+	}
+	if databaseExists(t, cfg, name) {
+		t.Fatalf("database %q was created", name)
+	}
+	if err := database.DropDatabase(ctx, cfg, name); err == nil || !strings.Contains(err.Error(), name) {
+		t.Fatalf("DropDatabase(%q): %v, want an error naming the database", name, err)
+	}
+}
+
+// databaseExists asks the server whether it has a database called name.
+func databaseExists(t *testing.T, cfg database.Config, name string) bool {
+	t.Helper()
 	admin, err := sql.Open("mysql", cfg.DSN(""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS `" + strings.ReplaceAll(name, "`", "``") + "`") })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := database.EnsureDatabase(ctx, cfg, name); err != nil {
-		t.Fatalf("EnsureDatabase(%q): %v", name, err)
-	}
 	var n int
-	if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("database %q not created (n=%d, err=%v)", name, n, err)
+	if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n); err != nil {
+		t.Fatal(err)
 	}
+	return n > 0
 }
 
 func TestCheckName(t *testing.T) {
@@ -150,6 +159,7 @@ func TestIsPermanent(t *testing.T) {
 		{"unknown user", ensureAs(func(c *database.Config) { c.User = "t_no_such_user_" + testenv.RandomSuffix(6) }), true},
 		{"wrong password", ensureAs(func(c *database.Config) { c.Password = "t-wrong-" + testenv.RandomSuffix(6) }), true},
 		{"SQL syntax", db.Exec("SELEC 1").Error, true},
+		{"bad database name", database.EnsureDatabase(ctx, testenv.Config(t).MySQL, "t_bad`name"), true},
 		{"server unreachable", ensureAs(func(c *database.Config) { c.Addr = testenv.FreeAddr(t) }), false},
 		{"duplicate key", db.Exec("INSERT INTO u VALUES (1)").Error, false},
 		{"missing table", db.Exec("SELECT * FROM no_such_table").Error, false},
