@@ -55,18 +55,41 @@ func (c Config) DSN(dbName string) string {
 	return mc.FormatDSN()
 }
 
-// EnsureDatabase creates dbName if it does not exist.
+// EnsureDatabase creates dbName if it does not exist. A name CheckName
+// refuses is refused here too, before it reaches SQL.
 func EnsureDatabase(ctx context.Context, cfg Config, dbName string) error {
-	db, err := sql.Open("mysql", cfg.DSN(""))
-	if err != nil {
-		return fmt.Errorf("open mysql %s: %w", cfg.Addr, err)
+	if err := checkName(dbName); err != nil {
+		return fmt.Errorf("create database %q: %w", dbName, err)
 	}
-	defer db.Close()
 	q := "CREATE DATABASE IF NOT EXISTS " + quoteIdent(dbName) + " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
-	if _, err := db.ExecContext(ctx, q); err != nil {
+	if err := execWithoutDatabase(ctx, cfg, q); err != nil {
 		return fmt.Errorf("create database %s on %s: %w", dbName, cfg.Addr, err)
 	}
 	return nil
+}
+
+// DropDatabase drops dbName if it exists: the end of a throwaway database
+// that EnsureDatabase or Open created. It refuses the names EnsureDatabase
+// refuses.
+func DropDatabase(ctx context.Context, cfg Config, dbName string) error {
+	if err := checkName(dbName); err != nil {
+		return fmt.Errorf("drop database %q: %w", dbName, err)
+	}
+	if err := execWithoutDatabase(ctx, cfg, "DROP DATABASE IF EXISTS "+quoteIdent(dbName)); err != nil {
+		return fmt.Errorf("drop database %s on %s: %w", dbName, cfg.Addr, err)
+	}
+	return nil
+}
+
+// execWithoutDatabase runs q on cfg's server with no database selected.
+func execWithoutDatabase(ctx context.Context, cfg Config, q string) error {
+	db, err := sql.Open("mysql", cfg.DSN(""))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, q)
+	return err
 }
 
 // quoteIdent quotes name as a MySQL identifier. A backtick inside is doubled,
@@ -138,13 +161,17 @@ func IsDeadlock(err error) bool {
 	return errors.As(err, &me) && me.Number == 1213
 }
 
-// IsPermanent reports whether err is a MySQL error that no retry heals:
-// refused credentials, a refused database, or a statement the server cannot
-// parse. Start-up retries stop at once on these, so a misconfigured service
-// exits naming the problem instead of waiting out STARTUP_TIMEOUT; errors
-// that waiting can fix (connection refused, the server still starting) are
-// not MySQL errors and stay retryable.
+// IsPermanent reports whether err is one that no retry heals: a database
+// name EnsureDatabase refused, or a MySQL error for refused credentials, a
+// refused database, or a statement the server cannot parse. Start-up
+// retries stop at once on these, so a misconfigured service exits naming
+// the problem instead of waiting out STARTUP_TIMEOUT; errors that waiting
+// can fix (connection refused, the server still starting) are not MySQL
+// errors and stay retryable.
 func IsPermanent(err error) bool {
+	if errors.Is(err, errBadName) {
+		return true
+	}
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) {
 		return false

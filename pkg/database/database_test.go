@@ -8,24 +8,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/testenv"
 )
 
 func TestOpenCreatesTheDatabaseAndAppliesThePool(t *testing.T) {
 	cfg, name := testenv.NewDatabase(t)
-	// Drop it so Open has to create it.
-	admin, err := sql.Open("mysql", cfg.DSN(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := admin.Exec("DROP DATABASE `" + name + "`"); err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxOpenConns = 3
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Drop it so Open has to create it.
+	if err := database.DropDatabase(ctx, cfg, name); err != nil {
+		t.Fatal(err)
+	}
+	if databaseExists(t, cfg, name) {
+		t.Fatalf("database %s still exists after DropDatabase", name)
+	}
+	cfg.MaxOpenConns = 3
 	db, err := database.Open(ctx, cfg, name, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -78,27 +78,38 @@ func TestOpenUnreachableNamesTheAddress(t *testing.T) {
 	}
 }
 
-// TestEnsureDatabaseQuotesTheName creates a database whose name holds a
-// backtick: pasted between backticks unescaped, it would end the identifier
-// early and the statement would be a syntax error (or worse).
-func TestEnsureDatabaseQuotesTheName(t *testing.T) {
+// TestEnsureDatabaseRefusesABadName: EnsureDatabase is where the name
+// reaches SQL, so it checks the name itself, whoever calls it. A name with
+// a backtick is refused with an error naming it, and nothing is created.
+func TestEnsureDatabaseRefusesABadName(t *testing.T) {
 	cfg := testenv.Config(t).MySQL
-	name := "t_quote`" + testenv.RandomSuffix(8)
+	name := "t_bad`" + testenv.RandomSuffix(8)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := database.EnsureDatabase(ctx, cfg, name); err == nil || !strings.Contains(err.Error(), name) {
+		t.Fatalf("EnsureDatabase(%q): %v, want an error naming the database", name, err)
+	}
+	if databaseExists(t, cfg, name) {
+		t.Fatalf("database %q was created", name)
+	}
+	if err := database.DropDatabase(ctx, cfg, name); err == nil || !strings.Contains(err.Error(), name) {
+		t.Fatalf("DropDatabase(%q): %v, want an error naming the database", name, err)
+	}
+}
+
+// databaseExists asks the server whether it has a database called name.
+func databaseExists(t *testing.T, cfg database.Config, name string) bool {
+	t.Helper()
 	admin, err := sql.Open("mysql", cfg.DSN(""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS `" + strings.ReplaceAll(name, "`", "``") + "`") })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := database.EnsureDatabase(ctx, cfg, name); err != nil {
-		t.Fatalf("EnsureDatabase(%q): %v", name, err)
-	}
 	var n int
-	if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("database %q not created (n=%d, err=%v)", name, n, err)
+	if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n); err != nil {
+		t.Fatal(err)
 	}
+	return n > 0
 }
 
 func TestCheckName(t *testing.T) {
@@ -128,7 +139,10 @@ func TestCheckName(t *testing.T) {
 }
 
 // TestIsPermanent feeds IsPermanent the errors a real server returns, so the
-// codes it knows are the codes MariaDB/MySQL send.
+// codes it knows are the codes MariaDB/MySQL send. Statements run on the raw
+// *sql.DB: gorm, opened with TranslateError, turns a duplicate key into
+// gorm.ErrDuplicatedKey, and a case that carries no *mysql.MySQLError could
+// not fail if its code were wrongly called permanent.
 func TestIsPermanent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -137,27 +151,36 @@ func TestIsPermanent(t *testing.T) {
 		mutate(&cfg)
 		return database.EnsureDatabase(ctx, cfg, "t_never_created")
 	}
-	db := testenv.DB(t)
-	if err := db.Exec("CREATE TABLE u (k INT PRIMARY KEY)").Error; err != nil {
-		t.Fatal(err)
+	raw, err := testenv.DB(t).DB()
+	testenv.Must(t, err)
+	exec := func(q string) error {
+		_, err := raw.ExecContext(ctx, q)
+		return err
 	}
-	_ = db.Exec("INSERT INTO u VALUES (1)").Error
+	testenv.Must(t, exec("CREATE TABLE u (k INT PRIMARY KEY)"))
+	testenv.Must(t, exec("INSERT INTO u VALUES (1)"))
 	for _, tc := range []struct {
-		what      string
-		err       error
-		permanent bool
+		what       string
+		err        error
+		fromServer bool // the error must be the server's *mysql.MySQLError
+		permanent  bool
 	}{
-		{"unknown user", ensureAs(func(c *database.Config) { c.User = "t_no_such_user_" + testenv.RandomSuffix(6) }), true},
-		{"wrong password", ensureAs(func(c *database.Config) { c.Password = "t-wrong-" + testenv.RandomSuffix(6) }), true},
-		{"SQL syntax", db.Exec("SELEC 1").Error, true},
-		{"server unreachable", ensureAs(func(c *database.Config) { c.Addr = testenv.FreeAddr(t) }), false},
-		{"duplicate key", db.Exec("INSERT INTO u VALUES (1)").Error, false},
-		{"missing table", db.Exec("SELECT * FROM no_such_table").Error, false},
-		{"nil", nil, false},
+		{"unknown user", ensureAs(func(c *database.Config) { c.User = "t_no_such_user_" + testenv.RandomSuffix(6) }), true, true},
+		{"wrong password", ensureAs(func(c *database.Config) { c.Password = "t-wrong-" + testenv.RandomSuffix(6) }), true, true},
+		{"SQL syntax", exec("SELEC 1"), true, true},
+		{"bad database name", database.EnsureDatabase(ctx, testenv.Config(t).MySQL, "t_bad`name"), false, true},
+		{"server unreachable", ensureAs(func(c *database.Config) { c.Addr = testenv.FreeAddr(t) }), false, false},
+		{"duplicate key", exec("INSERT INTO u VALUES (1)"), true, false},
+		{"missing table", exec("SELECT * FROM no_such_table"), true, false},
+		{"nil", nil, false, false},
 	} {
 		if tc.err == nil && tc.what != "nil" {
 			t.Errorf("%s: no error at all", tc.what)
 			continue
+		}
+		var me *mysql.MySQLError
+		if tc.fromServer && !errors.As(tc.err, &me) {
+			t.Errorf("%s: %v (%T) is not a *mysql.MySQLError, so this case tests no code", tc.what, tc.err, tc.err)
 		}
 		if got := database.IsPermanent(tc.err); got != tc.permanent {
 			t.Errorf("%s: IsPermanent(%v) = %v, want %v", tc.what, tc.err, got, tc.permanent)

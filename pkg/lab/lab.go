@@ -7,7 +7,6 @@ package lab
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
 
@@ -59,10 +58,7 @@ func (e Env) OpenDB(ctx context.Context, suffix string, sources ...migrate.Sourc
 	}
 	drop := func() {
 		_ = database.Close(db)
-		if raw, err := sql.Open("mysql", e.MySQL.DSN("")); err == nil {
-			_, _ = raw.Exec("DROP DATABASE IF EXISTS `" + name + "`")
-			raw.Close()
-		}
+		_ = database.DropDatabase(context.Background(), e.MySQL, name)
 	}
 	sqlDB, err := db.DB()
 	if err == nil {

@@ -9,6 +9,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/testenv"
 )
@@ -211,21 +212,15 @@ func TestConcurrentRunnersApplyOnce(t *testing.T) {
 func TestLongDatabaseName(t *testing.T) {
 	cfg, _ := testenv.NewDatabase(t)
 	name := "t_long_" + testenv.RandomSuffix(8) + strings.Repeat("x", 64-15)
-	admin, err := sql.Open("mysql", cfg.DSN(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := admin.Exec("CREATE DATABASE `" + name + "`"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS `" + name + "`") })
+	ctx := context.Background()
+	testenv.Must(t, database.EnsureDatabase(ctx, cfg, name))
+	t.Cleanup(func() { _ = database.DropDatabase(ctx, cfg, name) })
 	db, err := sql.Open("mysql", cfg.DSN(name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := migrate.Up(context.Background(), db, gadgets); err != nil {
+	if err := migrate.Up(ctx, db, gadgets); err != nil {
 		t.Fatalf("Up on a %d-character database name: %v", len(name), err)
 	}
 }

@@ -57,6 +57,25 @@ func RedactURL(list string) string {
 	return strings.Join(parts, ",")
 }
 
+// FirstServerAddr returns the host:port of the first server in a NATS_URL
+// value (one nats:// or tls:// URL, maybe with credentials, or a
+// comma-separated list of them): the address a check that NATS answers
+// dials, the one scripts/depaddrs.sh checks too. Its error, like
+// Validate's, carries no credentials.
+func FirstServerAddr(list string) (string, error) {
+	for raw := range strings.SplitSeq(list, ",") {
+		if raw = strings.TrimSpace(raw); raw == "" {
+			continue
+		}
+		addr, err := serverAddr(raw)
+		if err != nil {
+			return "", fmt.Errorf("first server of NATS URL %s: %w", RedactURL(list), err)
+		}
+		return addr, nil
+	}
+	return "", fmt.Errorf("NATS URL %q names no server", list)
+}
+
 func checkURLs(list string) error {
 	n := 0
 	for raw := range strings.SplitSeq(list, ",") {
@@ -64,25 +83,34 @@ func checkURLs(list string) error {
 			continue
 		}
 		n++
-		u, err := url.Parse(raw)
-		if err != nil {
-			return errors.New("not a URL (want nats://host:port, or a comma-separated list of them)")
-		}
-		if u.Scheme != "nats" && u.Scheme != "tls" {
-			return errors.New("scheme must be nats:// or tls:// (e.g. nats://127.0.0.1:4222)")
-		}
-		host, port, err := net.SplitHostPort(u.Host)
-		if err != nil || host == "" {
-			return errors.New("want host:port after the scheme")
-		}
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return errors.New("port must be a number from 1 to 65535")
+		if _, err := serverAddr(raw); err != nil {
+			return err
 		}
 	}
 	if n == 0 {
 		return errors.New("must not be empty")
 	}
 	return nil
+}
+
+// serverAddr returns the host:port of one nats:// or tls:// URL. Its errors
+// do not quote raw, which may hold a password.
+func serverAddr(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", errors.New("not a URL (want nats://host:port, or a comma-separated list of them)")
+	}
+	if u.Scheme != "nats" && u.Scheme != "tls" {
+		return "", errors.New("scheme must be nats:// or tls:// (e.g. nats://127.0.0.1:4222)")
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil || host == "" {
+		return "", errors.New("want host:port after the scheme")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return "", errors.New("port must be a number from 1 to 65535")
+	}
+	return u.Host, nil
 }
 
 // Conn is a NATS connection with its JetStream context.
@@ -94,9 +122,16 @@ type Conn struct {
 // Connect dials NATS. After the first successful connection the client
 // reconnects forever, logging every change of state; the first dial must
 // succeed within the context's deadline, and is retried until then unless
-// its error is one no retry heals: a URL nats.go cannot parse, or refused
+// its error is one no retry heals: a URL Validate refuses, or refused
 // credentials.
+//
+// cfg is validated here, before nats.go sees it: nats.go's own parse error
+// (a *url.Error) quotes the whole URL, password included, while Validate's
+// error carries the redacted URL only.
 func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*Conn, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("connect nats: %w", err)
+	}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.Timeout(3 * time.Second),
@@ -140,10 +175,10 @@ func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*C
 }
 
 // cannotHeal reports whether a failed first connection would fail the same
-// way on every retry.
+// way on every retry. A URL nats.go cannot parse is not among them: Validate,
+// which parses each URL the same way, has refused it already.
 func cannotHeal(err error) bool {
-	var ue *url.Error
-	return errors.As(err, &ue) || errors.Is(err, nats.ErrAuthorization)
+	return errors.Is(err, nats.ErrAuthorization)
 }
 
 // Ping reports whether the connection is up and JetStream answers.

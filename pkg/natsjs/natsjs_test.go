@@ -3,8 +3,6 @@ package natsjs_test
 import (
 	"context"
 	"log/slog"
-	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +122,35 @@ func TestValidateURL(t *testing.T) {
 	}
 }
 
+func TestFirstServerAddr(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"nats://127.0.0.1:4222", "127.0.0.1:4222"},
+		{"tls://nats.example.com:4443", "nats.example.com:4443"},
+		{"nats://user:s3cret@nats:4222", "nats:4222"},
+		{"nats://t0ken@nats:4222/", "nats:4222"},
+		{" nats://a:4222 , nats://b:4222", "a:4222"},
+		{" , nats://b:4222", "b:4222"},
+		{"nats://[::1]:4222,nats://a:4222", "[::1]:4222"},
+	} {
+		if got, err := natsjs.FirstServerAddr(tc.url); got != tc.want || err != nil {
+			t.Errorf("FirstServerAddr(%q) = %q, %v; want %q", tc.url, got, err, tc.want)
+		}
+	}
+	for _, url := range []string{
+		"",
+		" , ",
+		"127.0.0.1:4222",
+		"http://127.0.0.1:4222",
+		"nats://127.0.0.1",
+		"nats://user:s3cret@bad host:4222,nats://b:4222",
+	} {
+		got, err := natsjs.FirstServerAddr(url)
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("FirstServerAddr(%q) = %q, %v; want an error without the password", url, got, err)
+		}
+	}
+}
+
 // TestSecretsInNATSURLStayOutOfErrors: a NATS_URL carries credentials
 // (nats://user:password@host or nats://token@host); neither the config
 // error nor the connect error may print them.
@@ -144,21 +171,25 @@ func TestSecretsInNATSURLStayOutOfErrors(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err = natsjs.Connect(ctx, natsjs.Config{URL: "nats://user:s3cret@" + testenv.FreeAddr(t)}, "redact-test", testenv.Logger(t))
-	if err == nil || strings.Contains(err.Error(), "s3cret") {
-		t.Errorf("connect error %v: want one without the password", err)
+	// An unreachable server, and a URL nats.go cannot parse (its parse
+	// error quotes the URL it was given).
+	for _, url := range []string{"nats://user:s3cret@" + testenv.FreeAddr(t), "nats://user:s3cret@bad host:4222"} {
+		_, err = natsjs.Connect(ctx, natsjs.Config{URL: url}, "redact-test", testenv.Logger(t))
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("connect error %v: want one without the password", err)
+		}
 	}
 }
 
-// TestConnectGivesUpAtOnceOnErrorsThatCannotHeal: a URL nats.go cannot
-// parse, or credentials the server refuses, fail every retry the same way;
-// Connect reports them at once instead of retrying until the deadline.
+// TestConnectGivesUpAtOnceOnErrorsThatCannotHeal: a URL Validate refuses,
+// or credentials the server refuses, fail every retry the same way; Connect
+// reports them at once instead of retrying until the deadline.
 func TestConnectGivesUpAtOnceOnErrorsThatCannotHeal(t *testing.T) {
 	for _, tc := range []struct {
 		name, url, want string
 	}{
-		{"unparsable URL", "nats://not a url", "invalid character"},
-		{"refused credentials", "nats://t:wrong@" + privateNATSWithAuth(t, "t", "right"), "authorization"},
+		{"unparsable URL", "nats://not a url", "nats_url"},
+		{"refused credentials", "nats://t:wrong@" + testenv.NewNATSServer(t, "--user", "t", "--pass", "right").Addr(), "authorization"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -172,30 +203,5 @@ func TestConnectGivesUpAtOnceOnErrorsThatCannotHeal(t *testing.T) {
 				t.Fatalf("Connect gave up after %s, want at once", took)
 			}
 		})
-	}
-}
-
-// privateNATSWithAuth starts a nats-server of the test's own that wants user
-// and password, and returns its host:port.
-func privateNATSWithAuth(t *testing.T, user, password string) string {
-	t.Helper()
-	addr := testenv.FreeAddr(t)
-	host, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command("nats-server", "-a", host, "-p", port, "--user", user, "--pass", password)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start a private nats-server: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("private nats-server never answered on %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -3,12 +3,8 @@ package outbox_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,67 +129,21 @@ func TestThreeRelaysTenThousandEvents(t *testing.T) {
 	}
 }
 
-// natsServer is a private nats-server the test can stop and restart on the
-// same port and store, to make NATS unreachable for a while.
-type natsServer struct {
-	t    *testing.T
-	port int
-	dir  string
-	cmd  *exec.Cmd
-}
-
-func startNATSServer(t *testing.T) *natsServer {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	testenv.Must(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	s := &natsServer{t: t, port: port, dir: t.TempDir()}
-	s.start()
-	t.Cleanup(s.stop)
-	return s
-}
-
-func (s *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
-
-func (s *natsServer) start() {
-	s.cmd = exec.Command("/usr/sbin/nats-server", "-a", "127.0.0.1", "-p", fmt.Sprint(s.port), "-js", "-sd", s.dir)
-	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
-	if !testing.Verbose() {
-		s.cmd.Stdout, s.cmd.Stderr = nil, nil
-	}
-	testenv.Must(s.t, s.cmd.Start())
-	testenv.WaitFor(s.t, 10*time.Second, "private nats-server up", func() bool {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.port))
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-}
-
-func (s *natsServer) stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-		s.cmd = nil
-	}
-}
-
 // outage starts a private nats-server with a stream for f's subjects,
 // connects to it, stops it and waits until the client has noticed, so the
 // relay sees NATS unreachable from its first attempt. It returns the
-// connection and the stream name; srv.start ends the outage.
-func (f *fixture) outage(t *testing.T) (*natsServer, *natsjs.Conn, string) {
-	srv := startNATSServer(t)
+// connection and the stream name; srv.Start ends the outage.
+func (f *fixture) outage(t *testing.T) (*testenv.NATSServer, *natsjs.Conn, string) {
+	srv := testenv.NewNATSServer(t, "-js", "-sd", t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := natsjs.Connect(ctx, natsjs.Config{URL: srv.url()}, "outbox-test", testenv.Logger(t))
+	conn, err := natsjs.Connect(ctx, natsjs.Config{URL: srv.URL()}, "outbox-test", testenv.Logger(t))
 	testenv.Must(t, err)
 	t.Cleanup(conn.NC.Close)
 	stream := "OUTAGE"
 	_, err = natsjs.EnsureStream(ctx, conn.JS, events.StreamConfig(stream, f.prefix))
 	testenv.Must(t, err)
-	srv.stop()
+	srv.Stop()
 	testenv.WaitFor(t, 5*time.Second, "client notices the outage", func() bool { return !conn.NC.IsConnected() })
 	return srv, conn, stream
 }
@@ -242,7 +192,7 @@ func TestNATSUnreachableBacksOffThenDrains(t *testing.T) {
 		t.Fatal("every deferred row should keep its last error")
 	}
 
-	srv.start()
+	srv.Start()
 	f.drainedInto(t, conn, stream, 200)
 	stop()
 }
@@ -272,7 +222,7 @@ func TestOutageLongerThanRetrySpanDrainsWithoutRedrive(t *testing.T) {
 		t.Fatalf("outbox_outage_deferrals_total = %v, want at least 2 per row", v)
 	}
 
-	srv.start()
+	srv.Start()
 	f.drainedInto(t, conn, stream, 50)
 	stop()
 	for name, want := range map[string]float64{"outbox_failed_total": 0, "outbox_publish_retries_total": 0, "outbox_redriven_total": 0, "outbox_published_total": 50} {

@@ -93,10 +93,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(
-		config.CheckAddr("HTTP_ADDR", opts.HTTPAddr),
-		database.CheckName("MYSQL_DATABASE", opts.DBName),
-	); err != nil {
+	if err := config.CheckAddr("HTTP_ADDR", opts.HTTPAddr); err != nil {
 		return nil, err
 	}
 	r := &Runtime{Config: cfg, Log: opts.Logger, Registry: prometheus.NewRegistry()}
@@ -256,7 +253,7 @@ func (r *Runtime) closeDeps() {
 // MigrateOnly opens the service's database, applies its migrations and closes
 // it: the `<service> migrate` command behind `make migrate`.
 func MigrateOnly(ctx context.Context, cfg Config, opts Options) error {
-	if err := errors.Join(cfg.Validate(), database.CheckName("MYSQL_DATABASE", opts.DBName)); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)

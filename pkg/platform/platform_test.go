@@ -141,28 +141,40 @@ func TestReadyzNamesDeadRedis(t *testing.T) {
 	}
 }
 
+// TestStartRejectsBadConfig: a bad setting stops Start and MigrateOnly at
+// once, with an error naming it. The database name is the service's
+// config's to name as MYSQL_DATABASE; here database.EnsureDatabase refuses
+// it, naming the database, and no start-up retry waits on it.
 func TestStartRejectsBadConfig(t *testing.T) {
 	good, goodOpts, _ := setup(t)
 	for _, tc := range []struct {
-		name string
-		bad  func(*platform.Config, *platform.Options)
+		name, want string
+		bad        func(*platform.Config, *platform.Options)
 	}{
-		{"HTTP_ADDR", func(_ *platform.Config, o *platform.Options) { o.HTTPAddr = ":abc" }},
-		{"MYSQL_MAX_OPEN_CONNS", func(c *platform.Config, _ *platform.Options) { c.MySQL.MaxOpenConns = 0 }},
-		{"NATS_URL", func(c *platform.Config, _ *platform.Options) { c.NATS.URL = "not a url" }},
-		{"MYSQL_DATABASE", func(_ *platform.Config, o *platform.Options) { o.DBName = "bad`name" }},
+		{"HTTP_ADDR", "HTTP_ADDR", func(_ *platform.Config, o *platform.Options) { o.HTTPAddr = ":abc" }},
+		{"MYSQL_MAX_OPEN_CONNS", "MYSQL_MAX_OPEN_CONNS", func(c *platform.Config, _ *platform.Options) { c.MySQL.MaxOpenConns = 0 }},
+		{"NATS_URL", "NATS_URL", func(c *platform.Config, _ *platform.Options) { c.NATS.URL = "not a url" }},
+		{"database name", "bad`name", func(_ *platform.Config, o *platform.Options) { o.DBName = "bad`name" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, opts := good, goodOpts
 			tc.bad(&cfg, &opts)
-			if _, err := platform.Start(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), tc.name) {
-				t.Fatalf("Start: %v, want an error naming %s", err, tc.name)
+			began := time.Now()
+			if _, err := platform.Start(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Start: %v, want an error naming %s", err, tc.want)
+			}
+			if took := time.Since(began); took > 5*time.Second {
+				t.Fatalf("Start gave up after %s, want at once (STARTUP_TIMEOUT is %s)", took, cfg.StartupTimeout)
 			}
 			if tc.name == "HTTP_ADDR" {
 				return // migrate does not listen
 			}
-			if err := platform.MigrateOnly(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), tc.name) {
-				t.Fatalf("MigrateOnly: %v, want an error naming %s", err, tc.name)
+			began = time.Now()
+			if err := platform.MigrateOnly(context.Background(), cfg, opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("MigrateOnly: %v, want an error naming %s", err, tc.want)
+			}
+			if took := time.Since(began); took > 5*time.Second {
+				t.Fatalf("MigrateOnly gave up after %s, want at once (STARTUP_TIMEOUT is %s)", took, cfg.StartupTimeout)
 			}
 		})
 	}

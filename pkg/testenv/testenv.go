@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -117,13 +116,10 @@ func NewDatabase(t testing.TB) (database.Config, string) {
 		t.Fatalf("testenv: %v", err)
 	}
 	t.Cleanup(func() {
-		db, err := sql.Open("mysql", cfg.DSN(""))
-		if err != nil {
-			return
-		}
-		defer db.Close()
-		if _, err := db.Exec("DROP DATABASE IF EXISTS `" + name + "`"); err != nil {
-			t.Logf("testenv: drop database %s: %v", name, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := database.DropDatabase(ctx, cfg, name); err != nil {
+			t.Logf("testenv: %v", err)
 		}
 	})
 	return cfg, name
@@ -154,7 +150,11 @@ func DB(t testing.TB, sources ...migrate.Source) *gorm.DB {
 func NATS(t testing.TB) *natsjs.Conn {
 	t.Helper()
 	cfg := Config(t).NATS
-	requireTCP(t, "NATS", strings.TrimPrefix(cfg.URL, "nats://"), startNATS)
+	addr, err := natsjs.FirstServerAddr(cfg.URL)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	requireTCP(t, "NATS", addr, startNATS)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := natsjs.Connect(ctx, cfg, t.Name(), Logger(t))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/redisclient"
 	"github.com/oncemall/oncemall/pkg/testenv"
 )
@@ -77,4 +78,23 @@ func TestForwarderGoesDownAndComesBack(t *testing.T) {
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		t.Fatalf("ping after Reopen: %v", err)
 	}
+}
+
+func TestNATSServerStopsAndStartsOnItsAddress(t *testing.T) {
+	srv := testenv.NewNATSServer(t, "-js", "-sd", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := natsjs.Connect(ctx, natsjs.Config{URL: srv.URL()}, t.Name(), testenv.Logger(t))
+	testenv.Must(t, err)
+	defer c.NC.Close()
+	// JetStream answers only if the arguments reached the server.
+	testenv.Must(t, c.Ping(ctx))
+	srv.Stop()
+	if conn, err := net.DialTimeout("tcp", srv.Addr(), time.Second); err == nil {
+		conn.Close()
+		t.Fatal("a stopped server still accepts connections")
+	}
+	srv.Start()
+	testenv.WaitFor(t, 5*time.Second, "the client to reconnect", c.NC.IsConnected)
+	testenv.Must(t, c.Ping(ctx))
 }

@@ -1,7 +1,6 @@
 package smoke_test
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/composecheck"
+	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/testenv"
 )
 
@@ -23,7 +23,9 @@ import (
 func TestCIRunLooksWhereTheTestsWill(t *testing.T) {
 	env := testenv.Config(t)
 	mysql := testenv.NewForwarder(t, env.MySQL.Addr)
-	nats := testenv.NewForwarder(t, strings.TrimPrefix(env.NATS.URL, "nats://"))
+	natsAddr, err := natsjs.FirstServerAddr(env.NATS.URL)
+	testenv.Must(t, err)
+	nats := testenv.NewForwarder(t, natsAddr)
 	redis := testenv.NewForwarder(t, env.Redis.Addr)
 	redis.Close()
 
@@ -37,13 +39,20 @@ func TestCIRunLooksWhereTheTestsWill(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"PATH="+stubs+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"MYSQL_ADDR="+mysql.Addr(), "REDIS_ADDR="+redis.Addr(), "NATS_URL=nats://"+nats.Addr())
-	var out bytes.Buffer
+	// out is written by exec's copying goroutine while a failing test reads
+	// it; cmd.ProcessState is written by Wait. So the test reads out through
+	// a lock, and learns that .ci/run ended from done, closed after Wait has
+	// returned and set runErr, never from ProcessState.
+	var out testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	testenv.Must(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	var runErr error
+	done := make(chan struct{})
+	go func() { runErr = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-done:
+		default:
 			_ = cmd.Process.Kill()
 			<-done
 		}
@@ -54,12 +63,11 @@ func TestCIRunLooksWhereTheTestsWill(t *testing.T) {
 		return strings.Split(strings.TrimSpace(string(b)), "\n")
 	}
 	// Redis comes up once its start command has run, as the real one would.
-	var runErr error
 	exited := false
 	deadline := time.After(30 * time.Second)
 	for !exited && !strings.HasPrefix(recorded()[0], "redis-server ") {
 		select {
-		case runErr = <-done:
+		case <-done:
 			exited = true
 		case <-deadline:
 			t.Fatalf(".ci/run neither started Redis nor ended in 30s; output:\n%s", out.String())
@@ -69,7 +77,7 @@ func TestCIRunLooksWhereTheTestsWill(t *testing.T) {
 	redis.Reopen()
 	if !exited {
 		select {
-		case runErr = <-done:
+		case <-done:
 		case <-time.After(60 * time.Second):
 			t.Fatalf(".ci/run did not end 60s after Redis came up; output:\n%s", out.String())
 		}
