@@ -36,10 +36,11 @@ type Config struct {
 	Mode          string        `env:"PSP_MODE" default:"normal" usage:"default delivery mode for charges that name none: normal, storm, replay, out_of_order, wrong_amount, bad_signature, stale_timestamp"`
 	StormCopies   int           `env:"PSP_STORM_COPIES" default:"50" usage:"concurrent copies of a notification in storm mode"`
 	Replays       int           `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay mode, and after the copies in storm mode for charges that name no simulation"`
-	// LostAnswers makes the platform lose the answer to the first attempts
-	// of every charge (psp.Simulation.LostAnswers), so that even a merchant
-	// that answers every delivery at once sees retries.
-	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first delivery attempts lose the merchant's answer, so the platform retries a notification the merchant already processed"`
+	// LostAnswers makes the platform lose the first 2xx answers of every
+	// charge (psp.Simulation.LostAnswers), so that even a merchant that
+	// answers every delivery at once sees a notification it has processed
+	// retried.
+	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first 2xx answers the platform loses, so it retries a notification the merchant already processed"`
 }
 
 // Load reads the configuration from the environment and validates it.

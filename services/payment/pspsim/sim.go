@@ -43,9 +43,10 @@ type Attempt struct {
 	At     time.Time `json:"at"`
 	Status int       `json:"status,omitempty"` // merchant's HTTP status; 0 when no answer
 	Error  string    `json:"error,omitempty"`
-	// AnswerLost marks an attempt whose answer the platform did not get
-	// (Simulation.LostAnswers): Status is what the merchant answered, but
-	// the attempt counts as failed and is retried.
+	// AnswerLost marks an attempt whose 2xx answer the platform did not get
+	// (Simulation.LostAnswers): Status is the merchant's 2xx, so the
+	// merchant processed the notification, but the attempt counts as
+	// failed and is retried.
 	AnswerLost bool `json:"answer_lost,omitempty"`
 }
 
@@ -370,16 +371,7 @@ func (s *Simulator) send(c *Charge, copyNo, try int, body []byte, g signing) boo
 	psp.SignHeaders(h, g.secret, g.at, body)
 	h.Set("Content-Type", "application/json")
 
-	// Which attempts lose their answer is decided as they start, so exactly
-	// LostAnswers attempts lose it however many copies race.
-	s.mu.Lock()
-	lost := c.answersToLose > 0
-	if lost {
-		c.answersToLose--
-	}
-	s.mu.Unlock()
-
-	rec := Attempt{Copy: copyNo, Try: try, At: s.now(), AnswerLost: lost}
+	rec := Attempt{Copy: copyNo, Try: try, At: s.now()}
 	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, c.NotifyURL, bytes.NewReader(body))
 	if err == nil {
 		req.Header = h
@@ -391,22 +383,33 @@ func (s *Simulator) send(c *Charge, copyNo, try int, body []byte, g signing) boo
 			rec.Status = resp.StatusCode
 		}
 	}
+	answered := err == nil && rec.Status/100 == 2
+
+	// Only a 2xx answer can be lost: a refusal, a timeout or a connection
+	// error is already a failure the platform retries, and the merchant has
+	// not processed the notification. Deciding under the lock as each answer
+	// arrives keeps the count exact however many copies race: the first
+	// LostAnswers 2xx answers are lost, and no other.
+	s.mu.Lock()
+	rec.AnswerLost = answered && c.answersToLose > 0
+	if rec.AnswerLost {
+		c.answersToLose--
+	}
+	ok := answered && !rec.AnswerLost
 	switch {
 	case err != nil:
 		rec.Error = err.Error()
-	case lost:
+	case rec.AnswerLost:
 		// The merchant answered in full, so its work is done; the platform
 		// behaves as if the connection had dropped before the answer.
 		rec.Error = "answer lost on the way back (lost_answers): counted as unanswered and retried"
 	}
-	ok := rec.Status/100 == 2 && !lost
-	s.mu.Lock()
 	c.Attempts = append(c.Attempts, rec)
 	if ok {
 		c.Acknowledged = true
 	}
 	s.mu.Unlock()
-	s.log.Debug("notification delivered", "platform_serial", c.Notification.PlatformSerial, "copy", copyNo, "try", try, "status", rec.Status, "answer_lost", lost, "err", rec.Error)
+	s.log.Debug("notification delivered", "platform_serial", c.Notification.PlatformSerial, "copy", copyNo, "try", try, "status", rec.Status, "answer_lost", rec.AnswerLost, "err", rec.Error)
 	return ok
 }
 

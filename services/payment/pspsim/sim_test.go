@@ -296,6 +296,38 @@ func TestLostAnswersAreRetried(t *testing.T) {
 	}
 }
 
+// TestOnlyAnAnswerCanBeLost: a refusal is not an answer the platform can
+// lose, so lost_answers waits for the first 2xx: the merchant refuses the
+// first delivery with 503, its 200 to the retry is lost, and the platform
+// retries once more, the notification now processed.
+func TestOnlyAnAnswerCanBeLost(t *testing.T) {
+	m := newMerchant(t, func(n int, _ received) int {
+		if n == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	sim, c := startSim(t, config())
+	ch := charge(t, sim, c, m, &psp.Simulation{Mode: psp.ModeNormal, LostAnswers: 1})
+
+	want := []struct {
+		try, status int
+		lost        bool
+	}{{1, http.StatusServiceUnavailable, false}, {2, http.StatusOK, true}, {3, http.StatusOK, false}}
+	if len(ch.Attempts) != len(want) || !ch.Acknowledged {
+		t.Fatalf("attempts %+v (acknowledged %v): want the refusal, the lost 200 and an acknowledged retry", ch.Attempts, ch.Acknowledged)
+	}
+	for i, w := range want {
+		a := ch.Attempts[i]
+		if a.Try != w.try || a.Status != w.status || a.AnswerLost != w.lost {
+			t.Fatalf("attempt %d = %+v, want try %d, status %d, answer lost %v", i+1, a, w.try, w.status, w.lost)
+		}
+	}
+	if refused := ch.Attempts[0]; refused.Error != "" {
+		t.Fatalf("refused attempt carries error %q: a refusal is an answer, not a lost one", refused.Error)
+	}
+}
+
 // TestLostAnswersInAStormAreExactlyThatMany: however the copies race,
 // exactly PSP_LOST_ANSWERS attempts lose their answer, each is retried, and
 // every copy ends acknowledged.
