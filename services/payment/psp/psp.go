@@ -61,7 +61,9 @@ type ChargeRequest struct {
 	// NotifyURL overrides the platform's default notification address.
 	NotifyURL string `json:"notify_url,omitempty"`
 	// Simulate asks the simulator to misbehave for this charge; a real
-	// platform has no such field. Nil means the simulator's configured mode.
+	// platform has no such field. Nil, or a Simulation that names no Mode,
+	// means the simulator's configured mode and settings; a named Mode gets
+	// exactly the settings it names.
 	Simulate *Simulation `json:"simulate,omitempty"`
 }
 

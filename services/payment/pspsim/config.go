@@ -34,13 +34,16 @@ type Config struct {
 	NotifyTimeout time.Duration `env:"PSP_NOTIFY_TIMEOUT" default:"5s" usage:"how long one notification attempt waits for the merchant's answer before it counts as failed"`
 	NotifyDelay   time.Duration `env:"PSP_NOTIFY_DELAY" default:"50ms" usage:"wait between answering a charge and the first notification"`
 	Mode          string        `env:"PSP_MODE" default:"normal" usage:"default delivery mode for charges that name none: normal, storm, replay, out_of_order, wrong_amount, bad_signature, stale_timestamp"`
-	StormCopies   int           `env:"PSP_STORM_COPIES" default:"50" usage:"concurrent copies of a notification in storm mode"`
-	Replays       int           `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay mode, and after the copies in storm mode for charges that name no simulation"`
+	// StormCopies, Replays and LostAnswers, like Mode, apply only to charges
+	// that name no mode (what the payment service sends); a charge that
+	// names its mode gets exactly what it names.
+	StormCopies int `env:"PSP_STORM_COPIES" default:"50" usage:"concurrent copies of a notification in storm mode, for charges that name no mode"`
+	Replays     int `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay and storm mode, for charges that name no mode (0: a storm without late retries)"`
 	// LostAnswers makes the platform lose the first 2xx answers of every
 	// charge (psp.Simulation.LostAnswers), so that even a merchant that
 	// answers every delivery at once sees a notification it has processed
 	// retried.
-	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first 2xx answers the platform loses, so it retries a notification the merchant already processed"`
+	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first 2xx answers the platform loses, so it retries a notification the merchant already processed; for charges that name no mode"`
 }
 
 // Load reads the configuration from the environment and validates it.
@@ -57,9 +60,17 @@ func (c Config) Validate() error {
 		pkgconfig.CheckPositive("PSP_NOTIFY_TIMEOUT", c.NotifyTimeout),
 		pkgconfig.CheckOneOf("PSP_MODE", c.Mode, psp.Modes...),
 		pkgconfig.CheckPositive("PSP_STORM_COPIES", c.StormCopies),
-		pkgconfig.CheckPositive("PSP_REPLAYS", c.Replays),
+		checkReplays(c.Replays),
 		checkLostAnswers(c.LostAnswers),
 	)
+}
+
+// checkReplays allows 0: a configured storm without late retries.
+func checkReplays(n int) error {
+	if n < 0 {
+		return &pkgconfig.Error{Var: "PSP_REPLAYS", Value: strconv.Itoa(n), Err: errors.New("must not be negative")}
+	}
+	return nil
 }
 
 func checkLostAnswers(n int) error {

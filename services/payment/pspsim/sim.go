@@ -245,11 +245,14 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, psp.ChargeResponse{PlatformSerial: serial, OutTradeNo: req.OutTradeNo, Amount: req.Amount})
 }
 
-// simulation fills a charge's simulation from the configured defaults. A
-// charge that names no simulation (what the payment service sends) is
-// delivered entirely as configured; a configured storm is then the story of
-// incident 2: PSP_STORM_COPIES concurrent copies, then PSP_REPLAYS late
-// retries.
+// simulation resolves a charge's simulation by one rule. A charge that
+// names no mode (the payment service sends no simulation at all) is
+// delivered as configured: PSP_MODE, with PSP_STORM_COPIES copies in storm
+// mode, PSP_REPLAYS late retries in storm and replay mode and
+// PSP_LOST_ANSWERS lost answers, wherever the charge leaves them zero; a
+// configured storm is then the story of incident 2. A charge that names its
+// mode gets exactly what it names and nothing from the configuration, so a
+// test that asks for a storm of 4 copies gets 4 deliveries.
 func (s *Simulator) simulation(req *psp.Simulation) psp.Simulation {
 	var sim psp.Simulation
 	if req != nil {
@@ -257,18 +260,19 @@ func (s *Simulator) simulation(req *psp.Simulation) psp.Simulation {
 	}
 	if sim.Mode == "" {
 		sim.Mode = s.cfg.Mode
+		if sim.Mode == psp.ModeStorm && sim.Copies == 0 {
+			sim.Copies = s.cfg.StormCopies
+		}
+		if (sim.Mode == psp.ModeStorm || sim.Mode == psp.ModeReplay) && sim.Replays == 0 {
+			sim.Replays = s.cfg.Replays
+		}
+		if sim.LostAnswers == 0 {
+			sim.LostAnswers = s.cfg.LostAnswers
+		}
 	}
-	if sim.Mode == psp.ModeStorm && sim.Copies == 0 {
-		sim.Copies = s.cfg.StormCopies
-	}
-	if (sim.Mode == psp.ModeReplay || (req == nil && sim.Mode == psp.ModeStorm)) && sim.Replays == 0 {
-		sim.Replays = s.cfg.Replays
-	}
+	// Every charge is delivered at least once.
 	if sim.Copies == 0 {
 		sim.Copies = 1
-	}
-	if sim.LostAnswers == 0 {
-		sim.LostAnswers = s.cfg.LostAnswers
 	}
 	return sim
 }

@@ -240,34 +240,88 @@ func TestStormSendsConcurrentCopiesThenLateRetries(t *testing.T) {
 
 // TestConfiguredStormSendsLateRetriesToo: a charge that names no simulation
 // (what the payment service sends) in PSP_MODE=storm gets the story's
-// storm: PSP_STORM_COPIES concurrent copies, then PSP_REPLAYS late retries.
-// A charge that names its storm gets exactly what it names.
+// storm: PSP_STORM_COPIES concurrent copies, then PSP_REPLAYS late retries,
+// and PSP_LOST_ANSWERS lost answers. A charge that names its storm gets
+// exactly what it names, and none of the configured lost answers.
 func TestConfiguredStormSendsLateRetriesToo(t *testing.T) {
 	cfg := config()
-	cfg.Mode, cfg.StormCopies, cfg.Replays = psp.ModeStorm, 6, 3
+	cfg.Mode, cfg.StormCopies, cfg.Replays, cfg.LostAnswers = psp.ModeStorm, 6, 3, 1
 	m := newMerchant(t, func(int, received) int { return http.StatusOK })
 	sim, c := startSim(t, cfg)
 
 	ch := charge(t, sim, c, m, nil)
-	late := 0
+	late, lost := 0, 0
 	for _, a := range ch.Attempts {
 		if a.Copy >= 6 {
 			late++
 		}
+		if a.AnswerLost {
+			lost++
+		}
 	}
-	if len(m.received()) != 9 || late != 3 || ch.Simulation.Replays != 3 {
-		t.Fatalf("merchant got %d deliveries, %d late (simulation %+v); want 6 concurrent + 3 late", len(m.received()), late, ch.Simulation)
+	if len(m.received()) != 10 || late != 3 || lost != 1 || ch.Simulation.Replays != 3 {
+		t.Fatalf("merchant got %d deliveries, %d late, %d answers lost (simulation %+v); want 6 concurrent + 1 retry of the lost answer + 3 late",
+			len(m.received()), late, lost, ch.Simulation)
 	}
 
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	if _, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P2", Amount: 4200, NotifyURL: m.srv.URL, Simulate: &psp.Simulation{Mode: psp.ModeStorm, Copies: 4}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := sim.Wait(ctx); err != nil {
-		t.Fatal(err)
+		t.Fatalf("deliveries did not finish: %v", err)
 	}
-	if got := len(m.received()) - 9; got != 4 {
-		t.Fatalf("a named storm of 4 copies made %d deliveries, want 4", got)
+	if got := len(m.received()) - 10; got != 4 {
+		t.Fatalf("a named storm of 4 copies made %d deliveries, want 4: no late retries, no lost answers", got)
+	}
+}
+
+// TestChargeSettings is the one rule for a charge's simulation: a charge
+// that names no mode gets the configured mode and its settings (storm
+// copies, late retries, lost answers) wherever it leaves them zero; a charge
+// that names its mode gets exactly what it names, nothing configured.
+// PSP_REPLAYS=0 makes a configured storm without late retries.
+func TestChargeSettings(t *testing.T) {
+	storm := func(c *pspsim.Config) { c.Mode, c.StormCopies, c.Replays, c.LostAnswers = psp.ModeStorm, 5, 2, 1 }
+	for _, tc := range []struct {
+		name   string
+		cfg    func(*pspsim.Config)
+		charge *psp.Simulation
+		want   psp.Simulation
+	}{
+		{"no simulate, configured storm", storm, nil,
+			psp.Simulation{Mode: psp.ModeStorm, Copies: 5, Replays: 2, LostAnswers: 1}},
+		{"no mode, configured storm", storm, &psp.Simulation{},
+			psp.Simulation{Mode: psp.ModeStorm, Copies: 5, Replays: 2, LostAnswers: 1}},
+		{"no mode, own copies", storm, &psp.Simulation{Copies: 3},
+			psp.Simulation{Mode: psp.ModeStorm, Copies: 3, Replays: 2, LostAnswers: 1}},
+		{"named storm", storm, &psp.Simulation{Mode: psp.ModeStorm, Copies: 4},
+			psp.Simulation{Mode: psp.ModeStorm, Copies: 4}},
+		{"named storm with its own lost answers", storm, &psp.Simulation{Mode: psp.ModeStorm, Copies: 4, LostAnswers: 2},
+			psp.Simulation{Mode: psp.ModeStorm, Copies: 4, LostAnswers: 2}},
+		{"named normal", storm, &psp.Simulation{Mode: psp.ModeNormal},
+			psp.Simulation{Mode: psp.ModeNormal, Copies: 1}},
+		{"configured storm without late retries", func(c *pspsim.Config) { storm(c); c.Replays = 0 }, nil,
+			psp.Simulation{Mode: psp.ModeStorm, Copies: 5, LostAnswers: 1}},
+		{"configured replay", func(c *pspsim.Config) { storm(c); c.Mode = psp.ModeReplay }, nil,
+			psp.Simulation{Mode: psp.ModeReplay, Copies: 1, Replays: 2, LostAnswers: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config()
+			tc.cfg(&cfg)
+			m := newMerchant(t, func(int, received) int { return http.StatusOK })
+			sim, c := startSim(t, cfg)
+			ch := charge(t, sim, c, m, tc.charge)
+			if ch.Simulation != tc.want {
+				t.Fatalf("simulation %+v, want %+v", ch.Simulation, tc.want)
+			}
+			// Every copy and late retry is delivered once, and each lost
+			// answer once more.
+			if want := tc.want.Copies + tc.want.Replays + tc.want.LostAnswers; len(m.received()) != want {
+				t.Fatalf("merchant got %d deliveries, want %d", len(m.received()), want)
+			}
+		})
 	}
 }
 
@@ -328,15 +382,16 @@ func TestOnlyAnAnswerCanBeLost(t *testing.T) {
 	}
 }
 
-// TestLostAnswersInAStormAreExactlyThatMany: however the copies race,
-// exactly PSP_LOST_ANSWERS attempts lose their answer, each is retried, and
-// every copy ends acknowledged.
+// TestLostAnswersInAStormAreExactlyThatMany: however the copies of a
+// configured storm (without late retries) race, exactly PSP_LOST_ANSWERS
+// attempts lose their answer, each is retried, and every copy ends
+// acknowledged.
 func TestLostAnswersInAStormAreExactlyThatMany(t *testing.T) {
 	cfg := config()
-	cfg.LostAnswers = 3
+	cfg.Mode, cfg.StormCopies, cfg.Replays, cfg.LostAnswers = psp.ModeStorm, 20, 0, 3
 	m := newMerchant(t, func(int, received) int { return http.StatusOK })
 	sim, c := startSim(t, cfg)
-	ch := charge(t, sim, c, m, &psp.Simulation{Mode: psp.ModeStorm, Copies: 20})
+	ch := charge(t, sim, c, m, nil)
 
 	lost, retries := map[int]bool{}, 0
 	acked := map[int]bool{}
