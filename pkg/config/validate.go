@@ -29,6 +29,14 @@ func CheckPositive[T ~int | ~int64 | ~float64](varName string, n T) error {
 	return nil
 }
 
+// CheckRange reports whether lo <= n <= hi, naming the variable in the error.
+func CheckRange[T ~int | ~int64 | ~float64](varName string, n, lo, hi T) error {
+	if n < lo || n > hi {
+		return &Error{Var: varName, Value: fmt.Sprint(n), Err: fmt.Errorf("must be from %v to %v", lo, hi)}
+	}
+	return nil
+}
+
 // CheckOneOf reports whether v is one of allowed, naming the variable in the error.
 func CheckOneOf(varName, v string, allowed ...string) error {
 	for _, a := range allowed {

@@ -9,7 +9,6 @@ package pspsim
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -37,13 +36,13 @@ type Config struct {
 	// StormCopies, Replays and LostAnswers, like Mode, apply only to charges
 	// that name no mode (what the payment service sends); a charge that
 	// names its mode gets exactly what it names.
-	StormCopies int `env:"PSP_STORM_COPIES" default:"50" usage:"concurrent copies of a notification in storm mode, for charges that name no mode"`
-	Replays     int `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay and storm mode, for charges that name no mode (0: a storm without late retries)"`
+	StormCopies int `env:"PSP_STORM_COPIES" default:"50" usage:"concurrent copies of a notification in storm mode, for charges that name no mode (1 to 1000)"`
+	Replays     int `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay and storm mode, for charges that name no mode (0 to 1000; 0: a storm without late retries)"`
 	// LostAnswers makes the platform lose the first 2xx answers of every
 	// charge (psp.Simulation.LostAnswers), so that even a merchant that
 	// answers every delivery at once sees a notification it has processed
 	// retried.
-	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first 2xx answers the platform loses, so it retries a notification the merchant already processed; for charges that name no mode"`
+	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first 2xx answers the platform loses, so it retries a notification the merchant already processed; for charges that name no mode (0 to 1000)"`
 }
 
 // Load reads the configuration from the environment and validates it.
@@ -59,25 +58,13 @@ func (c Config) Validate() error {
 		schedErr,
 		pkgconfig.CheckPositive("PSP_NOTIFY_TIMEOUT", c.NotifyTimeout),
 		pkgconfig.CheckOneOf("PSP_MODE", c.Mode, psp.Modes...),
-		pkgconfig.CheckPositive("PSP_STORM_COPIES", c.StormCopies),
-		checkReplays(c.Replays),
-		checkLostAnswers(c.LostAnswers),
+		// The bounds a charge's own settings have (validSimulation): the
+		// configured ones become the settings of every charge that names no
+		// mode.
+		pkgconfig.CheckRange("PSP_STORM_COPIES", c.StormCopies, 1, maxPerCharge),
+		pkgconfig.CheckRange("PSP_REPLAYS", c.Replays, 0, maxPerCharge),
+		pkgconfig.CheckRange("PSP_LOST_ANSWERS", c.LostAnswers, 0, maxPerCharge),
 	)
-}
-
-// checkReplays allows 0: a configured storm without late retries.
-func checkReplays(n int) error {
-	if n < 0 {
-		return &pkgconfig.Error{Var: "PSP_REPLAYS", Value: strconv.Itoa(n), Err: errors.New("must not be negative")}
-	}
-	return nil
-}
-
-func checkLostAnswers(n int) error {
-	if n < 0 || n > maxLostAnswers {
-		return &pkgconfig.Error{Var: "PSP_LOST_ANSWERS", Value: strconv.Itoa(n), Err: fmt.Errorf("must be between 0 and %d", maxLostAnswers)}
-	}
-	return nil
 }
 
 // Schedule parses RetrySchedule.

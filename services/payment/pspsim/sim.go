@@ -32,9 +32,12 @@ const outOfOrderLag = 50 * time.Millisecond
 // window.
 const outOfOrderAge = 2 * time.Second
 
-// maxLostAnswers bounds PSP_LOST_ANSWERS and a charge's lost_answers, like
-// copies and replays.
-const maxLostAnswers = 1000
+// maxPerCharge bounds a charge's copies, replays and lost answers, whether
+// the charge names them or they come from the configuration
+// (PSP_STORM_COPIES, PSP_REPLAYS, PSP_LOST_ANSWERS, checked by
+// Config.Validate), so a configuration the charges could not use is refused
+// at start-up.
+const maxPerCharge = 1000
 
 // Attempt is one delivery of a notification.
 type Attempt struct {
@@ -280,8 +283,8 @@ func (s *Simulator) simulation(req *psp.Simulation) psp.Simulation {
 func validSimulation(sim psp.Simulation) error {
 	for _, m := range psp.Modes {
 		if sim.Mode == m {
-			if sim.Copies < 1 || sim.Copies > 1000 || sim.Replays < 0 || sim.Replays > 1000 || sim.LostAnswers < 0 || sim.LostAnswers > maxLostAnswers {
-				return fmt.Errorf("copies must be 1..1000, replays 0..1000 and lost_answers 0..%d", maxLostAnswers)
+			if sim.Copies < 1 || sim.Copies > maxPerCharge || sim.Replays < 0 || sim.Replays > maxPerCharge || sim.LostAnswers < 0 || sim.LostAnswers > maxPerCharge {
+				return fmt.Errorf("copies must be 1..%[1]d, replays 0..%[1]d and lost_answers 0..%[1]d", maxPerCharge)
 			}
 			return nil
 		}

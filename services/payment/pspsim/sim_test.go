@@ -153,6 +153,51 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 	}
 }
 
+// TestConfigBoundsAreTheChargeBounds: a configured storm, replay count or
+// lost-answer count that a charge could not name is refused at start-up,
+// naming its variable, instead of passing Validate and then having every
+// charge that names no mode refused with 400.
+func TestConfigBoundsAreTheChargeBounds(t *testing.T) {
+	over := pspsim.MaxPerCharge + 1
+	for _, tc := range []struct {
+		name string
+		set  func(*pspsim.Config)
+	}{
+		{"PSP_STORM_COPIES", func(c *pspsim.Config) { c.StormCopies = over }},
+		{"PSP_STORM_COPIES", func(c *pspsim.Config) { c.StormCopies = 0 }},
+		{"PSP_REPLAYS", func(c *pspsim.Config) { c.Replays = over }},
+		{"PSP_REPLAYS", func(c *pspsim.Config) { c.Replays = -1 }},
+		{"PSP_LOST_ANSWERS", func(c *pspsim.Config) { c.LostAnswers = over }},
+		{"PSP_LOST_ANSWERS", func(c *pspsim.Config) { c.LostAnswers = -1 }},
+	} {
+		c := config()
+		tc.set(&c)
+		var ce *pkgconfig.Error
+		if err := c.Validate(); !errors.As(err, &ce) || ce.Var != tc.name {
+			t.Errorf("Validate with %s out of bounds = %v, want an error naming %s", tc.name, err, tc.name)
+		}
+	}
+	c := config()
+	c.StormCopies, c.Replays, c.LostAnswers = pspsim.MaxPerCharge, pspsim.MaxPerCharge, pspsim.MaxPerCharge
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate at the bounds = %v", err)
+	}
+
+	// The same bounds for a charge that names them.
+	m := newMerchant(t, func(int, received) int { return http.StatusOK })
+	_, client := startSim(t, config())
+	for i, s := range []psp.Simulation{
+		{Mode: psp.ModeStorm, Copies: over},
+		{Mode: psp.ModeReplay, Replays: over},
+		{Mode: psp.ModeNormal, LostAnswers: over},
+	} {
+		_, err := client.Charge(context.Background(), psp.ChargeRequest{OutTradeNo: "P" + strconv.Itoa(i), Amount: 1, NotifyURL: m.srv.URL, Simulate: &s})
+		if err == nil || !strings.Contains(err.Error(), "400") {
+			t.Errorf("charge naming %+v: %v, want 400", s, err)
+		}
+	}
+}
+
 func TestRetriesUntilAcknowledged(t *testing.T) {
 	m := newMerchant(t, func(n int, _ received) int {
 		if n < 3 {
