@@ -96,6 +96,17 @@ func config() pspsim.Config {
 	return c
 }
 
+// wait blocks until every delivery the simulator started has finished, and
+// fails the test after waitTimeout.
+func wait(t *testing.T, sim *pspsim.Simulator) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := sim.Wait(ctx); err != nil {
+		t.Fatalf("deliveries did not finish: %v", err)
+	}
+}
+
 // startSim serves a simulator on a real loopback listener.
 func startSim(t *testing.T, cfg pspsim.Config) (*pspsim.Simulator, *psp.Client) {
 	t.Helper()
@@ -108,17 +119,19 @@ func startSim(t *testing.T, cfg pspsim.Config) (*pspsim.Simulator, *psp.Client) 
 	return sim, psp.NewClient(srv.URL, srv.Client())
 }
 
+// waitTimeout bounds every wait for the simulator's deliveries, so that a
+// bug fails the test instead of hanging it.
+const waitTimeout = 20 * time.Second
+
 func charge(t *testing.T, sim *pspsim.Simulator, c *psp.Client, m *merchant, sim_ *psp.Simulation) pspsim.Charge {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	resp, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P1", Amount: 4200, NotifyURL: m.srv.URL, Simulate: sim_})
 	if err != nil {
 		t.Fatalf("charge: %v", err)
 	}
-	if err := sim.Wait(ctx); err != nil {
-		t.Fatalf("deliveries did not finish: %v", err)
-	}
+	wait(t, sim)
 	got, ok := sim.Get(resp.PlatformSerial)
 	if !ok || !got.Done {
 		t.Fatalf("charge %s unknown or not done: %+v", resp.PlatformSerial, got)
@@ -309,14 +322,10 @@ func TestConfiguredStormSendsLateRetriesToo(t *testing.T) {
 			len(m.received()), late, lost, ch.Simulation)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P2", Amount: 4200, NotifyURL: m.srv.URL, Simulate: &psp.Simulation{Mode: psp.ModeStorm, Copies: 4}}); err != nil {
+	if _, err := c.Charge(context.Background(), psp.ChargeRequest{OutTradeNo: "P2", Amount: 4200, NotifyURL: m.srv.URL, Simulate: &psp.Simulation{Mode: psp.ModeStorm, Copies: 4}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := sim.Wait(ctx); err != nil {
-		t.Fatalf("deliveries did not finish: %v", err)
-	}
+	wait(t, sim)
 	if got := len(m.received()) - 10; got != 4 {
 		t.Fatalf("a named storm of 4 copies made %d deliveries, want 4: no late retries, no lost answers", got)
 	}
@@ -438,11 +447,13 @@ func TestLostAnswersInAStormAreExactlyThatMany(t *testing.T) {
 	sim, c := startSim(t, cfg)
 	ch := charge(t, sim, c, m, nil)
 
-	lost, retries := map[int]bool{}, 0
+	// Lost attempts are counted, not the copies that lost one: on a loaded
+	// machine a lost copy's quick retry can lose a second answer.
+	lost, retries := 0, 0
 	acked := map[int]bool{}
 	for _, a := range ch.Attempts {
 		if a.AnswerLost {
-			lost[a.Copy] = true
+			lost++
 		}
 		if a.Try > 1 {
 			retries++
@@ -451,9 +462,9 @@ func TestLostAnswersInAStormAreExactlyThatMany(t *testing.T) {
 			acked[a.Copy] = true
 		}
 	}
-	if len(lost) != 3 || retries != 3 || len(acked) != 20 || len(ch.Attempts) != 23 {
-		t.Fatalf("%d answers lost, %d retries, %d of 20 copies acknowledged, %d attempts; want 3, 3, 20, 23",
-			len(lost), retries, len(acked), len(ch.Attempts))
+	if lost != 3 || retries != lost || len(acked) != 20 || len(ch.Attempts) != 20+lost {
+		t.Fatalf("%d answers lost, %d retries, %d of 20 copies acknowledged, %d attempts; want 3, one retry per lost answer, 20, 20 + 3",
+			lost, retries, len(acked), len(ch.Attempts))
 	}
 }
 
@@ -524,9 +535,7 @@ func TestOutOfOrderNotifiesBeforeTheChargeAnswerAndRedeliversAnOlderCopy(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sim.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	wait(t, sim)
 	got := m.received()
 	if before.Load() != 1 || len(got) != 2 {
 		t.Fatalf("%d deliveries before the charge answer, %d in all; want 1 and 2", before.Load(), len(got))
@@ -556,9 +565,7 @@ func TestChargesAreKeyedByOutTradeNo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sim.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	wait(t, sim)
 	if a.PlatformSerial != b.PlatformSerial || len(m.received()) != 1 {
 		t.Fatalf("charging twice gave serials %s and %s and %d notifications; want one transaction", a.PlatformSerial, b.PlatformSerial, len(m.received()))
 	}
