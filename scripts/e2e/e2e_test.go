@@ -18,7 +18,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/testenv"
 	"github.com/oncemall/oncemall/scripts/proctest"
-	"github.com/oncemall/oncemall/services/payment/psp"
+	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
 
 func TestMain(m *testing.M) { proctest.Main(m) }
@@ -288,20 +288,6 @@ type payment struct {
 	PlatformSerial string `json:"platform_serial"`
 }
 
-type charge struct {
-	Notification psp.Notification `json:"notification"`
-	Attempts     []struct {
-		Copy       int       `json:"copy"`
-		Try        int       `json:"try"`
-		At         time.Time `json:"at"`
-		Status     int       `json:"status"`
-		Error      string    `json:"error"`
-		AnswerLost bool      `json:"answer_lost"`
-	} `json:"attempts"`
-	Acknowledged bool `json:"acknowledged"`
-	Done         bool `json:"done"`
-}
-
 // TestOrderWithCouponPaidThroughCallbackStorm is incident 2's chain across
 // the services as processes: coupon issued → order with the coupon (POST
 // twice with one Idempotency-Key) → payment (POST twice with one key) →
@@ -402,45 +388,23 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 	}
 
 	// 5. Let the simulator finish every copy, retry and late retry. Its
-	// record must show the storm and the late retries as planned, at least
-	// one delivery it retried after getting no answer, and every copy
-	// acknowledged in the end.
-	var ch charge
+	// record (decoded into the simulator's own types) must show the storm
+	// and the late retries as planned, the lost 2xx answer and its retry,
+	// and every copy acknowledged in the end.
+	var ch pspsim.Charge
 	eventually(t, "simulator done delivering", func() (bool, string) {
 		st, raw := call(t, "GET", r.psp.URL("/charges/"+paid.PlatformSerial), nil, nil, &ch)
 		return st == http.StatusOK && ch.Done, fmt.Sprintf("%d %.300s", st, raw)
 	})
-	copies, ackedCopies := map[int]bool{}, map[int]bool{}
-	retries, lost, answered, answered2xx, refused := 0, 0, 0, 0, 0
-	for _, a := range ch.Attempts {
-		copies[a.Copy] = true
-		if a.Try > 1 {
-			retries++
-		}
-		if a.AnswerLost {
-			lost++
-		}
-		if a.Status != 0 {
-			answered++
-		}
-		switch {
-		case a.Status/100 == 2:
-			answered2xx++
-			if !a.AnswerLost {
-				ackedCopies[a.Copy] = true
-			}
-		case a.Status != 0:
-			refused++
-		}
-	}
-	t.Logf("simulator: %d attempts, %d copies, %d retries, %d answers lost, %d answered 2xx, %d refused",
-		len(ch.Attempts), len(copies), retries, lost, answered2xx, refused)
-	if !ch.Acknowledged || len(copies) != stormCopies+lateRetries {
+	tally := ch.Tally()
+	answered2xx := tally.Answered - tally.Refused
+	t.Logf("simulator: %+v", tally)
+	if !ch.Acknowledged || tally.Copies != stormCopies+lateRetries {
 		t.Fatalf("simulator: acknowledged=%v, %d copies (want %d concurrent + %d late): the storm did not happen as planned",
-			ch.Acknowledged, len(copies), stormCopies, lateRetries)
+			ch.Acknowledged, tally.Copies, stormCopies, lateRetries)
 	}
-	if lost != lostAnswers {
-		t.Fatalf("simulator: %d answers lost, want %d", lost, lostAnswers)
+	if tally.Lost != lostAnswers {
+		t.Fatalf("simulator: %d answers lost, want %d", tally.Lost, lostAnswers)
 	}
 	// A lost answer is one the service gave: a 2xx, so the service had
 	// processed the notification, and the simulator retried that copy.
@@ -463,9 +427,9 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 	// so the number refused is not fixed; what is fixed is that every copy,
 	// refused, unanswered or not, ends acknowledged: it was retried until it
 	// was answered as the duplicate it is.
-	if len(ackedCopies) != stormCopies+lateRetries {
+	if tally.AcknowledgedCopies != stormCopies+lateRetries {
 		t.Fatalf("simulator: %d of %d copies acknowledged (%d refused answers, %d lost): unacknowledged copies were not retried to a 2xx",
-			len(ackedCopies), stormCopies+lateRetries, refused, lost)
+			tally.AcknowledgedCopies, stormCopies+lateRetries, tally.Refused, tally.Lost)
 	}
 
 	// 6. Exactly one of every effect.
@@ -521,11 +485,11 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 	}
 	// Every refusal the simulator saw was the entry lock's, and there are
 	// none without it.
-	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="locked"}`]; got != float64(refused) {
-		t.Errorf("callbacks refused by the entry lock: %v, want the simulator's %d refused answers", got, refused)
+	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="locked"}`]; got != float64(tally.Refused) {
+		t.Errorf("callbacks refused by the entry lock: %v, want the simulator's %d refused answers", got, tally.Refused)
 	}
-	if !callbackLock && refused != 0 {
-		t.Errorf("%d copies refused without the entry lock, want 0", refused)
+	if !callbackLock && tally.Refused != 0 {
+		t.Errorf("%d copies refused without the entry lock, want 0", tally.Refused)
 	}
 	// Every delivery the service answered was counted, and only as
 	// processed, duplicate or (entry lock) locked.
@@ -539,8 +503,8 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 			t.Errorf("%s = %v, want 0", k, v)
 		}
 	}
-	if counted != float64(answered) {
-		t.Errorf("payment_callbacks_total sums to %v, want the %d answers the simulator recorded", counted, answered)
+	if counted != float64(tally.Answered) {
+		t.Errorf("payment_callbacks_total sums to %v, want the %d answers the simulator recorded", counted, tally.Answered)
 	}
 
 	// 7. All three reconcilers are empty, each answering from behind its

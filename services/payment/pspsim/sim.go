@@ -69,6 +69,46 @@ type Charge struct {
 	answersToLose int
 }
 
+// Tally is what a charge's deliveries came to, counted from its attempts.
+type Tally struct {
+	Attempts int // deliveries made, retries included
+	Copies   int // distinct copies delivered: the concurrent ones, then late retries
+	Retries  int // attempts after a copy's first (Try > 1)
+	Lost     int // attempts whose 2xx answer the platform lost (AnswerLost)
+	Answered int // attempts the merchant answered, with any status
+	Refused  int // attempts the merchant answered with a non-2xx status
+	// AcknowledgedCopies counts the copies that got a 2xx answer the
+	// platform received.
+	AcknowledgedCopies int
+}
+
+// Tally counts c's attempts. The simulator logs it when a charge is done;
+// tests read it from Get or GET /charges/{serial}.
+func (c Charge) Tally() Tally {
+	copies, acked := map[int]bool{}, map[int]bool{}
+	t := Tally{Attempts: len(c.Attempts)}
+	for _, a := range c.Attempts {
+		copies[a.Copy] = true
+		if a.Try > 1 {
+			t.Retries++
+		}
+		if a.AnswerLost {
+			t.Lost++
+		}
+		if a.Status != 0 {
+			t.Answered++
+			if a.Status/100 != 2 {
+				t.Refused++
+			}
+		}
+		if a.Status/100 == 2 && !a.AnswerLost {
+			acked[a.Copy] = true
+		}
+	}
+	t.Copies, t.AcknowledgedCopies = len(copies), len(acked)
+	return t
+}
+
 // Simulator accepts charges and delivers their notifications.
 type Simulator struct {
 	cfg      Config
@@ -430,19 +470,11 @@ func (s *Simulator) acknowledged(c *Charge) bool {
 func (s *Simulator) finish(c *Charge) {
 	s.mu.Lock()
 	c.Done = true
-	retries, lost := 0, 0
-	for _, a := range c.Attempts {
-		if a.Try > 1 {
-			retries++
-		}
-		if a.AnswerLost {
-			lost++
-		}
-	}
-	attempts, acked := len(c.Attempts), c.Acknowledged
+	t, acked := c.Tally(), c.Acknowledged
 	s.mu.Unlock()
 	s.log.Info("charge deliveries done", "platform_serial", c.Notification.PlatformSerial, "mode", c.Simulation.Mode,
-		"attempts", attempts, "retries", retries, "answers_lost", lost, "acknowledged", acked)
+		"attempts", t.Attempts, "copies", t.Copies, "retries", t.Retries, "answers_lost", t.Lost, "refused", t.Refused,
+		"acknowledged_copies", t.AcknowledgedCopies, "acknowledged", acked)
 }
 
 // sleep waits d unless the simulator is closing; it reports whether to go on.

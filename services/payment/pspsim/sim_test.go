@@ -308,18 +308,9 @@ func TestConfiguredStormSendsLateRetriesToo(t *testing.T) {
 	sim, c := startSim(t, cfg)
 
 	ch := charge(t, sim, c, m, nil)
-	late, lost := 0, 0
-	for _, a := range ch.Attempts {
-		if a.Copy >= 6 {
-			late++
-		}
-		if a.AnswerLost {
-			lost++
-		}
-	}
-	if len(m.received()) != 10 || late != 3 || lost != 1 || ch.Simulation.Replays != 3 {
-		t.Fatalf("merchant got %d deliveries, %d late, %d answers lost (simulation %+v); want 6 concurrent + 1 retry of the lost answer + 3 late",
-			len(m.received()), late, lost, ch.Simulation)
+	if tl := ch.Tally(); len(m.received()) != 10 || tl.Copies != 6+3 || tl.Lost != 1 || tl.Attempts != 10 || ch.Simulation.Replays != 3 {
+		t.Fatalf("merchant got %d deliveries, tally %+v (simulation %+v); want 6 concurrent + 3 late copies, 1 answer lost and retried",
+			len(m.received()), tl, ch.Simulation)
 	}
 
 	if _, err := c.Charge(context.Background(), psp.ChargeRequest{OutTradeNo: "P2", Amount: 4200, NotifyURL: m.srv.URL, Simulate: &psp.Simulation{Mode: psp.ModeStorm, Copies: 4}}); err != nil {
@@ -449,22 +440,25 @@ func TestLostAnswersInAStormAreExactlyThatMany(t *testing.T) {
 
 	// Lost attempts are counted, not the copies that lost one: on a loaded
 	// machine a lost copy's quick retry can lose a second answer.
-	lost, retries := 0, 0
-	acked := map[int]bool{}
-	for _, a := range ch.Attempts {
-		if a.AnswerLost {
-			lost++
-		}
-		if a.Try > 1 {
-			retries++
-		}
-		if a.Status == http.StatusOK && !a.AnswerLost {
-			acked[a.Copy] = true
-		}
+	tl := ch.Tally()
+	if tl.Lost != 3 || tl.Retries != tl.Lost || tl.Copies != 20 || tl.AcknowledgedCopies != 20 || tl.Attempts != tl.Copies+tl.Lost {
+		t.Fatalf("tally %+v: want 3 answers lost, one retry each, 20 copies all acknowledged, attempts = copies + lost", tl)
 	}
-	if lost != 3 || retries != lost || len(acked) != 20 || len(ch.Attempts) != 20+lost {
-		t.Fatalf("%d answers lost, %d retries, %d of 20 copies acknowledged, %d attempts; want 3, one retry per lost answer, 20, 20 + 3",
-			lost, retries, len(acked), len(ch.Attempts))
+}
+
+func TestTally(t *testing.T) {
+	c := pspsim.Charge{Attempts: []pspsim.Attempt{
+		{Copy: 0, Try: 1, Status: http.StatusOK, AnswerLost: true},
+		{Copy: 0, Try: 2, Status: http.StatusOK},
+		{Copy: 1, Try: 1, Status: http.StatusServiceUnavailable},
+		{Copy: 1, Try: 2, Status: http.StatusOK},
+		{Copy: 2, Try: 1, Error: "timeout"},
+		{Copy: 2, Try: 2, Status: http.StatusUnauthorized},
+		{Copy: 3, Try: 1, Status: http.StatusNoContent},
+	}}
+	want := pspsim.Tally{Attempts: 7, Copies: 4, Retries: 3, Lost: 1, Answered: 6, Refused: 2, AcknowledgedCopies: 3}
+	if got := c.Tally(); got != want {
+		t.Fatalf("Tally = %+v, want %+v", got, want)
 	}
 }
 
