@@ -430,19 +430,20 @@ func (s *Simulator) send(c *Charge, copyNo, try int, body []byte, g signing) boo
 			rec.Status = resp.StatusCode
 		}
 	}
-	answered := err == nil && rec.Status/100 == 2
+	got2xx := err == nil && rec.Status/100 == 2
 
-	// Only a 2xx answer can be lost: a refusal, a timeout or a connection
-	// error is already a failure the platform retries, and the merchant has
-	// not processed the notification. Deciding under the lock as each answer
-	// arrives keeps the count exact however many copies race: the first
-	// LostAnswers 2xx answers are lost, and no other.
+	// Only a 2xx answer can be lost: it is the one that says the merchant
+	// processed the notification, while a refusal, a timeout or a
+	// connection error is a failure the platform retries anyway. Deciding
+	// under the lock as each answer arrives keeps the count exact however
+	// many copies race: the first LostAnswers 2xx answers are lost, and no
+	// other.
 	s.mu.Lock()
-	rec.AnswerLost = answered && c.answersToLose > 0
+	rec.AnswerLost = got2xx && c.answersToLose > 0
 	if rec.AnswerLost {
 		c.answersToLose--
 	}
-	ok := answered && !rec.AnswerLost
+	ok := got2xx && !rec.AnswerLost
 	switch {
 	case err != nil:
 		rec.Error = err.Error()
