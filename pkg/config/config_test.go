@@ -137,6 +137,18 @@ func TestChecks(t *testing.T) {
 	if err := config.CheckPositive("X_D", time.Second); err != nil {
 		t.Errorf("CheckPositive(1s) = %v", err)
 	}
+	for _, tc := range []struct {
+		n  int
+		ok bool
+	}{{-1, false}, {0, true}, {10, true}, {11, false}} {
+		err := config.CheckRange("X_COUNT", tc.n, 0, 10)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckRange(%d, 0, 10) = %v, want ok=%v", tc.n, err, tc.ok)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "X_COUNT") || !strings.Contains(err.Error(), "from 0 to 10")) {
+			t.Errorf("CheckRange error does not name the variable and the bounds: %v", err)
+		}
+	}
 	if err := config.CheckOneOf("X_MODE", "broken", "fixed", "broken"); err != nil {
 		t.Errorf("CheckOneOf(broken) = %v", err)
 	}

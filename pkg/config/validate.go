@@ -29,6 +29,14 @@ func CheckPositive[T ~int | ~int64 | ~float64](varName string, n T) error {
 	return nil
 }
 
+// CheckRange reports whether lo <= n <= hi, naming the variable in the error.
+func CheckRange[T ~int | ~int64 | ~float64](varName string, n, lo, hi T) error {
+	if n < lo || n > hi {
+		return &Error{Var: varName, Value: fmt.Sprint(n), Err: fmt.Errorf("must be from %v to %v", lo, hi)}
+	}
+	return nil
+}
+
 // CheckOneOf reports whether v is one of allowed, naming the variable in the
 // error. T is any string type, so a typed mode list is passed as it is.
 func CheckOneOf[T ~string](varName string, v T, allowed ...T) error {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/testenv"
 	"github.com/oncemall/oncemall/scripts/proctest"
-	"github.com/oncemall/oncemall/services/payment/psp"
+	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
 
 func TestMain(m *testing.M) { proctest.Main(m) }
@@ -36,11 +36,11 @@ const stormCopies = 50
 // (PSP_REPLAYS), each signed anew: the late retries of the story.
 const lateRetries = 10
 
-// lostAnswers is how many of the storm's first attempts lose the payment
-// service's answer on the way back (PSP_LOST_ANSWERS): the service has
-// processed them, the simulator hears nothing and retries them on its
-// schedule. Whatever the scheduler does with the entry lock, every run
-// therefore has unacknowledged deliveries that the platform retries.
+// lostAnswers is how many of the payment service's first 2xx answers the
+// simulator loses on the way back (PSP_LOST_ANSWERS): the service has
+// processed the notification, the simulator hears nothing and retries the
+// delivery on its schedule. Whatever the scheduler does with the entry lock,
+// every run therefore retries a notification the service already processed.
 const lostAnswers = 1
 
 // flowDeadline bounds every wait of the flow; the whole test stays well
@@ -288,20 +288,6 @@ type payment struct {
 	PlatformSerial string `json:"platform_serial"`
 }
 
-type charge struct {
-	Notification psp.Notification `json:"notification"`
-	Attempts     []struct {
-		Copy       int       `json:"copy"`
-		Try        int       `json:"try"`
-		At         time.Time `json:"at"`
-		Status     int       `json:"status"`
-		Error      string    `json:"error"`
-		AnswerLost bool      `json:"answer_lost"`
-	} `json:"attempts"`
-	Acknowledged bool `json:"acknowledged"`
-	Done         bool `json:"done"`
-}
-
 // TestOrderWithCouponPaidThroughCallbackStorm is incident 2's chain across
 // the services as processes: coupon issued → order with the coupon (POST
 // twice with one Idempotency-Key) → payment (POST twice with one key) →
@@ -402,63 +388,48 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 	}
 
 	// 5. Let the simulator finish every copy, retry and late retry. Its
-	// record must show the storm and the late retries as planned, at least
-	// one delivery it retried after getting no answer, and every copy
-	// acknowledged in the end.
-	var ch charge
+	// record (decoded into the simulator's own types) must show the storm
+	// and the late retries as planned, the lost 2xx answer and its retry,
+	// and every copy acknowledged in the end.
+	var ch pspsim.Charge
 	eventually(t, "simulator done delivering", func() (bool, string) {
 		st, raw := call(t, "GET", r.psp.URL("/charges/"+paid.PlatformSerial), nil, nil, &ch)
 		return st == http.StatusOK && ch.Done, fmt.Sprintf("%d %.300s", st, raw)
 	})
-	copies, ackedCopies := map[int]bool{}, map[int]bool{}
-	retries, lost, answered, answered2xx, refused := 0, 0, 0, 0, 0
-	var lastStorm, firstLate time.Time
-	for _, a := range ch.Attempts {
-		copies[a.Copy] = true
-		if a.Try > 1 {
-			retries++
-		}
-		if a.AnswerLost {
-			lost++
-		}
-		if a.Status != 0 {
-			answered++
-		}
-		switch {
-		case a.Status/100 == 2:
-			answered2xx++
-			if !a.AnswerLost {
-				ackedCopies[a.Copy] = true
-			}
-		case a.Status != 0:
-			refused++
-		}
-		if a.Copy < stormCopies && a.At.After(lastStorm) {
-			lastStorm = a.At
-		}
-		if a.Copy >= stormCopies && (firstLate.IsZero() || a.At.Before(firstLate)) {
-			firstLate = a.At
-		}
-	}
-	t.Logf("simulator: %d attempts, %d copies, %d retries, %d answers lost, %d answered 2xx, %d refused",
-		len(ch.Attempts), len(copies), retries, lost, answered2xx, refused)
-	if !ch.Acknowledged || len(copies) != stormCopies+lateRetries {
+	tally := ch.Tally()
+	answered2xx := tally.Answered - tally.Refused
+	t.Logf("simulator: %+v", tally)
+	if !ch.Acknowledged || tally.Copies != stormCopies+lateRetries {
 		t.Fatalf("simulator: acknowledged=%v, %d copies (want %d concurrent + %d late): the storm did not happen as planned",
-			ch.Acknowledged, len(copies), stormCopies, lateRetries)
+			ch.Acknowledged, tally.Copies, stormCopies, lateRetries)
 	}
-	if !firstLate.After(lastStorm) {
-		t.Fatalf("simulator: first late retry at %s, last storm delivery at %s: the late retries were not late", firstLate, lastStorm)
+	if tally.Lost != lostAnswers {
+		t.Fatalf("simulator: %d answers lost, want %d", tally.Lost, lostAnswers)
 	}
-	if lost != lostAnswers || retries < lostAnswers {
-		t.Fatalf("simulator: %d answers lost and %d retries, want %d lost and at least as many retries", lost, retries, lostAnswers)
+	// A lost answer is one the service gave: a 2xx, so the service had
+	// processed the notification, and the simulator retried that copy.
+	for _, a := range ch.Attempts {
+		if !a.AnswerLost {
+			continue
+		}
+		if a.Status/100 != 2 {
+			t.Fatalf("simulator: lost answer %+v has status %d, want the service's 2xx", a, a.Status)
+		}
+		retried := false
+		for _, b := range ch.Attempts {
+			retried = retried || (b.Copy == a.Copy && b.Try == a.Try+1)
+		}
+		if !retried {
+			t.Fatalf("simulator: copy %d's lost answer (try %d) was not retried", a.Copy, a.Try)
+		}
 	}
 	// Whether a copy meets another's entry lock depends on the scheduler,
 	// so the number refused is not fixed; what is fixed is that every copy,
 	// refused, unanswered or not, ends acknowledged: it was retried until it
 	// was answered as the duplicate it is.
-	if len(ackedCopies) != stormCopies+lateRetries {
+	if tally.AcknowledgedCopies != stormCopies+lateRetries {
 		t.Fatalf("simulator: %d of %d copies acknowledged (%d refused answers, %d lost): unacknowledged copies were not retried to a 2xx",
-			len(ackedCopies), stormCopies+lateRetries, refused, lost)
+			tally.AcknowledgedCopies, stormCopies+lateRetries, tally.Refused, tally.Lost)
 	}
 
 	// 6. Exactly one of every effect.
@@ -514,11 +485,11 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 	}
 	// Every refusal the simulator saw was the entry lock's, and there are
 	// none without it.
-	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="locked"}`]; got != float64(refused) {
-		t.Errorf("callbacks refused by the entry lock: %v, want the simulator's %d refused answers", got, refused)
+	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="locked"}`]; got != float64(tally.Refused) {
+		t.Errorf("callbacks refused by the entry lock: %v, want the simulator's %d refused answers", got, tally.Refused)
 	}
-	if !callbackLock && refused != 0 {
-		t.Errorf("%d copies refused without the entry lock, want 0", refused)
+	if !callbackLock && tally.Refused != 0 {
+		t.Errorf("%d copies refused without the entry lock, want 0", tally.Refused)
 	}
 	// Every delivery the service answered was counted, and only as
 	// processed, duplicate or (entry lock) locked.
@@ -532,8 +503,8 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 			t.Errorf("%s = %v, want 0", k, v)
 		}
 	}
-	if counted != float64(answered) {
-		t.Errorf("payment_callbacks_total sums to %v, want the %d answers the simulator recorded", counted, answered)
+	if counted != float64(tally.Answered) {
+		t.Errorf("payment_callbacks_total sums to %v, want the %d answers the simulator recorded", counted, tally.Answered)
 	}
 
 	// 7. All three reconcilers are empty, each answering from behind its

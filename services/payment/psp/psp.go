@@ -61,7 +61,9 @@ type ChargeRequest struct {
 	// NotifyURL overrides the platform's default notification address.
 	NotifyURL string `json:"notify_url,omitempty"`
 	// Simulate asks the simulator to misbehave for this charge; a real
-	// platform has no such field. Nil means the simulator's configured mode.
+	// platform has no such field. Nil, or a Simulation that names no Mode,
+	// means the simulator's configured mode and settings; a named Mode gets
+	// exactly the settings it names.
 	Simulate *Simulation `json:"simulate,omitempty"`
 }
 
@@ -95,10 +97,12 @@ type Simulation struct {
 	Copies int `json:"copies,omitempty"`
 	// Replays is the number of deliveries sent after the first success.
 	Replays int `json:"replays,omitempty"`
-	// LostAnswers is how many of the charge's first delivery attempts lose
-	// the merchant's answer on the way back: the merchant has processed the
-	// notification, the platform hears nothing, counts the attempt as failed
-	// and retries it on its schedule. It is the most common reason a real
-	// platform delivers a notification again, and combines with every mode.
+	// LostAnswers is how many of the charge's first 2xx answers are lost on
+	// the way back: the merchant has processed the notification, the
+	// platform hears nothing, counts the attempt as failed and retries it on
+	// its schedule. Refusals, timeouts and connection errors are failures
+	// already and lose nothing. It is the most common reason a real platform
+	// delivers a notification the merchant has already processed, and
+	// combines with every mode.
 	LostAnswers int `json:"lost_answers,omitempty"`
 }

@@ -9,7 +9,6 @@ package pspsim
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,12 +33,16 @@ type Config struct {
 	NotifyTimeout time.Duration `env:"PSP_NOTIFY_TIMEOUT" default:"5s" usage:"how long one notification attempt waits for the merchant's answer before it counts as failed"`
 	NotifyDelay   time.Duration `env:"PSP_NOTIFY_DELAY" default:"50ms" usage:"wait between answering a charge and the first notification"`
 	Mode          string        `env:"PSP_MODE" default:"normal" usage:"default delivery mode for charges that name none: normal, storm, replay, out_of_order, wrong_amount, bad_signature, stale_timestamp"`
-	StormCopies   int           `env:"PSP_STORM_COPIES" default:"50" usage:"concurrent copies of a notification in storm mode"`
-	Replays       int           `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay mode, and after the copies in storm mode for charges that name no simulation"`
-	// LostAnswers makes the platform lose the answer to the first attempts
-	// of every charge (psp.Simulation.LostAnswers), so that even a merchant
-	// that answers every delivery at once sees retries.
-	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first delivery attempts lose the merchant's answer, so the platform retries a notification the merchant already processed"`
+	// StormCopies, Replays and LostAnswers, like Mode, apply only to charges
+	// that name no mode (what the payment service sends); a charge that
+	// names its mode gets exactly what it names.
+	StormCopies int `env:"PSP_STORM_COPIES" default:"50" usage:"concurrent copies of a notification in storm mode, for charges that name no mode (1 to 1000)"`
+	Replays     int `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay and storm mode, for charges that name no mode (0 to 1000; 0: a storm without late retries)"`
+	// LostAnswers makes the platform lose the first 2xx answers of every
+	// charge (psp.Simulation.LostAnswers), so that even a merchant that
+	// answers every delivery at once sees a notification it has processed
+	// retried.
+	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first 2xx answers the platform loses, so it retries a notification the merchant already processed; for charges that name no mode (0 to 1000)"`
 }
 
 // Load reads the configuration from the environment and validates it.
@@ -55,17 +58,13 @@ func (c Config) Validate() error {
 		schedErr,
 		pkgconfig.CheckPositive("PSP_NOTIFY_TIMEOUT", c.NotifyTimeout),
 		pkgconfig.CheckOneOf("PSP_MODE", c.Mode, psp.Modes...),
-		pkgconfig.CheckPositive("PSP_STORM_COPIES", c.StormCopies),
-		pkgconfig.CheckPositive("PSP_REPLAYS", c.Replays),
-		checkLostAnswers(c.LostAnswers),
+		// The bounds a charge's own settings have (validSimulation): the
+		// configured ones become the settings of every charge that names no
+		// mode.
+		pkgconfig.CheckRange("PSP_STORM_COPIES", c.StormCopies, 1, maxPerCharge),
+		pkgconfig.CheckRange("PSP_REPLAYS", c.Replays, 0, maxPerCharge),
+		pkgconfig.CheckRange("PSP_LOST_ANSWERS", c.LostAnswers, 0, maxPerCharge),
 	)
-}
-
-func checkLostAnswers(n int) error {
-	if n < 0 || n > maxLostAnswers {
-		return &pkgconfig.Error{Var: "PSP_LOST_ANSWERS", Value: strconv.Itoa(n), Err: fmt.Errorf("must be between 0 and %d", maxLostAnswers)}
-	}
-	return nil
 }
 
 // Schedule parses RetrySchedule.

@@ -32,9 +32,12 @@ const outOfOrderLag = 50 * time.Millisecond
 // window.
 const outOfOrderAge = 2 * time.Second
 
-// maxLostAnswers bounds PSP_LOST_ANSWERS and a charge's lost_answers, like
-// copies and replays.
-const maxLostAnswers = 1000
+// maxPerCharge bounds a charge's copies, replays and lost answers, whether
+// the charge names them or they come from the configuration
+// (PSP_STORM_COPIES, PSP_REPLAYS, PSP_LOST_ANSWERS, checked by
+// Config.Validate), so a configuration the charges could not use is refused
+// at start-up.
+const maxPerCharge = 1000
 
 // Attempt is one delivery of a notification.
 type Attempt struct {
@@ -43,9 +46,10 @@ type Attempt struct {
 	At     time.Time `json:"at"`
 	Status int       `json:"status,omitempty"` // merchant's HTTP status; 0 when no answer
 	Error  string    `json:"error,omitempty"`
-	// AnswerLost marks an attempt whose answer the platform did not get
-	// (Simulation.LostAnswers): Status is what the merchant answered, but
-	// the attempt counts as failed and is retried.
+	// AnswerLost marks an attempt whose 2xx answer the platform did not get
+	// (Simulation.LostAnswers): Status is the merchant's 2xx, so the
+	// merchant processed the notification, but the attempt counts as
+	// failed and is retried.
 	AnswerLost bool `json:"answer_lost,omitempty"`
 }
 
@@ -63,6 +67,46 @@ type Charge struct {
 
 	// answersToLose counts down Simulation.LostAnswers.
 	answersToLose int
+}
+
+// Tally is what a charge's deliveries came to, counted from its attempts.
+type Tally struct {
+	Attempts int // deliveries made, retries included
+	Copies   int // distinct copies delivered: the concurrent ones, then late retries
+	Retries  int // attempts after a copy's first (Try > 1)
+	Lost     int // attempts whose 2xx answer the platform lost (AnswerLost)
+	Answered int // attempts the merchant answered, with any status
+	Refused  int // attempts the merchant answered with a non-2xx status
+	// AcknowledgedCopies counts the copies that got a 2xx answer the
+	// platform received.
+	AcknowledgedCopies int
+}
+
+// Tally counts c's attempts. The simulator logs it when a charge is done;
+// tests read it from Get or GET /charges/{serial}.
+func (c Charge) Tally() Tally {
+	copies, acked := map[int]bool{}, map[int]bool{}
+	t := Tally{Attempts: len(c.Attempts)}
+	for _, a := range c.Attempts {
+		copies[a.Copy] = true
+		if a.Try > 1 {
+			t.Retries++
+		}
+		if a.AnswerLost {
+			t.Lost++
+		}
+		if a.Status != 0 {
+			t.Answered++
+			if a.Status/100 != 2 {
+				t.Refused++
+			}
+		}
+		if a.Status/100 == 2 && !a.AnswerLost {
+			acked[a.Copy] = true
+		}
+	}
+	t.Copies, t.AcknowledgedCopies = len(copies), len(acked)
+	return t
 }
 
 // Simulator accepts charges and delivers their notifications.
@@ -244,11 +288,14 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, psp.ChargeResponse{PlatformSerial: serial, OutTradeNo: req.OutTradeNo, Amount: req.Amount})
 }
 
-// simulation fills a charge's simulation from the configured defaults. A
-// charge that names no simulation (what the payment service sends) is
-// delivered entirely as configured; a configured storm is then the story of
-// incident 2: PSP_STORM_COPIES concurrent copies, then PSP_REPLAYS late
-// retries.
+// simulation resolves a charge's simulation by one rule. A charge that
+// names no mode (the payment service sends no simulation at all) is
+// delivered as configured: PSP_MODE, with PSP_STORM_COPIES copies in storm
+// mode, PSP_REPLAYS late retries in storm and replay mode and
+// PSP_LOST_ANSWERS lost answers, wherever the charge leaves them zero; a
+// configured storm is then the story of incident 2. A charge that names its
+// mode gets exactly what it names and nothing from the configuration, so a
+// test that asks for a storm of 4 copies gets 4 deliveries.
 func (s *Simulator) simulation(req *psp.Simulation) psp.Simulation {
 	var sim psp.Simulation
 	if req != nil {
@@ -256,18 +303,19 @@ func (s *Simulator) simulation(req *psp.Simulation) psp.Simulation {
 	}
 	if sim.Mode == "" {
 		sim.Mode = s.cfg.Mode
+		if sim.Mode == psp.ModeStorm && sim.Copies == 0 {
+			sim.Copies = s.cfg.StormCopies
+		}
+		if (sim.Mode == psp.ModeStorm || sim.Mode == psp.ModeReplay) && sim.Replays == 0 {
+			sim.Replays = s.cfg.Replays
+		}
+		if sim.LostAnswers == 0 {
+			sim.LostAnswers = s.cfg.LostAnswers
+		}
 	}
-	if sim.Mode == psp.ModeStorm && sim.Copies == 0 {
-		sim.Copies = s.cfg.StormCopies
-	}
-	if (sim.Mode == psp.ModeReplay || (req == nil && sim.Mode == psp.ModeStorm)) && sim.Replays == 0 {
-		sim.Replays = s.cfg.Replays
-	}
+	// Every charge is delivered at least once.
 	if sim.Copies == 0 {
 		sim.Copies = 1
-	}
-	if sim.LostAnswers == 0 {
-		sim.LostAnswers = s.cfg.LostAnswers
 	}
 	return sim
 }
@@ -275,8 +323,8 @@ func (s *Simulator) simulation(req *psp.Simulation) psp.Simulation {
 func validSimulation(sim psp.Simulation) error {
 	for _, m := range psp.Modes {
 		if sim.Mode == m {
-			if sim.Copies < 1 || sim.Copies > 1000 || sim.Replays < 0 || sim.Replays > 1000 || sim.LostAnswers < 0 || sim.LostAnswers > maxLostAnswers {
-				return fmt.Errorf("copies must be 1..1000, replays 0..1000 and lost_answers 0..%d", maxLostAnswers)
+			if sim.Copies < 1 || sim.Copies > maxPerCharge || sim.Replays < 0 || sim.Replays > maxPerCharge || sim.LostAnswers < 0 || sim.LostAnswers > maxPerCharge {
+				return fmt.Errorf("copies must be 1..%[1]d, replays 0..%[1]d and lost_answers 0..%[1]d", maxPerCharge)
 			}
 			return nil
 		}
@@ -370,16 +418,7 @@ func (s *Simulator) send(c *Charge, copyNo, try int, body []byte, g signing) boo
 	psp.SignHeaders(h, g.secret, g.at, body)
 	h.Set("Content-Type", "application/json")
 
-	// Which attempts lose their answer is decided as they start, so exactly
-	// LostAnswers attempts lose it however many copies race.
-	s.mu.Lock()
-	lost := c.answersToLose > 0
-	if lost {
-		c.answersToLose--
-	}
-	s.mu.Unlock()
-
-	rec := Attempt{Copy: copyNo, Try: try, At: s.now(), AnswerLost: lost}
+	rec := Attempt{Copy: copyNo, Try: try, At: s.now()}
 	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, c.NotifyURL, bytes.NewReader(body))
 	if err == nil {
 		req.Header = h
@@ -391,22 +430,34 @@ func (s *Simulator) send(c *Charge, copyNo, try int, body []byte, g signing) boo
 			rec.Status = resp.StatusCode
 		}
 	}
+	got2xx := err == nil && rec.Status/100 == 2
+
+	// Only a 2xx answer can be lost: it is the one that says the merchant
+	// processed the notification, while a refusal, a timeout or a
+	// connection error is a failure the platform retries anyway. Deciding
+	// under the lock as each answer arrives keeps the count exact however
+	// many copies race: the first LostAnswers 2xx answers are lost, and no
+	// other.
+	s.mu.Lock()
+	rec.AnswerLost = got2xx && c.answersToLose > 0
+	if rec.AnswerLost {
+		c.answersToLose--
+	}
+	ok := got2xx && !rec.AnswerLost
 	switch {
 	case err != nil:
 		rec.Error = err.Error()
-	case lost:
+	case rec.AnswerLost:
 		// The merchant answered in full, so its work is done; the platform
 		// behaves as if the connection had dropped before the answer.
 		rec.Error = "answer lost on the way back (lost_answers): counted as unanswered and retried"
 	}
-	ok := rec.Status/100 == 2 && !lost
-	s.mu.Lock()
 	c.Attempts = append(c.Attempts, rec)
 	if ok {
 		c.Acknowledged = true
 	}
 	s.mu.Unlock()
-	s.log.Debug("notification delivered", "platform_serial", c.Notification.PlatformSerial, "copy", copyNo, "try", try, "status", rec.Status, "answer_lost", lost, "err", rec.Error)
+	s.log.Debug("notification delivered", "platform_serial", c.Notification.PlatformSerial, "copy", copyNo, "try", try, "status", rec.Status, "answer_lost", rec.AnswerLost, "err", rec.Error)
 	return ok
 }
 
@@ -420,19 +471,11 @@ func (s *Simulator) acknowledged(c *Charge) bool {
 func (s *Simulator) finish(c *Charge) {
 	s.mu.Lock()
 	c.Done = true
-	retries, lost := 0, 0
-	for _, a := range c.Attempts {
-		if a.Try > 1 {
-			retries++
-		}
-		if a.AnswerLost {
-			lost++
-		}
-	}
-	attempts, acked := len(c.Attempts), c.Acknowledged
+	t, acked := c.Tally(), c.Acknowledged
 	s.mu.Unlock()
 	s.log.Info("charge deliveries done", "platform_serial", c.Notification.PlatformSerial, "mode", c.Simulation.Mode,
-		"attempts", attempts, "retries", retries, "answers_lost", lost, "acknowledged", acked)
+		"attempts", t.Attempts, "copies", t.Copies, "retries", t.Retries, "answers_lost", t.Lost, "refused", t.Refused,
+		"acknowledged_copies", t.AcknowledgedCopies, "acknowledged", acked)
 }
 
 // sleep waits d unless the simulator is closing; it reports whether to go on.

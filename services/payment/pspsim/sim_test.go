@@ -96,6 +96,17 @@ func config() pspsim.Config {
 	return c
 }
 
+// wait blocks until every delivery the simulator started has finished, and
+// fails the test after waitTimeout.
+func wait(t *testing.T, sim *pspsim.Simulator) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := sim.Wait(ctx); err != nil {
+		t.Fatalf("deliveries did not finish: %v", err)
+	}
+}
+
 // startSim serves a simulator on a real loopback listener.
 func startSim(t *testing.T, cfg pspsim.Config) (*pspsim.Simulator, *psp.Client) {
 	t.Helper()
@@ -108,17 +119,19 @@ func startSim(t *testing.T, cfg pspsim.Config) (*pspsim.Simulator, *psp.Client) 
 	return sim, psp.NewClient(srv.URL, srv.Client())
 }
 
+// waitTimeout bounds every wait for the simulator's deliveries, so that a
+// bug fails the test instead of hanging it.
+const waitTimeout = 20 * time.Second
+
 func charge(t *testing.T, sim *pspsim.Simulator, c *psp.Client, m *merchant, sim_ *psp.Simulation) pspsim.Charge {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	resp, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P1", Amount: 4200, NotifyURL: m.srv.URL, Simulate: sim_})
 	if err != nil {
 		t.Fatalf("charge: %v", err)
 	}
-	if err := sim.Wait(ctx); err != nil {
-		t.Fatalf("deliveries did not finish: %v", err)
-	}
+	wait(t, sim)
 	got, ok := sim.Get(resp.PlatformSerial)
 	if !ok || !got.Done {
 		t.Fatalf("charge %s unknown or not done: %+v", resp.PlatformSerial, got)
@@ -149,6 +162,51 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 	for _, v := range []string{"PSP_RETRY_SCHEDULE", "PSP_MODE", "PSP_LOST_ANSWERS"} {
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), v) {
 			t.Fatalf("Validate = %v, want errors naming PSP_RETRY_SCHEDULE, PSP_MODE and PSP_LOST_ANSWERS", err)
+		}
+	}
+}
+
+// TestConfigBoundsAreTheChargeBounds: a configured storm, replay count or
+// lost-answer count that a charge could not name is refused at start-up,
+// naming its variable, instead of passing Validate and then having every
+// charge that names no mode refused with 400.
+func TestConfigBoundsAreTheChargeBounds(t *testing.T) {
+	over := pspsim.MaxPerCharge + 1
+	for _, tc := range []struct {
+		name string
+		set  func(*pspsim.Config)
+	}{
+		{"PSP_STORM_COPIES", func(c *pspsim.Config) { c.StormCopies = over }},
+		{"PSP_STORM_COPIES", func(c *pspsim.Config) { c.StormCopies = 0 }},
+		{"PSP_REPLAYS", func(c *pspsim.Config) { c.Replays = over }},
+		{"PSP_REPLAYS", func(c *pspsim.Config) { c.Replays = -1 }},
+		{"PSP_LOST_ANSWERS", func(c *pspsim.Config) { c.LostAnswers = over }},
+		{"PSP_LOST_ANSWERS", func(c *pspsim.Config) { c.LostAnswers = -1 }},
+	} {
+		c := config()
+		tc.set(&c)
+		var ce *pkgconfig.Error
+		if err := c.Validate(); !errors.As(err, &ce) || ce.Var != tc.name {
+			t.Errorf("Validate with %s out of bounds = %v, want an error naming %s", tc.name, err, tc.name)
+		}
+	}
+	c := config()
+	c.StormCopies, c.Replays, c.LostAnswers = pspsim.MaxPerCharge, pspsim.MaxPerCharge, pspsim.MaxPerCharge
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate at the bounds = %v", err)
+	}
+
+	// The same bounds for a charge that names them.
+	m := newMerchant(t, func(int, received) int { return http.StatusOK })
+	_, client := startSim(t, config())
+	for i, s := range []psp.Simulation{
+		{Mode: psp.ModeStorm, Copies: over},
+		{Mode: psp.ModeReplay, Replays: over},
+		{Mode: psp.ModeNormal, LostAnswers: over},
+	} {
+		_, err := client.Charge(context.Background(), psp.ChargeRequest{OutTradeNo: "P" + strconv.Itoa(i), Amount: 1, NotifyURL: m.srv.URL, Simulate: &s})
+		if err == nil || !strings.Contains(err.Error(), "400") {
+			t.Errorf("charge naming %+v: %v, want 400", s, err)
 		}
 	}
 }
@@ -240,34 +298,75 @@ func TestStormSendsConcurrentCopiesThenLateRetries(t *testing.T) {
 
 // TestConfiguredStormSendsLateRetriesToo: a charge that names no simulation
 // (what the payment service sends) in PSP_MODE=storm gets the story's
-// storm: PSP_STORM_COPIES concurrent copies, then PSP_REPLAYS late retries.
-// A charge that names its storm gets exactly what it names.
+// storm: PSP_STORM_COPIES concurrent copies, then PSP_REPLAYS late retries,
+// and PSP_LOST_ANSWERS lost answers. A charge that names its storm gets
+// exactly what it names, and none of the configured lost answers.
 func TestConfiguredStormSendsLateRetriesToo(t *testing.T) {
 	cfg := config()
-	cfg.Mode, cfg.StormCopies, cfg.Replays = psp.ModeStorm, 6, 3
+	cfg.Mode, cfg.StormCopies, cfg.Replays, cfg.LostAnswers = psp.ModeStorm, 6, 3, 1
 	m := newMerchant(t, func(int, received) int { return http.StatusOK })
 	sim, c := startSim(t, cfg)
 
 	ch := charge(t, sim, c, m, nil)
-	late := 0
-	for _, a := range ch.Attempts {
-		if a.Copy >= 6 {
-			late++
-		}
-	}
-	if len(m.received()) != 9 || late != 3 || ch.Simulation.Replays != 3 {
-		t.Fatalf("merchant got %d deliveries, %d late (simulation %+v); want 6 concurrent + 3 late", len(m.received()), late, ch.Simulation)
+	if tl := ch.Tally(); len(m.received()) != 10 || tl.Copies != 6+3 || tl.Lost != 1 || tl.Attempts != 10 || ch.Simulation.Replays != 3 {
+		t.Fatalf("merchant got %d deliveries, tally %+v (simulation %+v); want 6 concurrent + 3 late copies, 1 answer lost and retried",
+			len(m.received()), tl, ch.Simulation)
 	}
 
-	ctx := context.Background()
-	if _, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P2", Amount: 4200, NotifyURL: m.srv.URL, Simulate: &psp.Simulation{Mode: psp.ModeStorm, Copies: 4}}); err != nil {
+	if _, err := c.Charge(context.Background(), psp.ChargeRequest{OutTradeNo: "P2", Amount: 4200, NotifyURL: m.srv.URL, Simulate: &psp.Simulation{Mode: psp.ModeStorm, Copies: 4}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := sim.Wait(ctx); err != nil {
-		t.Fatal(err)
+	wait(t, sim)
+	if got := len(m.received()) - 10; got != 4 {
+		t.Fatalf("a named storm of 4 copies made %d deliveries, want 4: no late retries, no lost answers", got)
 	}
-	if got := len(m.received()) - 9; got != 4 {
-		t.Fatalf("a named storm of 4 copies made %d deliveries, want 4", got)
+}
+
+// TestChargeSettings is the one rule for a charge's simulation: a charge
+// that names no mode gets the configured mode and its settings (storm
+// copies, late retries, lost answers) wherever it leaves them zero; a charge
+// that names its mode gets exactly what it names, nothing configured.
+// PSP_REPLAYS=0 makes a configured storm without late retries.
+func TestChargeSettings(t *testing.T) {
+	storm := func(c *pspsim.Config) { c.Mode, c.StormCopies, c.Replays, c.LostAnswers = psp.ModeStorm, 5, 2, 1 }
+	for _, tc := range []struct {
+		name   string
+		cfg    func(*pspsim.Config)
+		charge *psp.Simulation
+		want   psp.Simulation
+	}{
+		{"no simulate, configured storm", storm, nil,
+			psp.Simulation{Mode: psp.ModeStorm, Copies: 5, Replays: 2, LostAnswers: 1}},
+		{"no mode, configured storm", storm, &psp.Simulation{},
+			psp.Simulation{Mode: psp.ModeStorm, Copies: 5, Replays: 2, LostAnswers: 1}},
+		{"no mode, own copies", storm, &psp.Simulation{Copies: 3},
+			psp.Simulation{Mode: psp.ModeStorm, Copies: 3, Replays: 2, LostAnswers: 1}},
+		{"named storm", storm, &psp.Simulation{Mode: psp.ModeStorm, Copies: 4},
+			psp.Simulation{Mode: psp.ModeStorm, Copies: 4}},
+		{"named storm with its own lost answers", storm, &psp.Simulation{Mode: psp.ModeStorm, Copies: 4, LostAnswers: 2},
+			psp.Simulation{Mode: psp.ModeStorm, Copies: 4, LostAnswers: 2}},
+		{"named normal", storm, &psp.Simulation{Mode: psp.ModeNormal},
+			psp.Simulation{Mode: psp.ModeNormal, Copies: 1}},
+		{"configured storm without late retries", func(c *pspsim.Config) { storm(c); c.Replays = 0 }, nil,
+			psp.Simulation{Mode: psp.ModeStorm, Copies: 5, LostAnswers: 1}},
+		{"configured replay", func(c *pspsim.Config) { storm(c); c.Mode = psp.ModeReplay }, nil,
+			psp.Simulation{Mode: psp.ModeReplay, Copies: 1, Replays: 2, LostAnswers: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config()
+			tc.cfg(&cfg)
+			m := newMerchant(t, func(int, received) int { return http.StatusOK })
+			sim, c := startSim(t, cfg)
+			ch := charge(t, sim, c, m, tc.charge)
+			if ch.Simulation != tc.want {
+				t.Fatalf("simulation %+v, want %+v", ch.Simulation, tc.want)
+			}
+			// Every copy and late retry is delivered once, and each lost
+			// answer once more.
+			if want := tc.want.Copies + tc.want.Replays + tc.want.LostAnswers; len(m.received()) != want {
+				t.Fatalf("merchant got %d deliveries, want %d", len(m.received()), want)
+			}
+		})
 	}
 }
 
@@ -296,32 +395,70 @@ func TestLostAnswersAreRetried(t *testing.T) {
 	}
 }
 
-// TestLostAnswersInAStormAreExactlyThatMany: however the copies race,
-// exactly PSP_LOST_ANSWERS attempts lose their answer, each is retried, and
-// every copy ends acknowledged.
-func TestLostAnswersInAStormAreExactlyThatMany(t *testing.T) {
-	cfg := config()
-	cfg.LostAnswers = 3
-	m := newMerchant(t, func(int, received) int { return http.StatusOK })
-	sim, c := startSim(t, cfg)
-	ch := charge(t, sim, c, m, &psp.Simulation{Mode: psp.ModeStorm, Copies: 20})
+// TestOnlyAnAnswerCanBeLost: a refusal is not an answer the platform can
+// lose, so lost_answers waits for the first 2xx: the merchant refuses the
+// first delivery with 503, its 200 to the retry is lost, and the platform
+// retries once more, the notification now processed.
+func TestOnlyAnAnswerCanBeLost(t *testing.T) {
+	m := newMerchant(t, func(n int, _ received) int {
+		if n == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	sim, c := startSim(t, config())
+	ch := charge(t, sim, c, m, &psp.Simulation{Mode: psp.ModeNormal, LostAnswers: 1})
 
-	lost, retries := map[int]bool{}, 0
-	acked := map[int]bool{}
-	for _, a := range ch.Attempts {
-		if a.AnswerLost {
-			lost[a.Copy] = true
-		}
-		if a.Try > 1 {
-			retries++
-		}
-		if a.Status == http.StatusOK && !a.AnswerLost {
-			acked[a.Copy] = true
+	want := []struct {
+		try, status int
+		lost        bool
+	}{{1, http.StatusServiceUnavailable, false}, {2, http.StatusOK, true}, {3, http.StatusOK, false}}
+	if len(ch.Attempts) != len(want) || !ch.Acknowledged {
+		t.Fatalf("attempts %+v (acknowledged %v): want the refusal, the lost 200 and an acknowledged retry", ch.Attempts, ch.Acknowledged)
+	}
+	for i, w := range want {
+		a := ch.Attempts[i]
+		if a.Try != w.try || a.Status != w.status || a.AnswerLost != w.lost {
+			t.Fatalf("attempt %d = %+v, want try %d, status %d, answer lost %v", i+1, a, w.try, w.status, w.lost)
 		}
 	}
-	if len(lost) != 3 || retries != 3 || len(acked) != 20 || len(ch.Attempts) != 23 {
-		t.Fatalf("%d answers lost, %d retries, %d of 20 copies acknowledged, %d attempts; want 3, 3, 20, 23",
-			len(lost), retries, len(acked), len(ch.Attempts))
+	if refused := ch.Attempts[0]; refused.Error != "" {
+		t.Fatalf("refused attempt carries error %q: a refusal is an answer, not a lost one", refused.Error)
+	}
+}
+
+// TestLostAnswersInAStormAreExactlyThatMany: however the copies of a
+// configured storm (without late retries) race, exactly PSP_LOST_ANSWERS
+// attempts lose their answer, each is retried, and every copy ends
+// acknowledged.
+func TestLostAnswersInAStormAreExactlyThatMany(t *testing.T) {
+	cfg := config()
+	cfg.Mode, cfg.StormCopies, cfg.Replays, cfg.LostAnswers = psp.ModeStorm, 20, 0, 3
+	m := newMerchant(t, func(int, received) int { return http.StatusOK })
+	sim, c := startSim(t, cfg)
+	ch := charge(t, sim, c, m, nil)
+
+	// Lost attempts are counted, not the copies that lost one: on a loaded
+	// machine a lost copy's quick retry can lose a second answer.
+	tl := ch.Tally()
+	if tl.Lost != 3 || tl.Retries != tl.Lost || tl.Copies != 20 || tl.AcknowledgedCopies != 20 || tl.Attempts != tl.Copies+tl.Lost {
+		t.Fatalf("tally %+v: want 3 answers lost, one retry each, 20 copies all acknowledged, attempts = copies + lost", tl)
+	}
+}
+
+func TestTally(t *testing.T) {
+	c := pspsim.Charge{Attempts: []pspsim.Attempt{
+		{Copy: 0, Try: 1, Status: http.StatusOK, AnswerLost: true},
+		{Copy: 0, Try: 2, Status: http.StatusOK},
+		{Copy: 1, Try: 1, Status: http.StatusServiceUnavailable},
+		{Copy: 1, Try: 2, Status: http.StatusOK},
+		{Copy: 2, Try: 1, Error: "timeout"},
+		{Copy: 2, Try: 2, Status: http.StatusUnauthorized},
+		{Copy: 3, Try: 1, Status: http.StatusNoContent},
+	}}
+	want := pspsim.Tally{Attempts: 7, Copies: 4, Retries: 3, Lost: 1, Answered: 6, Refused: 2, AcknowledgedCopies: 3}
+	if got := c.Tally(); got != want {
+		t.Fatalf("Tally = %+v, want %+v", got, want)
 	}
 }
 
@@ -392,9 +529,7 @@ func TestOutOfOrderNotifiesBeforeTheChargeAnswerAndRedeliversAnOlderCopy(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sim.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	wait(t, sim)
 	got := m.received()
 	if before.Load() != 1 || len(got) != 2 {
 		t.Fatalf("%d deliveries before the charge answer, %d in all; want 1 and 2", before.Load(), len(got))
@@ -424,9 +559,7 @@ func TestChargesAreKeyedByOutTradeNo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sim.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	wait(t, sim)
 	if a.PlatformSerial != b.PlatformSerial || len(m.received()) != 1 {
 		t.Fatalf("charging twice gave serials %s and %s and %d notifications; want one transaction", a.PlatformSerial, b.PlatformSerial, len(m.received()))
 	}

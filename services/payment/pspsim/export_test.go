@@ -1,0 +1,4 @@
+package pspsim
+
+// MaxPerCharge exposes maxPerCharge to the external tests.
+const MaxPerCharge = maxPerCharge
