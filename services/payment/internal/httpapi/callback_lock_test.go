@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,26 +15,39 @@ import (
 	"github.com/oncemall/oncemall/pkg/testenv"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 	"github.com/oncemall/oncemall/services/payment/psp"
+	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
 
 // TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded: with the Redis lock in
-// front, concurrent copies are answered 503 and retried, and the payment is
+// front, copies that meet it are answered 503 and retried, and the payment is
 // recorded once; with Redis unreachable, the lock steps aside and the
 // database alone still records it once.
 func TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded(t *testing.T) {
 	t.Run("redis up", func(t *testing.T) {
 		rdb, prefix := testenv.Redis(t)
-		f := buildFixture(t, paymentlab.RigConfig{Mode: "fixed", Lock: redislock.New(rdb, prefix)})
+		locks := redislock.New(rdb, prefix)
+		f := buildFixture(t, paymentlab.RigConfig{Mode: "fixed", Lock: locks})
 		no := f.payment()
-		c := f.charge(no, 4200, &psp.Simulation{Mode: psp.ModeStorm, Copies: 50})
-		busy := 0
-		for _, a := range c.Attempts {
-			if a.Status == http.StatusServiceUnavailable {
-				busy++
-			}
-		}
-		if busy == 0 || !c.Acknowledged {
-			t.Fatalf("statuses %v: want some copies turned away with 503 and the notification acknowledged", statuses(c))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// Whether copies of a storm overlap is up to the scheduler, so the
+		// lock is held (as by a copy that is slow to finish) until the
+		// first copy has been turned away; from then on the storm and its
+		// retries meet the lock as it comes and goes.
+		held, err := locks.Acquire(ctx, "payment:callback:"+no, time.Minute)
+		testenv.Must(t, err)
+		resp, err := f.psp.Charge(ctx, psp.ChargeRequest{OutTradeNo: no, Amount: 4200, NotifyURL: f.rig.CallbackURL,
+			Simulate: &psp.Simulation{Mode: psp.ModeStorm, Copies: 50}})
+		testenv.Must(t, err)
+		testenv.WaitFor(t, 10*time.Second, "a copy turned away by the held lock", func() bool {
+			c, _ := f.sim.Get(resp.PlatformSerial)
+			return slices.ContainsFunc(c.Attempts, func(a pspsim.Attempt) bool { return a.Status == http.StatusServiceUnavailable })
+		})
+		testenv.Must(t, held.Release(ctx))
+		testenv.Must(t, f.sim.Wait(ctx))
+		c, _ := f.sim.Get(resp.PlatformSerial)
+		if !c.Acknowledged {
+			t.Fatalf("statuses %v: want the notification acknowledged once the lock is free", statuses(c))
 		}
 		if e := f.effects(no); e.Records != 1 || e.Events != 1 || e.Status != "PAID" {
 			t.Fatalf("effects %+v", e)
