@@ -180,6 +180,7 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 		}
 	}
 	var retried, failed, deferred int
+	var firstRetryErr, firstDeferErr error
 	for i, perr := range pubErrs {
 		if perr == nil {
 			continue
@@ -197,6 +198,9 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 				return len(rows), fmt.Errorf("defer %s: %w", row.MessageNo, err)
 			}
 			deferred++
+			if firstDeferErr == nil {
+				firstDeferErr = perr
+			}
 			continue
 		}
 		retry := row.RetryCount + 1
@@ -208,6 +212,9 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 			status, retry, next, reason, now, row.ID)
 		if err := oneRow(res); err != nil {
 			return len(rows), fmt.Errorf("reschedule %s: %w", row.MessageNo, err)
+		}
+		if firstRetryErr == nil {
+			firstRetryErr = perr
 		}
 		if status == StatusFailed {
 			failed++
@@ -229,10 +236,10 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	r.m.deferred.Add(float64(deferred))
 	r.m.batch.Observe(time.Since(start).Seconds())
 	if retried > 0 {
-		r.log.Warn("outbox publishes failed; rescheduled with backoff", "count", retried, "first_err", firstErr(pubErrs, func(err error) bool { return !isOutage(err) }))
+		r.log.Warn("outbox publishes failed; rescheduled with backoff", "count", retried, "first_err", firstRetryErr)
 	}
 	if deferred > 0 {
-		r.log.Warn("NATS or its stream unreachable; outbox rows deferred with backoff, their retries untouched", "count", deferred, "first_err", firstErr(pubErrs, isOutage))
+		r.log.Warn("NATS or its stream unreachable; outbox rows deferred with backoff, their retries untouched", "count", deferred, "first_err", firstDeferErr)
 	}
 	return len(rows), nil
 }
@@ -354,16 +361,6 @@ func (r *Relay) backoff(retry int) time.Duration {
 	d := r.cfg.backoffCeiling(retry)
 	half := d / 2
 	return half + rand.N(half+1)
-}
-
-// firstErr returns the first non-nil error of errs for which match is true.
-func firstErr(errs []error, match func(error) bool) error {
-	for _, err := range errs {
-		if err != nil && match(err) {
-			return err
-		}
-	}
-	return nil
 }
 
 // oneRow checks that a conditional UPDATE changed exactly the one row it
