@@ -55,15 +55,18 @@
 // redrive (Redrive, RedriveHandler, or the service's "outbox redrive"
 // command) puts it back to pending with a fresh budget.
 //
-// An outage is not a failure of the message: when NATS is not connected or
-// no stream answers (no responders), nothing was stored, and the row is
-// deferred instead: defer_count+1, next_retry_time pushed out by the same
-// backoff (growing with retries and deferrals together), last_error set,
-// retry_count untouched, counted in outbox_outage_deferrals_total. However
-// long NATS is away, the backlog stays pending and drains by itself when it
-// returns, within MaxBackoff; no redrive is needed. A subject that no stream
-// captures looks the same to the client, so it too stays pending (watch
-// outbox_oldest_pending_age_seconds) until its stream exists.
+// An outage is not a failure of the message: when NATS is not connected, or
+// no stream answers (no responders) and JetStream itself does not answer a
+// stream lookup either, nothing was stored, and the row is deferred instead:
+// defer_count+1, next_retry_time pushed out by the same backoff (growing
+// with retries and deferrals together), last_error set, retry_count
+// untouched, counted in outbox_outage_deferrals_total. However long NATS is
+// away, the backlog stays pending and drains by itself when it returns,
+// within MaxBackoff; no redrive is needed. No responders on a subject that
+// JetStream says no stream captures (a wrong prefix, a missing stream) is a
+// configuration error, not an outage: it spends retries like any failure,
+// the row ends failed with "no stream captures subject …" in last_error,
+// and a redrive publishes it once the stream exists.
 //
 // # Wiring
 //

@@ -181,13 +181,15 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	}
 	var retried, failed, deferred int
 	var firstRetryErr, firstDeferErr error
+	lookups := map[string]error{}
 	for i, perr := range pubErrs {
 		if perr == nil {
 			continue
 		}
 		row := rows[i]
+		deferrable, perr := r.classify(bctx, row.Topic, perr, lookups)
 		reason := truncate(perr.Error(), 512)
-		if isOutage(perr) {
+		if deferrable {
 			// Nothing reached a stream, so the retry budget, which bounds
 			// the failures of this message, stays as it is. The delay grows
 			// with every attempt the row has made, deferrals included, so a
@@ -239,7 +241,7 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 		r.log.Warn("outbox publishes failed; rescheduled with backoff", "count", retried, "first_err", firstRetryErr)
 	}
 	if deferred > 0 {
-		r.log.Warn("NATS or its stream unreachable; outbox rows deferred with backoff, their retries untouched", "count", deferred, "first_err", firstDeferErr)
+		r.log.Warn("NATS or JetStream unreachable; outbox rows deferred with backoff, their retries untouched", "count", deferred, "first_err", firstDeferErr)
 	}
 	return len(rows), nil
 }
@@ -262,17 +264,51 @@ func markSentSQL(now time.Time, ids []uint64) string {
 
 var errNotConnected = errors.New("nats not connected")
 
-// isOutage reports whether a publish failed because NATS or JetStream could
-// not be reached, so the message certainly was not stored: the client was
-// not connected (errNotConnected, a closed connection, a full reconnect
-// buffer), or no stream answered (no responders). Such a failure says
-// nothing about the message and does not spend its retries. A PubAck
-// timeout, nats.ErrDisconnected (the connection dropped with the publish in
-// flight) or an error the stream returned are not outages: the message may
-// have been stored, or may be at fault, and they count as retries.
-func isOutage(err error) bool {
-	for _, target := range []error{errNotConnected, nats.ErrConnectionClosed, jetstream.ErrConnectionClosed,
-		nats.ErrReconnectBufExceeded, nats.ErrNoResponders, jetstream.ErrNoStreamResponse} {
+// classify tells what the failed publish of a row on subject means: whether
+// it is deferred, keeping the row's retries, and the error to record.
+//
+// A publish the client could not send (see isDisconnected) proves nothing
+// was stored and says nothing about the message: deferred. No responders
+// has two causes the client cannot tell apart, so classify asks JetStream
+// whether a stream captures subject (once per subject, cached in lookups for
+// the batch). If JetStream answers that none does, the subject is a
+// configuration error (a wrong prefix, a missing stream) that no waiting
+// fixes: it spends a retry, so the row ends failed after MaxRetries, counted
+// and redrivable, instead of waiting forever. If JetStream does not answer
+// either, or names a stream that did not answer, it is an outage: deferred.
+// Anything else (no PubAck in time, an error from the stream) spends a
+// retry: the message may have been stored, or may itself be at fault.
+func (r *Relay) classify(ctx context.Context, subject string, err error, lookups map[string]error) (deferred bool, reason error) {
+	if isDisconnected(err) {
+		return true, err
+	}
+	if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return false, err
+	}
+	lerr, ok := lookups[subject]
+	if !ok {
+		lctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+		_, lerr = r.js.StreamNameBySubject(lctx, subject)
+		cancel()
+		lookups[subject] = lerr
+	}
+	switch {
+	case errors.Is(lerr, jetstream.ErrStreamNotFound):
+		return false, fmt.Errorf("no stream captures subject %s (check the streams' subjects and the event prefix): %w", subject, err)
+	case lerr != nil:
+		return true, fmt.Errorf("JetStream not answering (stream lookup: %v): %w", lerr, err)
+	default:
+		return true, fmt.Errorf("the stream capturing %s did not answer: %w", subject, err)
+	}
+}
+
+// isDisconnected reports whether a publish failed because the client had no
+// connection to send it on: not connected (errNotConnected), the connection
+// closed, or the reconnect buffer full. The message certainly was not
+// stored. nats.ErrDisconnected (the connection dropped with the publish in
+// flight) is not one: the message may have been stored.
+func isDisconnected(err error) bool {
+	for _, target := range []error{errNotConnected, nats.ErrConnectionClosed, jetstream.ErrConnectionClosed, nats.ErrReconnectBufExceeded} {
 		if errors.Is(err, target) {
 			return true
 		}

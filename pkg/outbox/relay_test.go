@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/robfig/cron/v3"
 
@@ -362,6 +364,123 @@ func TestFailedAfterMaxRetriesThenRedrive(t *testing.T) {
 	if info.State.Msgs != 1 {
 		t.Fatalf("redriven stream has %d messages, want 1", info.State.Msgs)
 	}
+}
+
+// A row whose subject no stream captures (a wrong prefix, a missing stream:
+// a configuration error) gets no responders as in an outage, but JetStream
+// answers that no stream captures it: the row spends its retries and ends
+// failed after MaxRetries, counted and logged as such, instead of waiting
+// forever as "NATS unreachable"; a redrive publishes it once the stream
+// exists.
+func TestSubjectWithoutStreamFailsAfterMaxRetriesThenRedrive(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	missing := "missing" + strings.ToLower(testenv.RandomSuffix(8))
+	msg := outbox.Message{ID: "lost-" + testenv.RandomSuffix(12), Subject: missing + ".x", Body: []byte(`{}`)}
+	testenv.Must(t, f.db.Transaction(func(tx *gormDB) error { return outbox.Add(tx, msg) }))
+
+	reg := newRegistry()
+	r, err := outbox.NewRelay(f.db, f.nc.JS, outbox.Config{BaseBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, MaxRetries: 3, PublishTimeout: 2 * time.Second}, testenv.Logger(t), reg)
+	testenv.Must(t, err)
+	for range 3 {
+		time.Sleep(5 * time.Millisecond) // let the backoff expire
+		if n, err := r.PublishBatch(ctx); err != nil || n != 1 {
+			t.Fatalf("publish batch: claimed %d, err %v", n, err)
+		}
+	}
+	var status, lastErr string
+	var retries int
+	testenv.Must(t, f.db.Raw("SELECT status, retry_count, last_error FROM local_message WHERE message_no = ?", msg.ID).Row().Scan(&status, &retries, &lastErr))
+	if status != outbox.StatusFailed || retries != 3 || !strings.Contains(lastErr, "no stream captures subject "+msg.Subject) {
+		t.Fatalf("after 3 attempts: status %s retries %d last error %q, want failed 3 naming the missing stream", status, retries, lastErr)
+	}
+	for name, want := range map[string]float64{"outbox_failed_total": 1, "outbox_publish_retries_total": 2, "outbox_outage_deferrals_total": 0} {
+		if v := metricValue(t, reg, name); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+
+	// Fix the cause: create the stream, then redrive.
+	_, err = natsjs.EnsureStream(ctx, f.nc.JS, events.StreamConfig(missing, missing))
+	testenv.Must(t, err)
+	testenv.DeleteStreamAtCleanup(t, f.nc.JS, missing)
+	if n, err := r.Redrive(ctx, msg.ID); err != nil || n != 1 {
+		t.Fatalf("redrive: %d, %v", n, err)
+	}
+	if n, err := r.PublishBatch(ctx); err != nil || n != 1 {
+		t.Fatalf("after redrive: claimed %d, err %v", n, err)
+	}
+	testenv.Must(t, f.db.Raw("SELECT status FROM local_message WHERE message_no = ?", msg.ID).Row().Scan(&status))
+	s, err := f.nc.JS.Stream(ctx, missing)
+	testenv.Must(t, err)
+	info, err := s.Info(ctx)
+	testenv.Must(t, err)
+	if status != outbox.StatusSent || info.State.Msgs != 1 {
+		t.Fatalf("after redrive: status %s, stream holds %d messages; want sent and 1", status, info.State.Msgs)
+	}
+}
+
+// apiDownJS is a JetStream context whose API stops answering while down is
+// set, as when JetStream is down but the NATS connection is up: its stream
+// lookups get no responders. Publishes still go to the real server.
+type apiDownJS struct {
+	jetstream.JetStream
+	down atomic.Bool
+}
+
+func (j *apiDownJS) StreamNameBySubject(ctx context.Context, subject string) (string, error) {
+	if j.down.Load() {
+		return "", nats.ErrNoResponders
+	}
+	return j.JetStream.StreamNameBySubject(ctx, subject)
+}
+
+// No responders while JetStream itself does not answer is an outage, not a
+// fault of the message: the row is deferred without spending a retry, so
+// it never ends failed however long that lasts, and it is published once
+// JetStream and its stream answer.
+func TestJetStreamNotAnsweringDefersWithoutSpendingRetries(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	subject := "nojs" + strings.ToLower(testenv.RandomSuffix(8))
+	msg := outbox.Message{ID: "wait-" + testenv.RandomSuffix(12), Subject: subject + ".x", Body: []byte(`{}`)}
+	testenv.Must(t, f.db.Transaction(func(tx *gormDB) error { return outbox.Add(tx, msg) }))
+	js := &apiDownJS{JetStream: f.nc.JS}
+	js.down.Store(true)
+
+	reg := newRegistry()
+	r, err := outbox.NewRelay(f.db, js, outbox.Config{BaseBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, MaxRetries: 2, PublishTimeout: 2 * time.Second}, testenv.Logger(t), reg)
+	testenv.Must(t, err)
+	for range 3 {
+		time.Sleep(5 * time.Millisecond) // let the backoff expire
+		if _, err := r.PublishBatch(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var status, lastErr string
+	var retries int
+	testenv.Must(t, f.db.Raw("SELECT status, retry_count, last_error FROM local_message WHERE message_no = ?", msg.ID).Row().Scan(&status, &retries, &lastErr))
+	if status != outbox.StatusPending || retries != 0 || !strings.Contains(lastErr, "JetStream not answering") {
+		t.Fatalf("while JetStream does not answer: status %s retries %d last error %q, want pending 0 saying JetStream is not answering", status, retries, lastErr)
+	}
+	for name, want := range map[string]float64{"outbox_failed_total": 0, "outbox_publish_retries_total": 0} {
+		if v := metricValue(t, reg, name); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+	if v := metricValue(t, reg, "outbox_outage_deferrals_total"); v < 1 {
+		t.Errorf("outbox_outage_deferrals_total = %v, want at least 1", v)
+	}
+
+	// JetStream answers again, with a stream for the subject.
+	_, err = natsjs.EnsureStream(ctx, f.nc.JS, events.StreamConfig(subject, subject))
+	testenv.Must(t, err)
+	testenv.DeleteStreamAtCleanup(t, f.nc.JS, subject)
+	js.down.Store(false)
+	testenv.WaitFor(t, 5*time.Second, "the row published", func() bool {
+		_, _ = r.PublishBatch(ctx)
+		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == 1
+	})
 }
 
 // The cleanup job deletes only sent rows older than the retention, in
