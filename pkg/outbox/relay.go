@@ -27,6 +27,8 @@ type Relay struct {
 	log  *slog.Logger
 	m    *metrics
 	wake chan struct{}
+	// outage is what the workers know of a NATS outage.
+	outage outageState
 }
 
 // NewRelay returns a relay over db's local_message table. cfg's zero fields
@@ -119,9 +121,19 @@ const sqlTime = "2006-01-02 15:04:05.000000"
 
 // PublishBatch claims up to BatchSize due rows, publishes them, waits for
 // the PubAcks and records the outcome, all in one transaction. It returns
-// how many rows it claimed. Run calls it; it is exported for tools and
-// tests that drive a relay step by step.
+// how many rows it claimed. While NATS is not connected it claims nothing
+// and returns 0 without touching a row. Run calls it; it is exported for
+// tools and tests that drive a relay step by step.
 func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
+	// A batch claimed during an outage could only be written back with an
+	// error and a delay, batch after batch for as long as it lasts, and the
+	// delay would hold the rows back once it is over. Left untouched, they
+	// keep their retries and go at the first poll that finds NATS back.
+	if cause := r.unavailable(); cause != "" {
+		r.pause(cause)
+		return 0, nil
+	}
+	r.resume()
 	// The batch finishes even if ctx ends meanwhile: rolling back after the
 	// PubAcks would only cause a republish.
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.PublishTimeout+30*time.Second)
@@ -321,8 +333,9 @@ func isDisconnected(err error) bool {
 func (r *Relay) publish(ctx context.Context, rows []claimed) []error {
 	errs := make([]error, len(rows))
 	if nc := r.js.Conn(); nc != nil && !nc.IsConnected() {
-		// Publishing now would only fill the client's reconnect buffer
-		// and time out; fail the batch fast and let backoff space it.
+		// The connection dropped since PublishBatch looked. Publishing now
+		// would only fill the client's reconnect buffer and time out; fail
+		// the batch fast: it is deferred, and the next polls pause.
 		for i := range errs {
 			errs[i] = fmt.Errorf("%w (%s)", errNotConnected, nc.Status())
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -215,44 +216,57 @@ func (f *fixture) drainedInto(t *testing.T, conn *natsjs.Conn, stream string, wa
 	}
 }
 
-// While NATS is unreachable rows stay pending and their attempts back off;
-// when it returns the backlog drains to zero.
-func TestNATSUnreachableBacksOffThenDrains(t *testing.T) {
+// asCommitted selects the rows no relay has touched since Add: pending,
+// no retry spent, no error, no delay added.
+const asCommitted = "SELECT COUNT(*) FROM local_message WHERE status = 'pending' AND retry_count = 0 AND last_error IS NULL AND updated_at = created_at AND next_retry_time = created_at"
+
+// While NATS is unreachable the relay claims nothing: the rows stay exactly
+// as committed, each poll counted in outbox_outage_skips_total; when NATS
+// returns the backlog drains at the next polls, not after a delay grown
+// during the outage. The outage is logged once as it begins, not per poll.
+// (Claiming them, every poll wrote every row back with a longer delay, up
+// to MaxBackoff.)
+func TestNATSUnreachableTouchesNoRowThenDrainsPromptly(t *testing.T) {
 	f := newFixture(t)
 	srv, conn, stream := f.outage(t)
-	r := f.relay(conn.JS, outbox.Config{BatchSize: 100, BaseBackoff: 100 * time.Millisecond, MaxBackoff: 800 * time.Millisecond, MaxRetries: 50, PublishTimeout: 500 * time.Millisecond})
+	reg := newRegistry()
+	logs := &testenv.SyncBuffer{}
+	r, err := outbox.NewRelay(f.db, conn.JS, outbox.Config{BatchSize: 100, BaseBackoff: 100 * time.Millisecond, MaxBackoff: time.Minute, PublishTimeout: 500 * time.Millisecond}, slog.New(slog.NewTextHandler(logs, nil)), reg)
+	testenv.Must(t, err)
 	stop := run(t, r)
 	f.addMessages(200, 20)
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 
-	if p := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'pending'"); p != 200 {
-		t.Fatalf("during the outage %d rows pending, want all 200", p)
+	if n := f.count(asCommitted); n != 200 {
+		t.Fatalf("during the outage %d of 200 rows are as committed, want all: an outage touches no row", n)
 	}
-	// Woken every 50ms for 2.5s, a row without backoff would have ~50
-	// attempts; with 100ms doubling to 800ms (half jittered) it has at most
-	// about 1+2+4+... → under 10, and at least 3. They are deferrals, not
-	// retries: an outage says nothing about the message.
-	maxDefer := f.count("SELECT MAX(defer_count) FROM local_message")
-	minDefer := f.count("SELECT MIN(defer_count) FROM local_message")
-	if minDefer < 3 || maxDefer > 12 {
-		t.Fatalf("defer counts between %d and %d, want backoff-shaped growth (3..12)", minDefer, maxDefer)
+	// Woken every 50ms for 1.5s, two workers pause about 60 times.
+	if v := metricValue(t, reg, "outbox_outage_skips_total"); v < 10 {
+		t.Fatalf("outbox_outage_skips_total = %v, want every poll of the outage counted", v)
 	}
-	if n := f.count("SELECT COUNT(*) FROM local_message WHERE retry_count <> 0"); n != 0 {
-		t.Fatalf("%d rows spent retries on the outage, want 0", n)
+	if v := metricValue(t, reg, "outbox_outage_deferrals_total"); v != 0 {
+		t.Fatalf("outbox_outage_deferrals_total = %v, want 0: nothing was claimed", v)
 	}
-	if f.count("SELECT COUNT(*) FROM local_message WHERE last_error IS NULL") != 0 {
-		t.Fatal("every deferred row should keep its last error")
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), "outbox relay paused") {
+		t.Fatalf("%d warnings during the outage, want the one that it began:\n%s", n, logs.String())
 	}
 
 	srv.start()
+	back := time.Now()
 	f.drainedInto(t, conn, stream, 200)
+	if d := time.Since(back); d > 3*time.Second {
+		t.Fatalf("the backlog drained %s after NATS returned, want within a few polls", d)
+	}
 	stop()
+	if !strings.Contains(logs.String(), "outbox relay resumes publishing") {
+		t.Fatalf("the end of the outage was not logged:\n%s", logs.String())
+	}
 }
 
-// An outage longer than the whole retry span turns no row failed: the
-// attempts it defers do not spend retries, and the backlog drains by itself
-// when NATS returns, without a redrive. (Counting them as retries, every row
-// was failed after MaxRetries quick attempts.)
+// An outage longer than the whole retry span turns no row failed and
+// spends no retry: the relay pauses, and the backlog drains by itself when
+// NATS returns, without a redrive. (Counting failed publishes as retries,
+// every row was failed after MaxRetries quick attempts.)
 func TestOutageLongerThanRetrySpanDrainsWithoutRedrive(t *testing.T) {
 	f := newFixture(t)
 	srv, conn, stream := f.outage(t)
@@ -264,20 +278,14 @@ func TestOutageLongerThanRetrySpanDrainsWithoutRedrive(t *testing.T) {
 	span := r.Config().RetrySpan()
 	time.Sleep(4 * span)
 
-	if n := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'failed'"); n != 0 {
-		t.Fatalf("%d rows failed during an outage of 4× the retry span (%s), want 0", n, span)
-	}
-	if n := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'pending' AND retry_count = 0 AND defer_count >= 2"); n != 50 {
-		t.Fatalf("%d rows pending with deferrals and no retries spent, want all 50", n)
-	}
-	if v := metricValue(t, reg, "outbox_outage_deferrals_total"); v < 100 {
-		t.Fatalf("outbox_outage_deferrals_total = %v, want at least 2 per row", v)
+	if n := f.count(asCommitted); n != 50 {
+		t.Fatalf("after an outage of 4× the retry span (%s) %d of 50 rows are as committed, want all", span, n)
 	}
 
 	srv.start()
 	f.drainedInto(t, conn, stream, 50)
 	stop()
-	for name, want := range map[string]float64{"outbox_failed_total": 0, "outbox_publish_retries_total": 0, "outbox_redriven_total": 0, "outbox_published_total": 50} {
+	for name, want := range map[string]float64{"outbox_failed_total": 0, "outbox_publish_retries_total": 0, "outbox_outage_deferrals_total": 0, "outbox_redriven_total": 0, "outbox_published_total": 50} {
 		if v := metricValue(t, reg, name); v != want {
 			t.Errorf("%s = %v, want %v", name, v, want)
 		}
