@@ -56,22 +56,22 @@
 // command) puts it back to pending with a fresh budget.
 //
 // An outage is not a failure of the message, and the relay touches no row
-// while NATS is not connected: it checks the connection before each claim,
-// and until it is back the poll claims nothing, counts in
-// outbox_outage_skips_total, and warns when the outage begins and then once
-// a minute. The backlog stays pending as committed, its retries unspent,
-// however long the outage; it drains at the first poll after NATS returns,
-// and no redrive is needed. Only the batch in flight when the connection
-// drops sees it: the rows whose publish the client could not send, or that
-// got no responders while JetStream itself did not answer a stream lookup,
-// are deferred instead: defer_count+1, next_retry_time pushed out by the
-// same backoff (growing with retries and deferrals together), last_error
-// set, retry_count untouched, counted in outbox_outage_deferrals_total. No
-// responders on a subject that JetStream says no stream captures (a wrong
-// prefix, a missing stream) is a configuration error, not an outage: it
-// spends retries like any failure, the row ends failed with "no stream
-// captures subject …" in last_error, and a redrive publishes it once the
-// stream exists.
+// while it lasts. Before each claim it checks that the NATS connection is
+// up and, once a batch has found JetStream itself not answering, that a
+// stream lookup is answered again; until then the poll claims nothing,
+// counts in outbox_outage_skips_total, and warns when the outage begins and
+// then once a minute. The backlog stays pending as committed, its retries
+// unspent, however long the outage; it drains at the first poll after NATS
+// and JetStream answer again, and no redrive is needed. Only the batch in flight when an outage begins
+// sees it: the rows whose publish the client could not send (the
+// connection dropped mid-batch) or that got no responders while JetStream
+// did not answer are deferred with one UPDATE, for the first backoff only,
+// last_error set and retry_count untouched, counted in
+// outbox_outage_deferrals_total. No responders on a subject that JetStream
+// says no stream captures (a wrong prefix, a missing stream) is a
+// configuration error, not an outage: it spends retries like any failure,
+// the row ends failed with "no stream captures subject …" in last_error,
+// and a redrive publishes it once the stream exists.
 //
 // # Wiring
 //

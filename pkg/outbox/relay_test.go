@@ -292,6 +292,59 @@ func TestOutageLongerThanRetrySpanDrainsWithoutRedrive(t *testing.T) {
 	}
 }
 
+// cutJS is a JetStream context whose connection is cut after the first keep
+// publishes: the later ones fail as on a connection that closed in the
+// middle of a batch, after the relay found it connected.
+type cutJS struct {
+	jetstream.JetStream
+	keep, n atomic.Int64
+}
+
+func (j *cutJS) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	if j.n.Add(1) > j.keep.Load() {
+		return nil, fmt.Errorf("publish: %w", nats.ErrConnectionClosed)
+	}
+	return j.JetStream.PublishMsgAsync(m, opts...)
+}
+
+// The rows whose publish a connection drop cut off in the middle of a batch
+// are deferred without spending a retry (with MaxRetries 1 a spent one
+// would fail them), for a short delay only; the next batch publishes them.
+func TestConnectionLostMidBatchDefersWithoutSpendingRetries(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.addMessages(10, 10)
+	js := &cutJS{JetStream: f.nc.JS}
+	js.keep.Store(4)
+	reg := newRegistry()
+	r, err := outbox.NewRelay(f.db, js, outbox.Config{BaseBackoff: 200 * time.Millisecond, MaxRetries: 1}, testenv.Logger(t), reg)
+	testenv.Must(t, err)
+	if n, err := r.PublishBatch(ctx); err != nil || n != 10 {
+		t.Fatalf("batch: claimed %d, err %v", n, err)
+	}
+	if s := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'"); s != 4 {
+		t.Fatalf("%d rows sent before the drop, want 4", s)
+	}
+	// The delay is the first backoff, 100..200ms, not one grown by the drop.
+	if d := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'pending' AND retry_count = 0 AND last_error LIKE '%connection closed%' AND TIMESTAMPDIFF(MICROSECOND, updated_at, next_retry_time) BETWEEN 100000 AND 200000"); d != 6 {
+		t.Fatalf("%d of the 6 cut-off rows deferred with their retries and a first-backoff delay", d)
+	}
+	for name, want := range map[string]float64{"outbox_published_total": 4, "outbox_outage_deferrals_total": 6, "outbox_publish_retries_total": 0, "outbox_failed_total": 0} {
+		if v := metricValue(t, reg, name); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+
+	js.keep.Store(1 << 40) // reconnected
+	time.Sleep(250 * time.Millisecond)
+	if n, err := r.PublishBatch(ctx); err != nil || n != 6 {
+		t.Fatalf("batch after the drop: claimed %d, err %v", n, err)
+	}
+	if got := f.streamMsgs(); got != 10 {
+		t.Fatalf("stream has %d messages, want 10", got)
+	}
+}
+
 // A message whose publish always fails (its stream refuses it: larger than
 // the stream's MaxMsgSize) becomes failed after MaxRetries, counted; the
 // admin redrive publishes it once the cause is fixed.
@@ -444,10 +497,10 @@ func (j *apiDownJS) StreamNameBySubject(ctx context.Context, subject string) (st
 }
 
 // No responders while JetStream itself does not answer is an outage, not a
-// fault of the message: the row is deferred without spending a retry, so
-// it never ends failed however long that lasts, and it is published once
-// JetStream and its stream answer.
-func TestJetStreamNotAnsweringDefersWithoutSpendingRetries(t *testing.T) {
+// fault of the message: the batch that finds it defers its rows without
+// spending a retry, and the relay then pauses, touching no row, until a
+// stream lookup gets an answer; the rows go at the first poll after that.
+func TestJetStreamNotAnsweringDefersOnceThenPausesUntilItAnswers(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	subject := "nojs" + strings.ToLower(testenv.RandomSuffix(8))
@@ -457,27 +510,32 @@ func TestJetStreamNotAnsweringDefersWithoutSpendingRetries(t *testing.T) {
 	js.down.Store(true)
 
 	reg := newRegistry()
-	r, err := outbox.NewRelay(f.db, js, outbox.Config{BaseBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, MaxRetries: 2, PublishTimeout: 2 * time.Second}, testenv.Logger(t), reg)
+	r, err := outbox.NewRelay(f.db, js, outbox.Config{BaseBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, MaxRetries: 1, PublishTimeout: 2 * time.Second}, testenv.Logger(t), reg)
 	testenv.Must(t, err)
+	if n, err := r.PublishBatch(ctx); err != nil || n != 1 {
+		t.Fatalf("first batch: claimed %d, err %v", n, err)
+	}
+	row := func() (status string, retries int, lastErr string, updated time.Time) {
+		testenv.Must(t, f.db.Raw("SELECT status, retry_count, COALESCE(last_error, ''), updated_at FROM local_message WHERE message_no = ?", msg.ID).Row().Scan(&status, &retries, &lastErr, &updated))
+		return
+	}
+	status, retries, lastErr, deferredAt := row()
+	if status != outbox.StatusPending || retries != 0 || !strings.Contains(lastErr, "JetStream not answering") {
+		t.Fatalf("after the first batch: status %s retries %d last error %q, want pending 0 saying JetStream is not answering", status, retries, lastErr)
+	}
 	for range 3 {
-		time.Sleep(5 * time.Millisecond) // let the backoff expire
-		if _, err := r.PublishBatch(ctx); err != nil {
-			t.Fatal(err)
+		time.Sleep(5 * time.Millisecond) // the row is due again
+		if n, err := r.PublishBatch(ctx); err != nil || n != 0 {
+			t.Fatalf("while JetStream does not answer: claimed %d, err %v; want a pause", n, err)
 		}
 	}
-	var status, lastErr string
-	var retries int
-	testenv.Must(t, f.db.Raw("SELECT status, retry_count, last_error FROM local_message WHERE message_no = ?", msg.ID).Row().Scan(&status, &retries, &lastErr))
-	if status != outbox.StatusPending || retries != 0 || !strings.Contains(lastErr, "JetStream not answering") {
-		t.Fatalf("while JetStream does not answer: status %s retries %d last error %q, want pending 0 saying JetStream is not answering", status, retries, lastErr)
+	if _, _, _, updated := row(); !updated.Equal(deferredAt) {
+		t.Fatalf("the row was written again at %s during the pause", updated)
 	}
-	for name, want := range map[string]float64{"outbox_failed_total": 0, "outbox_publish_retries_total": 0} {
+	for name, want := range map[string]float64{"outbox_outage_deferrals_total": 1, "outbox_outage_skips_total": 3, "outbox_failed_total": 0, "outbox_publish_retries_total": 0} {
 		if v := metricValue(t, reg, name); v != want {
 			t.Errorf("%s = %v, want %v", name, v, want)
 		}
-	}
-	if v := metricValue(t, reg, "outbox_outage_deferrals_total"); v < 1 {
-		t.Errorf("outbox_outage_deferrals_total = %v, want at least 1", v)
 	}
 
 	// JetStream answers again, with a stream for the subject.
@@ -485,10 +543,12 @@ func TestJetStreamNotAnsweringDefersWithoutSpendingRetries(t *testing.T) {
 	testenv.Must(t, err)
 	testenv.DeleteStreamAtCleanup(t, f.nc.JS, subject)
 	js.down.Store(false)
-	testenv.WaitFor(t, 5*time.Second, "the row published", func() bool {
-		_, _ = r.PublishBatch(ctx)
-		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == 1
-	})
+	if n, err := r.PublishBatch(ctx); err != nil || n != 1 {
+		t.Fatalf("after JetStream answers: claimed %d, err %v", n, err)
+	}
+	if status, _, _, _ := row(); status != outbox.StatusSent {
+		t.Fatalf("after JetStream answers: status %s, want sent", status)
+	}
 }
 
 // The cleanup job deletes only sent rows older than the retention, in
