@@ -3,6 +3,7 @@ package inbox
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,10 @@ const (
 	Duplicate Outcome = "duplicate" // already processed, acked without effect
 	Retry     Outcome = "retry"     // rolled back, nak'd with delay
 	Dead      Outcome = "dead"      // terminated and recorded in dead_message
+	// Dropped is terminated without a dead_message record: recording it
+	// failed on the server's last delivery, after which a nak would not
+	// bring it back. The error log holds what a replay by hand needs.
+	Dropped Outcome = "dropped"
 )
 
 // Consumer is a durable JetStream consumer with a worker pool.
@@ -172,7 +177,7 @@ func (c *Consumer) ackOutcome(jm jetstream.Msg, msg Message, out Outcome) {
 		err = jm.Ack()
 	case Retry:
 		err = jm.NakWithDelay(c.cfg.nakDelay(msg.Delivered))
-	case Dead:
+	case Dead, Dropped:
 		err = jm.Term()
 	}
 	if err != nil {
@@ -237,7 +242,8 @@ func (c *Consumer) Process(ctx context.Context, msg Message) (Outcome, error) {
 // timed out on AckWait because the handler hung or the process died. The
 // handler does not run again. If a handler did commit the message (its ack
 // was lost), it is acked as a duplicate; otherwise it is recorded dead and
-// terminated. The read takes no lock, so a handler still hanging inside its
+// terminated (dropped with an error log if even that record fails, see
+// bury). The read takes no lock, so a handler still hanging inside its
 // transaction cannot stall it; should that handler commit later, the dead
 // row stays, and replaying it is harmless since processed_message dedups.
 func (c *Consumer) exhausted(ctx context.Context, msg Message) (Outcome, error) {
@@ -255,8 +261,13 @@ func (c *Consumer) exhausted(ctx context.Context, msg Message) (Outcome, error) 
 }
 
 // bury records msg in dead_message (once per consumer and id) and returns
-// Dead. If even that insert fails the message is retried instead: nothing is
-// dropped without a trace.
+// Dead. If that insert fails before the server's last delivery, it returns
+// Retry: the nak brings the message back and the next delivery tries again,
+// so nothing is dropped while a later delivery can still record it. On the
+// last delivery (one beyond MaxDeliver, see Process) the server would not
+// redeliver after a nak, so a failed insert returns Dropped instead: the
+// message is terminated, honestly counted, and logged at error level with
+// its body and headers so an operator can replay it by hand.
 func (c *Consumer) bury(ctx context.Context, msg Message, reason string) Outcome {
 	headers, _ := json.Marshal(msg.Headers)
 	body := msg.Body
@@ -267,13 +278,25 @@ func (c *Consumer) bury(ctx context.Context, msg Message, reason string) Outcome
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON DUPLICATE KEY UPDATE reason = VALUES(reason), deliveries = VALUES(deliveries)`,
 		c.cfg.Name, truncate(msg.ID, 128), truncate(msg.Subject, 255), body, string(headers), truncate(reason, 1024), msg.Delivered, time.Now().UTC()).Error
-	if err != nil {
+	switch {
+	case err == nil:
+		c.log.Error("inbox message is dead", "message_id", msg.ID, "subject", msg.Subject, "delivered", msg.Delivered, "reason", reason)
+		return c.count(Dead)
+	case msg.Delivered <= uint64(c.cfg.MaxDeliver):
 		c.log.Error("inbox could not record a dead message; retrying it", "message_id", msg.ID, "reason", reason, "err", err)
 		return c.count(Retry)
+	default:
+		logged := body[:min(len(body), maxLoggedBody)]
+		c.log.Error("inbox dropped a message without a dead record: recording it failed on its last delivery; replay it by hand from this log",
+			"message_id", msg.ID, "subject", msg.Subject, "delivered", msg.Delivered, "reason", reason, "err", err,
+			"headers", string(headers), "body_base64", base64.StdEncoding.EncodeToString(logged),
+			"body_bytes", len(body), "body_truncated", len(logged) < len(body))
+		return c.count(Dropped)
 	}
-	c.log.Error("inbox message is dead", "message_id", msg.ID, "subject", msg.Subject, "delivered", msg.Delivered, "reason", reason)
-	return c.count(Dead)
 }
+
+// maxLoggedBody bounds the body a dropped message leaves in the log.
+const maxLoggedBody = 64 << 10
 
 func (c *Consumer) count(o Outcome) Outcome {
 	c.m.messages.WithLabelValues(c.cfg.Name, string(o)).Inc()
@@ -313,7 +336,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inbox_messages_total", Help: "Deliveries handled by idempotent consumers, by consumer and outcome (processed, duplicate, retry, dead).",
+			Name: "inbox_messages_total", Help: "Deliveries handled by idempotent consumers, by consumer and outcome (processed, duplicate, retry, dead, dropped: terminated without a dead record, see the error log).",
 		}, []string{"consumer", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "inbox_handle_duration_seconds", Help: "Time to run a handler and commit its transaction.",

@@ -27,6 +27,11 @@
 //     consumer allows one delivery more than MaxDeliver, and that extra
 //     delivery records the message dead ("deliveries exhausted") and
 //     terminates it without running the handler.
+//   - A dead record that cannot be written (the database is down) is
+//     retried by a nak while the server still redelivers. On its last
+//     delivery the message is terminated instead (outcome "dropped") and
+//     logged at error level with its body and headers: the one case where
+//     the log, not dead_message, is what an operator replays from.
 //
 // The dedup scope is the consumer name: two consumers of one event (say, two
 // services) each apply it once. processed_message must be kept at least as

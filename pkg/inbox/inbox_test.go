@@ -2,7 +2,11 @@ package inbox_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -245,6 +249,78 @@ func TestExtraDeliveryOfCommittedMessageIsDuplicate(t *testing.T) {
 	if calls.Load() != 1 || f.count("SELECT COUNT(*) FROM dead_message WHERE message_id = 'm-2'") != 1 || f.count("SELECT COUNT(*) FROM dead_message") != 1 {
 		t.Fatalf("handler ran %d times (want 1); dead rows: %d", calls.Load(), f.count("SELECT COUNT(*) FROM dead_message"))
 	}
+}
+
+// A dead record that cannot be written (here its table is gone) is retried
+// by a nak while the server still redelivers; on the last delivery, after
+// which a nak brings nothing back, the message is terminated as dropped,
+// counted, and logged at error level with what a replay by hand needs.
+// (Reporting Retry there, the server dropped it silently.)
+func TestDeadRecordFailingOnLastDeliveryIsDroppedAndLogged(t *testing.T) {
+	f := newFixture(t)
+	logs := &testenv.SyncBuffer{}
+	reg := prometheus.NewRegistry()
+	var calls atomic.Int64
+	c, err := inbox.NewConsumer(f.db, f.nc.JS, inbox.Config{Name: "c", Stream: f.stream, FilterSubjects: []string{f.stream + ".x"}, MaxDeliver: 1, Backoff: []time.Duration{20 * time.Millisecond}},
+		func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+			calls.Add(1)
+			return inbox.Permanent(errors.New("refused for good"))
+		}, slog.New(slog.NewJSONHandler(logs, nil)), reg)
+	testenv.Must(t, err)
+	testenv.Must(t, f.db.Exec("RENAME TABLE dead_message TO dead_message_gone").Error)
+	f.run(c)
+	body := `{"order_no":"o-1"}`
+	f.publish("m-1", body)
+
+	testenv.WaitFor(t, 10*time.Second, "the message dropped", func() bool { return outcomes(t, reg)["dropped"] == 1 })
+	time.Sleep(300 * time.Millisecond) // a further delivery would arrive by now
+	if got := outcomes(t, reg); got["retry"] != 1 || got["dropped"] != 1 || got["dead"] != 0 || calls.Load() != 1 {
+		t.Fatalf("outcomes %v, handler ran %d times; want one retry (delivery 1), one drop (delivery 2), one handler run", got, calls.Load())
+	}
+	var line map[string]any
+	for l := range strings.Lines(logs.String()) {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && strings.Contains(fmt.Sprint(m["msg"]), "dropped") {
+			line = m
+		}
+	}
+	if line == nil {
+		t.Fatalf("no log line says the message was dropped:\n%s", logs.String())
+	}
+	raw, _ := base64.StdEncoding.DecodeString(fmt.Sprint(line["body_base64"]))
+	if line["level"] != "ERROR" || line["consumer"] != "c" || line["message_id"] != "m-1" || line["subject"] != f.stream+".x" ||
+		line["delivered"] != 2.0 || !strings.Contains(fmt.Sprint(line["err"]), "dead_message") || string(raw) != body ||
+		!strings.Contains(fmt.Sprint(line["headers"]), "m-1") {
+		t.Fatalf("the drop log lacks what a replay needs: %v", line)
+	}
+	cons, err := f.nc.JS.Consumer(context.Background(), f.stream, "c")
+	testenv.Must(t, err)
+	info, err := cons.Info(context.Background())
+	testenv.Must(t, err)
+	if info.NumAckPending != 0 || info.NumPending != 0 {
+		t.Fatalf("after the drop: %d pending acks, %d pending; want the message terminated", info.NumAckPending, info.NumPending)
+	}
+}
+
+// outcomes reads inbox_messages_total by outcome.
+func outcomes(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	testenv.Must(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "inbox_messages_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					out[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
 
 // A message that cannot be decoded, or whose handler says Permanent, is

@@ -30,8 +30,8 @@ type Config struct {
 	BaseBackoff time.Duration `env:"OUTBOX_BASE_BACKOFF" default:"1s" usage:"first retry delay after a failed publish"`
 	MaxBackoff  time.Duration `env:"OUTBOX_MAX_BACKOFF" default:"1m" usage:"cap of the exponential publish retry delay"`
 	// MaxRetries is how many failed publishes turn a row failed (default 8).
-	// Attempts deferred because NATS was unreachable do not count (see the
-	// package doc), so an outage cannot exhaust it.
+	// An outage does not count (see the package doc): the relay pauses, and
+	// a publish it cuts off is deferred, so an outage cannot exhaust it.
 	MaxRetries int `env:"OUTBOX_MAX_RETRIES" default:"8" usage:"failed publishes before a message is marked failed (redrive it)"`
 	// PollSchedule is the robfig/cron spec of the safety-net poll that
 	// catches rows whose backoff expired and commits Wake missed (default
@@ -123,7 +123,7 @@ func (c Config) Validate() error {
 
 // RetrySpan is the longest time between a row's first and last automatic
 // publish attempt that reached NATS: the sum of the un-jittered backoffs
-// plus one publish timeout per attempt. Outage deferrals come on top of it.
+// plus one publish timeout per attempt. Outages come on top of it.
 func (c Config) RetrySpan() time.Duration {
 	var span time.Duration
 	for i := 1; i < c.MaxRetries; i++ {

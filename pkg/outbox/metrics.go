@@ -7,16 +7,17 @@ import (
 )
 
 type metrics struct {
-	published  prometheus.Counter
-	duplicates prometheus.Counter
-	retries    prometheus.Counter
-	failed     prometheus.Counter
-	deferred   prometheus.Counter
-	redriven   prometheus.Counter
-	cleaned    prometheus.Counter
-	pending    prometheus.Gauge
-	oldestAge  prometheus.Gauge
-	batch      prometheus.Histogram
+	published   prometheus.Counter
+	duplicates  prometheus.Counter
+	retries     prometheus.Counter
+	failed      prometheus.Counter
+	deferred    prometheus.Counter
+	outageSkips prometheus.Counter
+	redriven    prometheus.Counter
+	cleaned     prometheus.Counter
+	pending     prometheus.Gauge
+	oldestAge   prometheus.Gauge
+	batch       prometheus.Histogram
 }
 
 func counter(name, help string) prometheus.Counter {
@@ -29,15 +30,16 @@ func gauge(name, help string) prometheus.Gauge {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		published:  counter("outbox_published_total", "Outbox messages acknowledged by JetStream and marked sent (its rate is published/s)."),
-		duplicates: counter("outbox_publish_duplicates_total", "Publishes JetStream dropped as duplicates of a message already in its window (a republish after a crash)."),
-		retries:    counter("outbox_publish_retries_total", "Failed publish attempts rescheduled with backoff."),
-		failed:     counter("outbox_failed_total", "Messages that exhausted their retries and were marked failed (they wait for a redrive)."),
-		deferred:   counter("outbox_outage_deferrals_total", "Publish attempts deferred with backoff because NATS or JetStream was unreachable; they do not spend the message's retries."),
-		redriven:   counter("outbox_redriven_total", "Failed messages put back to pending by a redrive."),
-		cleaned:    counter("outbox_cleaned_total", "Sent messages deleted by the retention job."),
-		pending:    gauge("outbox_pending_messages", "Messages waiting to be published (the backlog), sampled by the poll job."),
-		oldestAge:  gauge("outbox_oldest_pending_age_seconds", "Age of the oldest pending message, sampled by the poll job."),
+		published:   counter("outbox_published_total", "Outbox messages acknowledged by JetStream and marked sent (its rate is published/s)."),
+		duplicates:  counter("outbox_publish_duplicates_total", "Publishes JetStream dropped as duplicates of a message already in its window (a republish after a crash)."),
+		retries:     counter("outbox_publish_retries_total", "Failed publish attempts rescheduled with backoff."),
+		failed:      counter("outbox_failed_total", "Messages that exhausted their retries and were marked failed (they wait for a redrive)."),
+		deferred:    counter("outbox_outage_deferrals_total", "Claimed messages whose publish an outage cut off (the NATS connection dropped mid-batch, or JetStream stopped answering), deferred without spending a retry."),
+		outageSkips: counter("outbox_outage_skips_total", "Relay polls that claimed nothing because NATS was not connected or JetStream did not answer; pending rows stay untouched, their retries unspent."),
+		redriven:    counter("outbox_redriven_total", "Failed messages put back to pending by a redrive."),
+		cleaned:     counter("outbox_cleaned_total", "Sent messages deleted by the retention job."),
+		pending:     gauge("outbox_pending_messages", "Messages waiting to be published (the backlog), sampled by the poll job."),
+		oldestAge:   gauge("outbox_oldest_pending_age_seconds", "Age of the oldest pending message, sampled by the poll job."),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "outbox_batch_duration_seconds", Help: "Time from claiming a batch to committing its outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
@@ -54,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			*v, errs = registerOrReuse(reg, *v, errs)
 		}
 	}
-	for _, p := range []any{&m.published, &m.duplicates, &m.retries, &m.failed, &m.deferred, &m.redriven, &m.cleaned, &m.pending, &m.oldestAge, &m.batch} {
+	for _, p := range []any{&m.published, &m.duplicates, &m.retries, &m.failed, &m.deferred, &m.outageSkips, &m.redriven, &m.cleaned, &m.pending, &m.oldestAge, &m.batch} {
 		reuse(p)
 	}
 	return m, errors.Join(errs...)

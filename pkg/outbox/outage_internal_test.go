@@ -9,10 +9,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Only failures that prove nothing was stored are outages; anything after
-// which the message may sit in the stream, or may itself be at fault,
-// spends a retry.
-func TestIsOutage(t *testing.T) {
+// Only a publish the client could not send proves nothing was stored.
+// Anything after which the message may sit in the stream, or may itself be
+// at fault, is not; no responders is neither by itself (classify asks
+// JetStream what it means).
+func TestIsDisconnected(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
 		want bool
@@ -21,16 +22,16 @@ func TestIsOutage(t *testing.T) {
 		{fmt.Errorf("publish: %w", nats.ErrConnectionClosed), true},
 		{jetstream.ErrConnectionClosed, true},
 		{fmt.Errorf("publish: %w", nats.ErrReconnectBufExceeded), true},
-		{nats.ErrNoResponders, true},
-		{jetstream.ErrNoStreamResponse, true},
+		{nats.ErrNoResponders, false},
+		{jetstream.ErrNoStreamResponse, false},
 		{jetstream.ErrAsyncPublishTimeout, false},
 		{errors.New("no PubAck within the publish timeout"), false},
 		{nats.ErrDisconnected, false},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10054, Description: "message size exceeds maximum allowed"}, false},
 		{errors.New("decode stored headers: bad"), false},
 	} {
-		if got := isOutage(tc.err); got != tc.want {
-			t.Errorf("isOutage(%v) = %t, want %t", tc.err, got, tc.want)
+		if got := isDisconnected(tc.err); got != tc.want {
+			t.Errorf("isDisconnected(%v) = %t, want %t", tc.err, got, tc.want)
 		}
 	}
 }

@@ -26,7 +26,7 @@
 //     id. It covers what the window cannot: a redrive of a failed row hours
 //     later whose earlier attempt did reach the stream, a row whose attempt
 //     was stored without a PubAck and then waited out an outage longer than
-//     the window (outage deferrals are not bounded by the retry span), or a
+//     the window (outages are not bounded by the retry span), or a
 //     stream restored from backup. Consumers must therefore always dedup;
 //     the window is an optimisation that keeps the stream clean, not the
 //     guarantee.
@@ -55,15 +55,23 @@
 // redrive (Redrive, RedriveHandler, or the service's "outbox redrive"
 // command) puts it back to pending with a fresh budget.
 //
-// An outage is not a failure of the message: when NATS is not connected or
-// no stream answers (no responders), nothing was stored, and the row is
-// deferred instead: defer_count+1, next_retry_time pushed out by the same
-// backoff (growing with retries and deferrals together), last_error set,
-// retry_count untouched, counted in outbox_outage_deferrals_total. However
-// long NATS is away, the backlog stays pending and drains by itself when it
-// returns, within MaxBackoff; no redrive is needed. A subject that no stream
-// captures looks the same to the client, so it too stays pending (watch
-// outbox_oldest_pending_age_seconds) until its stream exists.
+// An outage is not a failure of the message, and the relay touches no row
+// while it lasts. Before each claim it checks that the NATS connection is
+// up and, once a batch has found JetStream itself not answering, that a
+// stream lookup is answered again; until then the poll claims nothing,
+// counts in outbox_outage_skips_total, and warns when the outage begins and
+// then once a minute. The backlog stays pending as committed, its retries
+// unspent, however long the outage; it drains at the first poll after NATS
+// and JetStream answer again, and no redrive is needed. Only the batch in flight when an outage begins
+// sees it: the rows whose publish the client could not send (the
+// connection dropped mid-batch) or that got no responders while JetStream
+// did not answer are deferred with one UPDATE, for the first backoff only,
+// last_error set and retry_count untouched, counted in
+// outbox_outage_deferrals_total. No responders on a subject that JetStream
+// says no stream captures (a wrong prefix, a missing stream) is a
+// configuration error, not an outage: it spends retries like any failure,
+// the row ends failed with "no stream captures subject …" in last_error,
+// and a redrive publishes it once the stream exists.
 //
 // # Wiring
 //

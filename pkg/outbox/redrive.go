@@ -27,7 +27,7 @@ func Redrive(ctx context.Context, db *gorm.DB, ids ...string) (int64, error) {
 	if len(ids) > 0 {
 		q = q.Where("message_no IN ?", ids)
 	}
-	res := q.Updates(map[string]any{"status": StatusPending, "retry_count": 0, "defer_count": 0, "next_retry_time": now, "updated_at": now})
+	res := q.Updates(map[string]any{"status": StatusPending, "retry_count": 0, "next_retry_time": now, "updated_at": now})
 	if res.Error != nil {
 		return 0, fmt.Errorf("outbox redrive: %w", res.Error)
 	}

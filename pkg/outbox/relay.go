@@ -27,6 +27,8 @@ type Relay struct {
 	log  *slog.Logger
 	m    *metrics
 	wake chan struct{}
+	// outage is what the workers know of a NATS or JetStream outage.
+	outage outageState
 }
 
 // NewRelay returns a relay over db's local_message table. cfg's zero fields
@@ -101,14 +103,13 @@ type claimed struct {
 	Body       []byte
 	Headers    sql.NullString
 	RetryCount int
-	DeferCount int
 }
 
 // claimSQL selects due rows and locks them, skipping rows another relay
 // holds. The values are formatted into the statement (they are ours: a
 // timestamp and an int) so the driver sends one text query instead of a
 // prepare, execute and close: three round trips on the hot path.
-const claimSQL = `SELECT id, message_no, topic, body, headers, retry_count, defer_count
+const claimSQL = `SELECT id, message_no, topic, body, headers, retry_count
 FROM local_message
 WHERE status = 'pending' AND next_retry_time <= '%s'
 ORDER BY next_retry_time
@@ -119,9 +120,20 @@ const sqlTime = "2006-01-02 15:04:05.000000"
 
 // PublishBatch claims up to BatchSize due rows, publishes them, waits for
 // the PubAcks and records the outcome, all in one transaction. It returns
-// how many rows it claimed. Run calls it; it is exported for tools and
-// tests that drive a relay step by step.
+// how many rows it claimed. During an outage (NATS not connected, JetStream
+// not answering) it claims nothing and returns 0 without touching a row.
+// Run calls it; it is exported for tools and tests that drive a relay step
+// by step.
 func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
+	// A batch claimed during an outage could only be written back with an
+	// error and a delay, batch after batch for as long as it lasts, and the
+	// delay would hold the rows back once it is over. Left untouched, they
+	// keep their retries and go at the first poll that finds NATS back.
+	if cause := r.unavailable(ctx); cause != "" {
+		r.pause(cause)
+		return 0, nil
+	}
+	r.resume()
 	// The batch finishes even if ctx ends meanwhile: rolling back after the
 	// PubAcks would only cause a republish.
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.PublishTimeout+30*time.Second)
@@ -154,12 +166,32 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	pubErrs := r.publish(bctx, rows)
 	publishedAt := time.Now()
 
-	var sent []uint64
+	// Each row was sent, or its publish was cut off by an outage (deferred,
+	// its retries kept), or it failed and spends a retry (see classify).
+	var sent, deferred []uint64
 	var sentNos []string
-	for i, err := range pubErrs {
-		if err == nil {
-			sent = append(sent, rows[i].ID)
-			sentNos = append(sentNos, rows[i].MessageNo)
+	var failedRows []int
+	var firstRetryErr, firstDeferErr error
+	lookups := map[string]error{}
+	for i, perr := range pubErrs {
+		row := rows[i]
+		if perr == nil {
+			sent = append(sent, row.ID)
+			sentNos = append(sentNos, row.MessageNo)
+			continue
+		}
+		deferrable, reason := r.classify(bctx, row.Topic, perr, lookups)
+		pubErrs[i] = reason
+		if deferrable {
+			deferred = append(deferred, row.ID)
+			if firstDeferErr == nil {
+				firstDeferErr = reason
+			}
+			continue
+		}
+		failedRows = append(failedRows, i)
+		if firstRetryErr == nil {
+			firstRetryErr = reason
 		}
 	}
 	if r.cfg.AfterPublish != nil && len(sentNos) > 0 {
@@ -169,44 +201,32 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	}
 	now := time.Now().UTC()
 	if len(sent) > 0 {
-		res := tx.Exec(markSentSQL(now, sent))
-		if res.Error != nil {
-			return len(rows), fmt.Errorf("mark %d sent: %w", len(sent), res.Error)
-		}
-		if res.RowsAffected != int64(len(sent)) {
-			// Impossible while we hold the row locks; refuse to commit a
-			// state we do not understand.
-			return len(rows), fmt.Errorf("mark sent: %d of %d rows changed", res.RowsAffected, len(sent))
+		if err := allRows(tx.Exec(markSentSQL(now, sent)), len(sent)); err != nil {
+			return len(rows), fmt.Errorf("mark %d sent: %w", len(sent), err)
 		}
 	}
-	var retried, failed, deferred int
-	for i, perr := range pubErrs {
-		if perr == nil {
-			continue
+	if len(deferred) > 0 {
+		// Nothing reached a stream, so the retry budget, which bounds the
+		// failures of a message, stays as it is. The short delay only keeps
+		// the next polls from claiming the rows again before they notice
+		// the outage and pause; last_error is the batch's first deferral.
+		res := tx.Exec("UPDATE local_message SET next_retry_time = ?, last_error = ?, updated_at = ? WHERE status = 'pending' AND id IN "+idList(deferred),
+			now.Add(r.backoff(1)), truncate(firstDeferErr.Error(), 512), now)
+		if err := allRows(res, len(deferred)); err != nil {
+			return len(rows), fmt.Errorf("defer %d: %w", len(deferred), err)
 		}
-		row := rows[i]
-		reason := truncate(perr.Error(), 512)
-		if isOutage(perr) {
-			// Nothing reached a stream, so the retry budget, which bounds
-			// the failures of this message, stays as it is. The delay grows
-			// with every attempt the row has made, deferrals included, so a
-			// long outage is polled ever more rarely, up to MaxBackoff.
-			res := tx.Exec("UPDATE local_message SET defer_count = defer_count + 1, next_retry_time = ?, last_error = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
-				now.Add(r.backoff(row.RetryCount+row.DeferCount+1)), reason, now, row.ID)
-			if err := oneRow(res); err != nil {
-				return len(rows), fmt.Errorf("defer %s: %w", row.MessageNo, err)
-			}
-			deferred++
-			continue
-		}
+	}
+	var retried, failed int
+	for _, i := range failedRows {
+		row, perr := rows[i], pubErrs[i]
 		retry := row.RetryCount + 1
 		status, next := StatusPending, now.Add(r.backoff(retry))
 		if retry >= r.cfg.MaxRetries {
 			status, next = StatusFailed, now
 		}
 		res := tx.Exec("UPDATE local_message SET status = ?, retry_count = ?, next_retry_time = ?, last_error = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
-			status, retry, next, reason, now, row.ID)
-		if err := oneRow(res); err != nil {
+			status, retry, next, truncate(perr.Error(), 512), now, row.ID)
+		if err := allRows(res, 1); err != nil {
 			return len(rows), fmt.Errorf("reschedule %s: %w", row.MessageNo, err)
 		}
 		if status == StatusFailed {
@@ -221,28 +241,34 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 		return len(rows), fmt.Errorf("commit batch: %w", err)
 	}
 	committed = true
-	r.log.Debug("outbox batch", "claimed", len(rows), "sent", len(sent), "retried", retried, "failed", failed, "deferred", deferred,
+	r.log.Debug("outbox batch", "claimed", len(rows), "sent", len(sent), "retried", retried, "failed", failed, "deferred", len(deferred),
 		"claim", claimedAt.Sub(start), "publish", publishedAt.Sub(claimedAt), "mark_commit", time.Since(publishedAt))
 	r.m.published.Add(float64(len(sent)))
 	r.m.retries.Add(float64(retried))
 	r.m.failed.Add(float64(failed))
-	r.m.deferred.Add(float64(deferred))
+	r.m.deferred.Add(float64(len(deferred)))
 	r.m.batch.Observe(time.Since(start).Seconds())
 	if retried > 0 {
-		r.log.Warn("outbox publishes failed; rescheduled with backoff", "count", retried, "first_err", firstErr(pubErrs, func(err error) bool { return !isOutage(err) }))
+		r.log.Warn("outbox publishes failed; rescheduled with backoff", "count", retried, "first_err", firstRetryErr)
 	}
-	if deferred > 0 {
-		r.log.Warn("NATS or its stream unreachable; outbox rows deferred with backoff, their retries untouched", "count", deferred, "first_err", firstErr(pubErrs, isOutage))
+	if len(deferred) > 0 {
+		r.log.Warn("an outage cut outbox publishes off; rows deferred, their retries untouched", "count", len(deferred), "first_err", firstDeferErr)
 	}
 	return len(rows), nil
 }
 
 // markSentSQL is the batch mark-sent UPDATE as one text statement (see
-// claimSQL for why the values are inlined; ids are integers we read).
+// claimSQL for why the values are inlined).
 func markSentSQL(now time.Time, ids []uint64) string {
-	var sb strings.Builder
 	ts := now.Format(sqlTime)
-	sb.WriteString("UPDATE local_message SET status = 'sent', sent_at = '" + ts + "', updated_at = '" + ts + "', last_error = NULL WHERE status = 'pending' AND id IN (")
+	return "UPDATE local_message SET status = 'sent', sent_at = '" + ts + "', updated_at = '" + ts + "', last_error = NULL WHERE status = 'pending' AND id IN " + idList(ids)
+}
+
+// idList formats ids as an SQL list, "(1,2,3)"; they are integers we read,
+// safe to inline.
+func idList(ids []uint64) string {
+	var sb strings.Builder
+	sb.WriteByte('(')
 	for i, id := range ids {
 		if i > 0 {
 			sb.WriteByte(',')
@@ -253,33 +279,14 @@ func markSentSQL(now time.Time, ids []uint64) string {
 	return sb.String()
 }
 
-var errNotConnected = errors.New("nats not connected")
-
-// isOutage reports whether a publish failed because NATS or JetStream could
-// not be reached, so the message certainly was not stored: the client was
-// not connected (errNotConnected, a closed connection, a full reconnect
-// buffer), or no stream answered (no responders). Such a failure says
-// nothing about the message and does not spend its retries. A PubAck
-// timeout, nats.ErrDisconnected (the connection dropped with the publish in
-// flight) or an error the stream returned are not outages: the message may
-// have been stored, or may be at fault, and they count as retries.
-func isOutage(err error) bool {
-	for _, target := range []error{errNotConnected, nats.ErrConnectionClosed, jetstream.ErrConnectionClosed,
-		nats.ErrReconnectBufExceeded, nats.ErrNoResponders, jetstream.ErrNoStreamResponse} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
-}
-
 // publish sends rows asynchronously and waits for their PubAcks; the result
 // has one error (nil = stored) per row.
 func (r *Relay) publish(ctx context.Context, rows []claimed) []error {
 	errs := make([]error, len(rows))
 	if nc := r.js.Conn(); nc != nil && !nc.IsConnected() {
-		// Publishing now would only fill the client's reconnect buffer
-		// and time out; fail the batch fast and let backoff space it.
+		// The connection dropped since PublishBatch looked. Publishing now
+		// would only fill the client's reconnect buffer and time out; fail
+		// the batch fast: it is deferred, and the next polls pause.
 		for i := range errs {
 			errs[i] = fmt.Errorf("%w (%s)", errNotConnected, nc.Status())
 		}
@@ -356,25 +363,15 @@ func (r *Relay) backoff(retry int) time.Duration {
 	return half + rand.N(half+1)
 }
 
-// firstErr returns the first non-nil error of errs for which match is true.
-func firstErr(errs []error, match func(error) bool) error {
-	for _, err := range errs {
-		if err != nil && match(err) {
-			return err
-		}
-	}
-	return nil
-}
-
-// oneRow checks that a conditional UPDATE changed exactly the one row it
-// names; anything else is impossible while the claim holds the row lock,
-// and the batch refuses to commit a state it does not understand.
-func oneRow(res *gorm.DB) error {
+// allRows checks that a conditional UPDATE changed exactly the n claimed
+// rows it names; anything else is impossible while the claim holds their
+// locks, and the batch refuses to commit a state it does not understand.
+func allRows(res *gorm.DB, n int) error {
 	if res.Error != nil {
 		return res.Error
 	}
-	if res.RowsAffected != 1 {
-		return fmt.Errorf("%d rows changed", res.RowsAffected)
+	if res.RowsAffected != int64(n) {
+		return fmt.Errorf("%d of %d rows changed", res.RowsAffected, n)
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/robfig/cron/v3"
 
@@ -163,44 +167,57 @@ func (f *fixture) drainedInto(t *testing.T, conn *natsjs.Conn, stream string, wa
 	}
 }
 
-// While NATS is unreachable rows stay pending and their attempts back off;
-// when it returns the backlog drains to zero.
-func TestNATSUnreachableBacksOffThenDrains(t *testing.T) {
+// asCommitted selects the rows no relay has touched since Add: pending,
+// no retry spent, no error, no delay added.
+const asCommitted = "SELECT COUNT(*) FROM local_message WHERE status = 'pending' AND retry_count = 0 AND last_error IS NULL AND updated_at = created_at AND next_retry_time = created_at"
+
+// While NATS is unreachable the relay claims nothing: the rows stay exactly
+// as committed, each poll counted in outbox_outage_skips_total; when NATS
+// returns the backlog drains at the next polls, not after a delay grown
+// during the outage. The outage is logged once as it begins, not per poll.
+// (Claiming them, every poll wrote every row back with a longer delay, up
+// to MaxBackoff.)
+func TestNATSUnreachableTouchesNoRowThenDrainsPromptly(t *testing.T) {
 	f := newFixture(t)
 	srv, conn, stream := f.outage(t)
-	r := f.relay(conn.JS, outbox.Config{BatchSize: 100, BaseBackoff: 100 * time.Millisecond, MaxBackoff: 800 * time.Millisecond, MaxRetries: 50, PublishTimeout: 500 * time.Millisecond})
+	reg := newRegistry()
+	logs := &testenv.SyncBuffer{}
+	r, err := outbox.NewRelay(f.db, conn.JS, outbox.Config{BatchSize: 100, BaseBackoff: 100 * time.Millisecond, MaxBackoff: time.Minute, PublishTimeout: 500 * time.Millisecond}, slog.New(slog.NewTextHandler(logs, nil)), reg)
+	testenv.Must(t, err)
 	stop := run(t, r)
 	f.addMessages(200, 20)
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 
-	if p := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'pending'"); p != 200 {
-		t.Fatalf("during the outage %d rows pending, want all 200", p)
+	if n := f.count(asCommitted); n != 200 {
+		t.Fatalf("during the outage %d of 200 rows are as committed, want all: an outage touches no row", n)
 	}
-	// Woken every 50ms for 2.5s, a row without backoff would have ~50
-	// attempts; with 100ms doubling to 800ms (half jittered) it has at most
-	// about 1+2+4+... → under 10, and at least 3. They are deferrals, not
-	// retries: an outage says nothing about the message.
-	maxDefer := f.count("SELECT MAX(defer_count) FROM local_message")
-	minDefer := f.count("SELECT MIN(defer_count) FROM local_message")
-	if minDefer < 3 || maxDefer > 12 {
-		t.Fatalf("defer counts between %d and %d, want backoff-shaped growth (3..12)", minDefer, maxDefer)
+	// Woken every 50ms for 1.5s, two workers pause about 60 times.
+	if v := metricValue(t, reg, "outbox_outage_skips_total"); v < 10 {
+		t.Fatalf("outbox_outage_skips_total = %v, want every poll of the outage counted", v)
 	}
-	if n := f.count("SELECT COUNT(*) FROM local_message WHERE retry_count <> 0"); n != 0 {
-		t.Fatalf("%d rows spent retries on the outage, want 0", n)
+	if v := metricValue(t, reg, "outbox_outage_deferrals_total"); v != 0 {
+		t.Fatalf("outbox_outage_deferrals_total = %v, want 0: nothing was claimed", v)
 	}
-	if f.count("SELECT COUNT(*) FROM local_message WHERE last_error IS NULL") != 0 {
-		t.Fatal("every deferred row should keep its last error")
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), "outbox relay paused") {
+		t.Fatalf("%d warnings during the outage, want the one that it began:\n%s", n, logs.String())
 	}
 
 	srv.Start()
+	back := time.Now()
 	f.drainedInto(t, conn, stream, 200)
+	if d := time.Since(back); d > 3*time.Second {
+		t.Fatalf("the backlog drained %s after NATS returned, want within a few polls", d)
+	}
 	stop()
+	if !strings.Contains(logs.String(), "outbox relay resumes publishing") {
+		t.Fatalf("the end of the outage was not logged:\n%s", logs.String())
+	}
 }
 
-// An outage longer than the whole retry span turns no row failed: the
-// attempts it defers do not spend retries, and the backlog drains by itself
-// when NATS returns, without a redrive. (Counting them as retries, every row
-// was failed after MaxRetries quick attempts.)
+// An outage longer than the whole retry span turns no row failed and
+// spends no retry: the relay pauses, and the backlog drains by itself when
+// NATS returns, without a redrive. (Counting failed publishes as retries,
+// every row was failed after MaxRetries quick attempts.)
 func TestOutageLongerThanRetrySpanDrainsWithoutRedrive(t *testing.T) {
 	f := newFixture(t)
 	srv, conn, stream := f.outage(t)
@@ -212,23 +229,70 @@ func TestOutageLongerThanRetrySpanDrainsWithoutRedrive(t *testing.T) {
 	span := r.Config().RetrySpan()
 	time.Sleep(4 * span)
 
-	if n := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'failed'"); n != 0 {
-		t.Fatalf("%d rows failed during an outage of 4× the retry span (%s), want 0", n, span)
-	}
-	if n := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'pending' AND retry_count = 0 AND defer_count >= 2"); n != 50 {
-		t.Fatalf("%d rows pending with deferrals and no retries spent, want all 50", n)
-	}
-	if v := metricValue(t, reg, "outbox_outage_deferrals_total"); v < 100 {
-		t.Fatalf("outbox_outage_deferrals_total = %v, want at least 2 per row", v)
+	if n := f.count(asCommitted); n != 50 {
+		t.Fatalf("after an outage of 4× the retry span (%s) %d of 50 rows are as committed, want all", span, n)
 	}
 
 	srv.Start()
 	f.drainedInto(t, conn, stream, 50)
 	stop()
-	for name, want := range map[string]float64{"outbox_failed_total": 0, "outbox_publish_retries_total": 0, "outbox_redriven_total": 0, "outbox_published_total": 50} {
+	for name, want := range map[string]float64{"outbox_failed_total": 0, "outbox_publish_retries_total": 0, "outbox_outage_deferrals_total": 0, "outbox_redriven_total": 0, "outbox_published_total": 50} {
 		if v := metricValue(t, reg, name); v != want {
 			t.Errorf("%s = %v, want %v", name, v, want)
 		}
+	}
+}
+
+// cutJS is a JetStream context whose connection is cut after the first keep
+// publishes: the later ones fail as on a connection that closed in the
+// middle of a batch, after the relay found it connected.
+type cutJS struct {
+	jetstream.JetStream
+	keep, n atomic.Int64
+}
+
+func (j *cutJS) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	if j.n.Add(1) > j.keep.Load() {
+		return nil, fmt.Errorf("publish: %w", nats.ErrConnectionClosed)
+	}
+	return j.JetStream.PublishMsgAsync(m, opts...)
+}
+
+// The rows whose publish a connection drop cut off in the middle of a batch
+// are deferred without spending a retry (with MaxRetries 1 a spent one
+// would fail them), for a short delay only; the next batch publishes them.
+func TestConnectionLostMidBatchDefersWithoutSpendingRetries(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.addMessages(10, 10)
+	js := &cutJS{JetStream: f.nc.JS}
+	js.keep.Store(4)
+	reg := newRegistry()
+	r, err := outbox.NewRelay(f.db, js, outbox.Config{BaseBackoff: 200 * time.Millisecond, MaxRetries: 1}, testenv.Logger(t), reg)
+	testenv.Must(t, err)
+	if n, err := r.PublishBatch(ctx); err != nil || n != 10 {
+		t.Fatalf("batch: claimed %d, err %v", n, err)
+	}
+	if s := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'"); s != 4 {
+		t.Fatalf("%d rows sent before the drop, want 4", s)
+	}
+	// The delay is the first backoff, 100..200ms, not one grown by the drop.
+	if d := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'pending' AND retry_count = 0 AND last_error LIKE '%connection closed%' AND TIMESTAMPDIFF(MICROSECOND, updated_at, next_retry_time) BETWEEN 100000 AND 200000"); d != 6 {
+		t.Fatalf("%d of the 6 cut-off rows deferred with their retries and a first-backoff delay", d)
+	}
+	for name, want := range map[string]float64{"outbox_published_total": 4, "outbox_outage_deferrals_total": 6, "outbox_publish_retries_total": 0, "outbox_failed_total": 0} {
+		if v := metricValue(t, reg, name); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+
+	js.keep.Store(1 << 40) // reconnected
+	time.Sleep(250 * time.Millisecond)
+	if n, err := r.PublishBatch(ctx); err != nil || n != 6 {
+		t.Fatalf("batch after the drop: claimed %d, err %v", n, err)
+	}
+	if got := f.streamMsgs(); got != 10 {
+		t.Fatalf("stream has %d messages, want 10", got)
 	}
 }
 
@@ -311,6 +375,130 @@ func TestFailedAfterMaxRetriesThenRedrive(t *testing.T) {
 	testenv.Must(t, err)
 	if info.State.Msgs != 1 {
 		t.Fatalf("redriven stream has %d messages, want 1", info.State.Msgs)
+	}
+}
+
+// A row whose subject no stream captures (a wrong prefix, a missing stream:
+// a configuration error) gets no responders as in an outage, but JetStream
+// answers that no stream captures it: the row spends its retries and ends
+// failed after MaxRetries, counted and logged as such, instead of waiting
+// forever as "NATS unreachable"; a redrive publishes it once the stream
+// exists.
+func TestSubjectWithoutStreamFailsAfterMaxRetriesThenRedrive(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	missing := "missing" + strings.ToLower(testenv.RandomSuffix(8))
+	msg := outbox.Message{ID: "lost-" + testenv.RandomSuffix(12), Subject: missing + ".x", Body: []byte(`{}`)}
+	testenv.Must(t, f.db.Transaction(func(tx *gormDB) error { return outbox.Add(tx, msg) }))
+
+	reg := newRegistry()
+	r, err := outbox.NewRelay(f.db, f.nc.JS, outbox.Config{BaseBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, MaxRetries: 3, PublishTimeout: 2 * time.Second}, testenv.Logger(t), reg)
+	testenv.Must(t, err)
+	for range 3 {
+		time.Sleep(5 * time.Millisecond) // let the backoff expire
+		if n, err := r.PublishBatch(ctx); err != nil || n != 1 {
+			t.Fatalf("publish batch: claimed %d, err %v", n, err)
+		}
+	}
+	var status, lastErr string
+	var retries int
+	testenv.Must(t, f.db.Raw("SELECT status, retry_count, last_error FROM local_message WHERE message_no = ?", msg.ID).Row().Scan(&status, &retries, &lastErr))
+	if status != outbox.StatusFailed || retries != 3 || !strings.Contains(lastErr, "no stream captures subject "+msg.Subject) {
+		t.Fatalf("after 3 attempts: status %s retries %d last error %q, want failed 3 naming the missing stream", status, retries, lastErr)
+	}
+	for name, want := range map[string]float64{"outbox_failed_total": 1, "outbox_publish_retries_total": 2, "outbox_outage_deferrals_total": 0} {
+		if v := metricValue(t, reg, name); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+
+	// Fix the cause: create the stream, then redrive.
+	_, err = natsjs.EnsureStream(ctx, f.nc.JS, events.StreamConfig(missing, missing))
+	testenv.Must(t, err)
+	testenv.DeleteStreamAtCleanup(t, f.nc.JS, missing)
+	if n, err := r.Redrive(ctx, msg.ID); err != nil || n != 1 {
+		t.Fatalf("redrive: %d, %v", n, err)
+	}
+	if n, err := r.PublishBatch(ctx); err != nil || n != 1 {
+		t.Fatalf("after redrive: claimed %d, err %v", n, err)
+	}
+	testenv.Must(t, f.db.Raw("SELECT status FROM local_message WHERE message_no = ?", msg.ID).Row().Scan(&status))
+	s, err := f.nc.JS.Stream(ctx, missing)
+	testenv.Must(t, err)
+	info, err := s.Info(ctx)
+	testenv.Must(t, err)
+	if status != outbox.StatusSent || info.State.Msgs != 1 {
+		t.Fatalf("after redrive: status %s, stream holds %d messages; want sent and 1", status, info.State.Msgs)
+	}
+}
+
+// apiDownJS is a JetStream context whose API stops answering while down is
+// set, as when JetStream is down but the NATS connection is up: its stream
+// lookups get no responders. Publishes still go to the real server.
+type apiDownJS struct {
+	jetstream.JetStream
+	down atomic.Bool
+}
+
+func (j *apiDownJS) StreamNameBySubject(ctx context.Context, subject string) (string, error) {
+	if j.down.Load() {
+		return "", nats.ErrNoResponders
+	}
+	return j.JetStream.StreamNameBySubject(ctx, subject)
+}
+
+// No responders while JetStream itself does not answer is an outage, not a
+// fault of the message: the batch that finds it defers its rows without
+// spending a retry, and the relay then pauses, touching no row, until a
+// stream lookup gets an answer; the rows go at the first poll after that.
+func TestJetStreamNotAnsweringDefersOnceThenPausesUntilItAnswers(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	subject := "nojs" + strings.ToLower(testenv.RandomSuffix(8))
+	msg := outbox.Message{ID: "wait-" + testenv.RandomSuffix(12), Subject: subject + ".x", Body: []byte(`{}`)}
+	testenv.Must(t, f.db.Transaction(func(tx *gormDB) error { return outbox.Add(tx, msg) }))
+	js := &apiDownJS{JetStream: f.nc.JS}
+	js.down.Store(true)
+
+	reg := newRegistry()
+	r, err := outbox.NewRelay(f.db, js, outbox.Config{BaseBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, MaxRetries: 1, PublishTimeout: 2 * time.Second}, testenv.Logger(t), reg)
+	testenv.Must(t, err)
+	if n, err := r.PublishBatch(ctx); err != nil || n != 1 {
+		t.Fatalf("first batch: claimed %d, err %v", n, err)
+	}
+	row := func() (status string, retries int, lastErr string, updated time.Time) {
+		testenv.Must(t, f.db.Raw("SELECT status, retry_count, COALESCE(last_error, ''), updated_at FROM local_message WHERE message_no = ?", msg.ID).Row().Scan(&status, &retries, &lastErr, &updated))
+		return
+	}
+	status, retries, lastErr, deferredAt := row()
+	if status != outbox.StatusPending || retries != 0 || !strings.Contains(lastErr, "JetStream not answering") {
+		t.Fatalf("after the first batch: status %s retries %d last error %q, want pending 0 saying JetStream is not answering", status, retries, lastErr)
+	}
+	for range 3 {
+		time.Sleep(5 * time.Millisecond) // the row is due again
+		if n, err := r.PublishBatch(ctx); err != nil || n != 0 {
+			t.Fatalf("while JetStream does not answer: claimed %d, err %v; want a pause", n, err)
+		}
+	}
+	if _, _, _, updated := row(); !updated.Equal(deferredAt) {
+		t.Fatalf("the row was written again at %s during the pause", updated)
+	}
+	for name, want := range map[string]float64{"outbox_outage_deferrals_total": 1, "outbox_outage_skips_total": 3, "outbox_failed_total": 0, "outbox_publish_retries_total": 0} {
+		if v := metricValue(t, reg, name); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+
+	// JetStream answers again, with a stream for the subject.
+	_, err = natsjs.EnsureStream(ctx, f.nc.JS, events.StreamConfig(subject, subject))
+	testenv.Must(t, err)
+	testenv.DeleteStreamAtCleanup(t, f.nc.JS, subject)
+	js.down.Store(false)
+	if n, err := r.PublishBatch(ctx); err != nil || n != 1 {
+		t.Fatalf("after JetStream answers: claimed %d, err %v", n, err)
+	}
+	if status, _, _, _ := row(); status != outbox.StatusSent {
+		t.Fatalf("after JetStream answers: status %s, want sent", status)
 	}
 }
 

@@ -95,7 +95,8 @@ func CheckOperatorPaths(t *testing.T, s Service) {
 
 // addFailed commits one message into db's local_message and marks it failed,
 // as if it had exhausted its retries, and returns its id. Its subject has no
-// stream, so a relay that picks it up again only defers it.
+// stream, so a relay that picks it up again spends its fresh retries on it,
+// with backoff, long after the test is over.
 func addFailed(t *testing.T, db *gorm.DB) string {
 	t.Helper()
 	msgs := []outbox.Message{{Subject: "outboxtest" + strings.ToLower(testenv.RandomSuffix(8)) + ".x", Body: []byte(`{}`)}}

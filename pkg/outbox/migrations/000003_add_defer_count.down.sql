@@ -1,2 +1,0 @@
-ALTER TABLE local_message
-  DROP COLUMN defer_count;
