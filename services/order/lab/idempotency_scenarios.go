@@ -75,6 +75,9 @@ type OrderAPI struct {
 	Handler http.Handler
 	DB      *gorm.DB
 	close   []func()
+	// gate holds RaceOrders' requests at the server until all of them
+	// have arrived (see arrivalGate).
+	gate arrivalGate
 }
 
 // StartOrderAPI wires the order API as cmd/order does and serves it on an
@@ -114,9 +117,9 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix, guard string) (_ *O
 	}
 	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 20}, Logger: env.Log, Registry: reg})
 	orders := app.New(store.New(db), noRelay{}, env.Log)
-	entry := []gin.HandlerFunc{tokens.Require(httpapi.UserIDHeader, false)}
+	entry := []gin.HandlerFunc{api.gate.hold, tokens.Require(httpapi.UserIDHeader, false)}
 	if guard != "" {
-		entry = append([]gin.HandlerFunc{idem.HandlerInTxFor(guard)}, entry...)
+		entry = []gin.HandlerFunc{api.gate.hold, idem.HandlerInTxFor(guard), tokens.Require(httpapi.UserIDHeader, false)}
 	}
 	httpapi.New(orders, env.Log, httpapi.Options{
 		CompleteInTx: idempotency.CompleteInTx,
@@ -178,20 +181,20 @@ func (a *OrderAPI) PostOrder(ctx context.Context, user, key, body string) (Reply
 	return Reply{Status: resp.StatusCode, Body: b, Replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true"}, nil
 }
 
-// RaceOrders sends n copies of one POST /orders from n goroutines released
-// together.
+// RaceOrders sends n copies of one POST /orders from n goroutines and lets
+// the server handle them only once all n have arrived, so they meet the
+// guard together however long the client takes to dial its connections.
 func (a *OrderAPI) RaceOrders(ctx context.Context, n int, user, key, body string) ([]Reply, error) {
 	out := make([]Reply, n)
 	errs := make([]error, n)
-	start := make(chan struct{})
+	a.gate.arm(n)
+	defer a.gate.disarm()
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			<-start
 			out[i], errs[i] = a.PostOrder(ctx, user, key, body)
 		})
 	}
-	close(start)
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
@@ -305,6 +308,50 @@ func redisGuardScenario(variant, guard string, n, allow int) func(context.Contex
 		res.Expected = fmt.Sprintf("= %d", row.Want)
 		return res, nil
 	}
+}
+
+// arrivalGate, while armed for n requests, holds each request that reaches
+// it until n have, then releases them together (or lets each go after
+// gateTimeout, so a lost client cannot hang the scenario). Disarmed, it
+// lets every request straight through.
+type arrivalGate struct {
+	mu      sync.Mutex
+	waiting int
+	want    int
+	open    chan struct{}
+}
+
+const gateTimeout = 10 * time.Second
+
+func (g *arrivalGate) arm(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.want, g.waiting, g.open = n, 0, make(chan struct{})
+}
+
+func (g *arrivalGate) disarm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.want, g.open = 0, nil
+}
+
+func (g *arrivalGate) hold(c *gin.Context) {
+	g.mu.Lock()
+	open := g.open
+	if open != nil {
+		g.waiting++
+		if g.waiting == g.want {
+			close(open)
+		}
+	}
+	g.mu.Unlock()
+	if open != nil {
+		select {
+		case <-open:
+		case <-time.After(gateTimeout):
+		}
+	}
+	c.Next()
 }
 
 // noRelay stands in for the outbox relay, which the lab does not run (see
