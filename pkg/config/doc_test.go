@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/composecheck"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 )
 
 // TestPackageDocExampleNamesNoRealVariable keeps the package comment's

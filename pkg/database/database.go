@@ -28,7 +28,7 @@ type Config struct {
 	ConnMaxLifetime time.Duration `env:"MYSQL_CONN_MAX_LIFETIME" default:"5m" usage:"recycle connections after this long"`
 
 	// DriverName selects a registered database/sql driver other than "mysql",
-	// such as the fault-injecting wrapper from pkg/fault. Not read from the
+	// such as the fault-injecting wrapper from pkg/lab/fault. Not read from the
 	// environment.
 	DriverName string `env:"-"`
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/oncemall/oncemall/pkg/database"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 func TestOpenCreatesTheDatabaseAndAppliesThePool(t *testing.T) {

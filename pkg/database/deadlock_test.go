@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/database"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // TestIsDeadlock provokes a real deadlock (two transactions locking two

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/dupproof"
 	"github.com/oncemall/oncemall/pkg/formtoken"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/race"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 func newStore(t *testing.T, ttl time.Duration) *formtoken.Store {
@@ -23,7 +23,7 @@ func TestConcurrentSubmitsConsumeATokenOnce(t *testing.T) {
 	token, err := s.Issue(ctx, "user-1")
 	testenv.Must(t, err)
 
-	accepted, err := dupproof.Race(100, func() (bool, error) { return s.Consume(ctx, "user-1", token) })
+	accepted, err := race.Run(100, func() (bool, error) { return s.Consume(ctx, "user-1", token) })
 	testenv.Must(t, err)
 	if accepted != 1 {
 		t.Fatalf("token accepted %d times, want 1", accepted)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/problem"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 func newServer(t *testing.T, checks map[string]httpserver.Check) *httpserver.Server {

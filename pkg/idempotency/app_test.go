@@ -20,11 +20,11 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/idempotency/idempotencytest"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/pkg/redisclient"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // testAppMigrations is the order-like table of the test app. order_no is

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/idempotency/idempotencytest"
+	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
 )
 
 // BenchmarkCreateOrder measures the throughput of the order-writing test

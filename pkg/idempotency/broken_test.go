@@ -8,7 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/idempotency/idempotencytest"
+	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
 )
 
 // TestBrokenCheckThenAct shows why the broken guard survives review: one

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/idempotency/idempotencytest"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 const orderBody = `{"sku":"SKU-1","quantity":2}`

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/idempotency/idempotencytest"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // inTx is the option selecting HandlerInTx.

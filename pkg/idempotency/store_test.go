@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // TestTakeOverIsConditional lines 30 claims up after they all read the same

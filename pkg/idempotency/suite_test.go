@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/idempotency/idempotencytest"
+	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
 )
 
 // TestSuiteOnTheTestApp runs the reusable suite the services run on their

@@ -11,7 +11,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/migrate"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 var widgets = migrate.Source{Name: "widgets", FS: fstest.MapFS{

@@ -14,7 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // Run with:

@@ -15,7 +15,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // fixture is a throwaway database with the outbox and inbox tables, a test

@@ -22,7 +22,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // Orders committed while no relay runs (a crash after commit, before

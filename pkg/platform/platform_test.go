@@ -20,7 +20,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/platform"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 var things = migrate.Source{Name: "things", FS: fstest.MapFS{

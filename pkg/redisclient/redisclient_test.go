@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/redisclient"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 func TestClientTalksToRedis(t *testing.T) {

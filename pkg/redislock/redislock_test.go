@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/dupproof"
 	"github.com/oncemall/oncemall/pkg/redislock"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/race"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 func TestAcquireRaceHasOneWinner(t *testing.T) {
@@ -21,7 +21,7 @@ func TestAcquireRaceHasOneWinner(t *testing.T) {
 	// Every call either wins or is refused with ErrNotAcquired; any other
 	// error fails the race.
 	const n = 100
-	won, err := dupproof.Race(n, func() (bool, error) {
+	won, err := race.Run(n, func() (bool, error) {
 		_, err := locks.Acquire(ctx, "job", 10*time.Second)
 		if errors.Is(err, redislock.ErrNotAcquired) {
 			return false, nil

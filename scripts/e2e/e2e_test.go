@@ -16,7 +16,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/scripts/proctest"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
 )

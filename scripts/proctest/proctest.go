@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/composecheck"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 var (

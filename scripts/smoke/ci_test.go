@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/composecheck"
 	"github.com/oncemall/oncemall/pkg/natsjs"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // TestCIRunLooksWhereTheTestsWill runs .ci/run with MYSQL_ADDR, REDIS_ADDR

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/composecheck"
-	"github.com/oncemall/oncemall/pkg/dupproof"
+	"github.com/oncemall/oncemall/pkg/lab/dupproof"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 )
 
 // output is go test -bench output as it comes: a plain line, a line whose

@@ -20,7 +20,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/database"
-	"github.com/oncemall/oncemall/pkg/dupproof"
+	"github.com/oncemall/oncemall/pkg/lab/dupproof"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/redisclient"
 )

@@ -32,7 +32,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/composecheck"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 )
 
 func main() {
@@ -97,7 +97,7 @@ var suites = []Suite{
 		About: "POST /payments/callback through the full HTTP stack, concurrency 50, 10% duplicate notifications, fixed and broken handlers.",
 	},
 	{
-		Name: "faultproxy", Title: "Fault proxy (pkg/faultproxy)", Dir: "pkg", Pkg: "./faultproxy/", Bench: ".", Benchtime: "1s", Count: 1,
+		Name: "faultproxy", Title: "Fault proxy (pkg/lab/faultproxy)", Dir: "pkg", Pkg: "./lab/faultproxy/", Bench: ".", Benchtime: "1s", Count: 1,
 		Doc:   "docs/benchmarks/faultproxy.md",
 		About: "A round trip and a committed transaction directly against MariaDB and through the disarmed proxy; the protocol scanner.",
 	},

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/dupproof"
+	"github.com/oncemall/oncemall/pkg/lab/dupproof"
 )
 
 // Report is everything docs/benchmarks.md shows.
@@ -79,7 +79,7 @@ func (r Report) Write(w io.Writer) error {
 	for _, o := range r.Outcomes {
 		p("%s\n", o.Suite.Command())
 	}
-	p("```\n\nthen races goroutines for one Redis key in process (`pkg/dupproof`, as `make dupproof` does).\n")
+	p("```\n\nthen races goroutines for one Redis key in process (`pkg/lab/dupproof`, as `make dupproof` does).\n")
 	p("One suite: `go run ./scripts/cmd/benchreport --only %s` (this rewrites the page with that suite only).\n\n", r.firstSuite())
 
 	p("## Figures\n")

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/oncemall/oncemall/pkg/dupproof"
+	"github.com/oncemall/oncemall/pkg/lab/dupproof"
 )
 
 // Verdict words of the report.

@@ -6,7 +6,7 @@
 //
 // Service-specific settings live in each service's internal config package,
 // which this module cannot import; their rows are kept by hand, and the
-// drift test in each service (pkg/composecheck) checks every row either way.
+// drift test in each service (pkg/testkit/composecheck) checks every row either way.
 package main
 
 import (

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/composecheck"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 )
 
 // TestREADMEHasTheGeneratedRows fails when a shared setting's row in the

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/pkg/dupproof"
+	"github.com/oncemall/oncemall/pkg/lab/dupproof"
 	"github.com/oncemall/oncemall/pkg/redisclient"
 )
 

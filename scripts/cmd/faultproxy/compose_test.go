@@ -3,9 +3,9 @@ package main
 import (
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/composecheck"
 	"github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/pkg/faultproxy"
+	"github.com/oncemall/oncemall/pkg/lab/faultproxy"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 )
 
 // TestComposeAndREADMEMatchTheConfig keeps docker-compose.yml, the Dockerfile

@@ -14,7 +14,7 @@
 //	POST /disarm
 //	GET  /stats
 //
-// See pkg/faultproxy for what the proxy can and cannot see.
+// See pkg/lab/faultproxy for what the proxy can and cannot see.
 package main
 
 import (
@@ -30,7 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/pkg/faultproxy"
+	"github.com/oncemall/oncemall/pkg/lab/faultproxy"
 	"github.com/oncemall/oncemall/pkg/logging"
 )
 

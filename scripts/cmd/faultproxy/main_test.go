@@ -13,8 +13,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/pkg/faultproxy"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/lab/faultproxy"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 func TestRunProxiesArmsAndShutsDown(t *testing.T) {

@@ -21,8 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
-	"github.com/oncemall/oncemall/pkg/fault"
 	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/lab/fault"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
@@ -193,7 +193,7 @@ func result(mode coupon.Mode, sub, injected string, n int) lab.Result {
 }
 
 // LostAckDriver loses the acknowledgement of the deduction's COMMIT with the
-// fault-injecting database/sql driver (pkg/fault), then lets the retry job
+// fault-injecting database/sql driver (pkg/lab/fault), then lets the retry job
 // run as it would in production.
 func LostAckDriver(ctx context.Context, env lab.Env, mode coupon.Mode) (lab.Result, error) {
 	driverName := env.Name("fault_" + string(mode))

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	couponlab "github.com/oncemall/oncemall/services/coupon/lab"
 )
 

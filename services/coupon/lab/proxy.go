@@ -5,13 +5,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/oncemall/oncemall/pkg/faultproxy"
 	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/lab/faultproxy"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
 // LostAckProxy loses the acknowledgement of the deduction's COMMIT on the
-// wire: the MySQL-protocol fault proxy (pkg/faultproxy) is started in process
+// wire: the MySQL-protocol fault proxy (pkg/lab/faultproxy) is started in process
 // on a free port in front of the database, the coupon database is opened
 // through it, and the proxy is armed to let the next COMMIT reach the server,
 // drop the server's OK and cut the client connection. Unlike the driver

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 )
 

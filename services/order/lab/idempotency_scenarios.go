@@ -24,12 +24,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/oncemall/oncemall/pkg/dupproof"
 	"github.com/oncemall/oncemall/pkg/formtoken"
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/lab/dupproof"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/redisclient"
 	"github.com/oncemall/oncemall/services/order/internal/app"
@@ -39,7 +39,7 @@ import (
 )
 
 // Incident 4's extra variants: the seed-004 Redis guards, each raced on its
-// own key (pkg/dupproof).
+// own key (pkg/lab/dupproof).
 const (
 	VariantCheckThenSet  = "broken-check-then-set"
 	VariantSetNX         = "fixed-set-nx"

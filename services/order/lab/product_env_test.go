@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // labEnv returns a lab environment on the test's dependencies, its names

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/oncemall/oncemall/pkg/migrate"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/payment/migrations"
 )
 

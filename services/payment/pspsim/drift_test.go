@@ -3,13 +3,13 @@ package pspsim_test
 import (
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/composecheck"
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
 
 // TestComposeDockerfileAndREADMEMatch is the simulator's drift test: see
-// pkg/composecheck for the rules.
+// pkg/testkit/composecheck for the rules.
 func TestComposeDockerfileAndREADMEMatch(t *testing.T) {
 	composecheck.Run(t, composecheck.Program{
 		Service:  "psp-sim",

@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/oncemall/oncemall/pkg/events"
-	"github.com/oncemall/oncemall/pkg/outbox/outboxtest"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/outboxtest"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // TestRunServesConsumesDeductsAndShutsDown starts the whole service as

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/composecheck"
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/pkg/config/configtest"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
+	"github.com/oncemall/oncemall/pkg/testkit/configtest"
 	"github.com/oncemall/oncemall/services/coupon/internal/config"
 )
 
@@ -62,7 +62,7 @@ func TestLoadNamesTheBadVariable(t *testing.T) {
 	configtest.BadValuesNamed(t, func() error { _, err := config.Load(); return err }, configtest.PlatformBadValues)
 }
 
-// TestComposeDockerfileAndREADMEMatch is the drift test: see pkg/composecheck
+// TestComposeDockerfileAndREADMEMatch is the drift test: see pkg/testkit/composecheck
 // for the rules.
 func TestComposeDockerfileAndREADMEMatch(t *testing.T) {
 	composecheck.Run(t, composecheck.Program{

@@ -13,7 +13,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 	"github.com/oncemall/oncemall/services/coupon/internal/messaging"

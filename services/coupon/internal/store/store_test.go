@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
 	"github.com/oncemall/oncemall/services/coupon/migrations"

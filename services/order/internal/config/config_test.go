@@ -3,9 +3,9 @@ package config_test
 import (
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/composecheck"
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/pkg/config/configtest"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
+	"github.com/oncemall/oncemall/pkg/testkit/configtest"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 )
 
@@ -30,7 +30,7 @@ func TestLoadNamesTheBadVariable(t *testing.T) {
 	}))
 }
 
-// TestComposeDockerfileAndREADMEMatch is the drift test: see pkg/composecheck
+// TestComposeDockerfileAndREADMEMatch is the drift test: see pkg/testkit/composecheck
 // for the rules.
 func TestComposeDockerfileAndREADMEMatch(t *testing.T) {
 	composecheck.Run(t, composecheck.Program{

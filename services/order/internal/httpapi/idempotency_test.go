@@ -13,11 +13,11 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/formtoken"
 	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/idempotency/idempotencytest"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/redisclient"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/store"

@@ -3,8 +3,8 @@ package main
 import (
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/outbox/outboxtest"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/outboxtest"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // TestOutboxOperatorPaths runs `payment outbox stats|redrive` and then the

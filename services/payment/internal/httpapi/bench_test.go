@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 )
 

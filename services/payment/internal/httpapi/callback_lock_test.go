@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/oncemall/oncemall/pkg/redislock"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 	"github.com/oncemall/oncemall/services/payment/psp"
 	"github.com/oncemall/oncemall/services/payment/pspsim"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/oncemall/oncemall/pkg/idempotency/idempotencytest"
+	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
 )
 
 // TestCreatePaymentIdempotencyKeySuite runs pkg/idempotency's checks on the

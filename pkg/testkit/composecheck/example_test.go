@@ -3,8 +3,8 @@ package composecheck_test
 import (
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/composecheck"
 	"github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 )
 
 // pspConfig stands in for the PSP simulator's real configuration struct.

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/dupproof"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/lab/dupproof"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 func TestCheckThenSetBreaksAndAtomicGuardsHold(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/database"
-	"github.com/oncemall/oncemall/pkg/faultproxy"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/lab/faultproxy"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // startProxy runs a proxy in front of the test MySQL server on a free port and

@@ -10,7 +10,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/redisclient"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 func TestUniqueNameIsSafeAndUnique(t *testing.T) {

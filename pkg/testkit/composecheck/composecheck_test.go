@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/composecheck"
 	"github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 )
 
 const goodCompose = `

@@ -4,7 +4,7 @@ import (
 	"database/sql"
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // The query benchmarks compare a round trip and a committed transaction

@@ -61,6 +61,6 @@
 //	// point database.Config.Addr at addr.String(), then:
 //	p.Arm(1)
 //
-// For a fault inside one process without a network hop, pkg/fault wraps the
+// For a fault inside one process without a network hop, pkg/lab/fault wraps the
 // database/sql driver instead.
 package faultproxy

@@ -29,7 +29,7 @@
 //
 // Only Commit through the driver's transaction (sql.Tx.Commit, which gorm's
 // Commit and Transaction end in) is affected; a COMMIT sent as plain SQL text
-// is not recognised. The TCP proxy in pkg/faultproxy covers that case, and any
+// is not recognised. The TCP proxy in pkg/lab/faultproxy covers that case, and any
 // client, at the protocol level.
 package fault
 

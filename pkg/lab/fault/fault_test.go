@@ -13,8 +13,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/database"
-	"github.com/oncemall/oncemall/pkg/fault"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/lab/fault"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // openFaultDB returns a gorm handle on a fresh database whose connections go

@@ -10,14 +10,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/oncemall/oncemall/pkg/ratelimit"
+	"github.com/oncemall/oncemall/pkg/testkit/race"
 )
 
 // Guard names.
@@ -42,34 +41,6 @@ type Row struct {
 	// placeholder, not a counter: it lets exactly 1 through whatever Allow is.
 	Want  int
 	Holds bool
-}
-
-// Race releases n goroutines at once, each calling try once, and counts the
-// calls that returned true.
-func Race(n int, try func() (bool, error)) (int, error) {
-	var passed atomic.Int32
-	var firstErr error
-	var errOnce sync.Once
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			ok, err := try()
-			if err != nil {
-				errOnce.Do(func() { firstErr = err })
-				return
-			}
-			if ok {
-				passed.Add(1)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	return int(passed.Load()), firstErr
 }
 
 // checkThenSet is the broken guard: EXISTS and SET are two commands, and
@@ -129,7 +100,7 @@ func RunGuard(ctx context.Context, rdb redis.UniversalClient, prefix, guard stri
 	default:
 		return Row{}, fmt.Errorf("dupproof: unknown guard %q", guard)
 	}
-	passed, err := Race(n, try)
+	passed, err := race.Run(n, try)
 	rdb.Del(context.WithoutCancel(ctx), key, prefix+key)
 	if err != nil {
 		return Row{}, fmt.Errorf("%s: %w", guard, err)

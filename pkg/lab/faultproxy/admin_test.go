@@ -14,9 +14,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/oncemall/oncemall/pkg/faultproxy"
+	"github.com/oncemall/oncemall/pkg/lab/faultproxy"
 	"github.com/oncemall/oncemall/pkg/problem"
-	"github.com/oncemall/oncemall/pkg/testenv"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 const testToken = "test-admin-token"
