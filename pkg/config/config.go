@@ -63,8 +63,12 @@ func LoadValid[T interface{ Validate() error }]() (T, error) {
 	return c, c.Validate()
 }
 
-// LoadFrom fills dst from lookup. Every malformed variable is reported, joined
-// into one error, so a bad deployment is fixed in one round.
+// LoadFrom fills dst from lookup. A variable that is not set takes its
+// default; one that is set takes its value, even an empty one, so that
+// ADMIN_TOKEN="" means an empty token (which the service then refuses)
+// and not, silently, the published development token. Every malformed
+// variable is reported, joined into one error, so a bad deployment is fixed
+// in one round.
 func LoadFrom(dst any, lookup LookupFunc) error {
 	v := reflect.ValueOf(dst)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
@@ -74,7 +78,7 @@ func LoadFrom(dst any, lookup LookupFunc) error {
 	walk(v.Elem(), func(f reflect.Value, sf reflect.StructField) {
 		name := sf.Tag.Get("env")
 		raw, ok := lookup(name)
-		if !ok || raw == "" {
+		if !ok {
 			raw, ok = sf.Tag.Lookup("default")
 			if !ok {
 				return

@@ -59,13 +59,23 @@ func TestLoadParsesEveryType(t *testing.T) {
 	}
 }
 
-func TestLoadEmptyValueTakesDefault(t *testing.T) {
+// An explicitly empty value is the value, not a request for the default:
+// an empty string stays empty, and an empty number is an error naming the
+// variable. Only a variable that is not set takes its default.
+func TestLoadEmptyValueIsTheValue(t *testing.T) {
 	var c sample
-	if err := config.LoadFrom(&c, lookup(map[string]string{"T_N": ""})); err != nil {
+	if err := config.LoadFrom(&c, lookup(map[string]string{"T_NAME": ""})); err != nil {
 		t.Fatal(err)
 	}
+	if c.Name != "" {
+		t.Fatalf("T_NAME set empty: got %q, want empty (not the default)", c.Name)
+	}
 	if c.N != 7 {
-		t.Fatalf("T_N empty: got %d, want the default 7", c.N)
+		t.Fatalf("T_N not set: got %d, want the default 7", c.N)
+	}
+	err := config.LoadFrom(&c, lookup(map[string]string{"T_N": ""}))
+	if err == nil || !strings.Contains(err.Error(), "T_N") {
+		t.Fatalf("T_N set empty: %v, want an error naming T_N", err)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/oncemall/oncemall/pkg/config"
 )
 
@@ -27,4 +29,44 @@ func CheckSubjectPrefix(variable, prefix string) error {
 		return &config.Error{Var: variable, Value: prefix, Err: errors.New(`want empty, or subject tokens ending in a dot ("e2e1.")`)}
 	}
 	return nil
+}
+
+// Config is where a deployment's events live (EVENT_SUBJECT_PREFIX). The
+// services write and consume the plain subjects of this package; the
+// platform puts Prefix before every subject it publishes or consumes and
+// derives every stream name from it, so a test, a lab run or a second
+// deployment on the same NATS gets streams of its own.
+type Config struct {
+	SubjectPrefix string `env:"EVENT_SUBJECT_PREFIX" default:"" usage:"put before every subject, and (upper-cased, dots as underscores) before every stream name; empty in production, tests set a unique one ending in a dot"`
+	// StreamReplicas is how many copies a JetStream cluster keeps of each
+	// stream the services declare.
+	StreamReplicas int `env:"EVENT_STREAM_REPLICAS" default:"1" usage:"replicas of each declared stream: 1 on a single NATS server, 3 on a three-node JetStream cluster"`
+}
+
+// Validate checks the prefix and the replica count.
+func (c Config) Validate() error {
+	return errors.Join(
+		CheckSubjectPrefix("EVENT_SUBJECT_PREFIX", c.SubjectPrefix),
+		config.CheckRange("EVENT_STREAM_REPLICAS", c.StreamReplicas, 1, 5),
+	)
+}
+
+// Subject returns subject as published and consumed: Prefix + subject.
+func (c Config) Subject(subject string) string { return c.SubjectPrefix + subject }
+
+// StreamName returns the name of the stream that carries subject ("order.paid"
+// is carried by ORDER, or by T1_ORDER under the prefix "t1.").
+func (c Config) StreamName(subject string) string {
+	root, _, _ := strings.Cut(subject, ".")
+	return strings.ToUpper(strings.ReplaceAll(c.SubjectPrefix, ".", "_") + root)
+}
+
+// Stream returns the configuration of the stream carrying subject's root
+// ("order" for "order.paid", or the root alone): its name from StreamName,
+// its subjects Prefix+root+".>".
+func (c Config) Stream(subject string) jetstream.StreamConfig {
+	root, _, _ := strings.Cut(subject, ".")
+	sc := StreamConfig(c.StreamName(root), c.Subject(root))
+	sc.Replicas = max(c.StreamReplicas, 1)
+	return sc
 }

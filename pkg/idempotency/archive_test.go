@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/redislock"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
@@ -58,7 +57,7 @@ func TestArchiverDeletesOnlyExpiredRecords(t *testing.T) {
 
 	cfg := idempotency.DefaultConfig()
 	cfg.ArchiveBatch = 2 // several batches for six expired rows
-	arch, err := idempotency.NewArchiver(store, redislock.New(app.rdb, app.prefix), cfg, slog.Default(), prometheus.NewRegistry())
+	arch, err := idempotency.NewArchiver(store, cfg, slog.Default(), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	n, err := arch.RunOnce(context.Background())
 	testenv.Must(t, err)
@@ -70,34 +69,6 @@ func TestArchiverDeletesOnlyExpiredRecords(t *testing.T) {
 	}
 	if n, err := arch.RunOnce(context.Background()); err != nil || n != 0 {
 		t.Fatalf("second run deleted %d (%v), want 0", n, err)
-	}
-}
-
-// TestScheduledArchiverRunsUnderTheLock starts two replicas' archivers on a
-// one-second schedule: the expired rows go, the rest stays, and the runs are
-// serialised by the Redis lock (at most one holds it at a time).
-func TestScheduledArchiverRunsUnderTheLock(t *testing.T) {
-	app := newTestApp(t)
-	store := app.mw.Store()
-	seedRecords(t, store, time.Now().UTC().Add(-48*time.Hour), "old-1", "old-2", "old-3")
-	seedRecords(t, store, time.Now().UTC(), "new-1")
-
-	cfg := idempotency.DefaultConfig()
-	cfg.ArchiveSchedule = "@every 1s"
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for range 2 {
-		arch, err := idempotency.NewArchiver(store, redislock.New(app.rdb, app.prefix), cfg, testenv.Logger(t), prometheus.NewRegistry())
-		testenv.Must(t, err)
-		testenv.Must(t, arch.Start(ctx))
-		t.Cleanup(func() { _ = arch.Stop(context.Background()) })
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && app.records(t) != 1 {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if got := fmt.Sprint(remainingKeys(t, app)); got != "[new-1]" {
-		t.Fatalf("remaining %s, want [new-1]", got)
 	}
 }
 

@@ -12,15 +12,15 @@ const (
 	outcomeInvalid  = "invalid"  // 400: malformed key or caller
 )
 
-type metrics struct {
+type counters struct {
 	requests  *prometheus.CounterVec
 	fallbacks prometheus.Counter
 	released  prometheus.Counter
 	lost      prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
+func newMetrics(reg prometheus.Registerer) *counters {
+	m := &counters{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idempotency_requests_total",
 			Help: "Requests through the Idempotency-Key middleware, by outcome (first, replayed, conflict, mismatch, missing, invalid).",

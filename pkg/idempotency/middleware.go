@@ -45,7 +45,7 @@ type Middleware struct {
 	cfg      Config
 	terminal func(int) bool
 	log      *slog.Logger
-	metrics  *metrics
+	metrics  *counters
 	lastWarn atomic.Int64 // unix nanos of the last Redis fallback warning
 	// entryPausedUntil (unix nanos) skips the entry layer after a Redis
 	// failure, for entryPause.

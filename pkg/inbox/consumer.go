@@ -91,6 +91,9 @@ func NewConsumer(db *gorm.DB, js jetstream.JetStream, cfg Config, h Handler, log
 	return &Consumer{db: db, cons: cons, cfg: cfg, h: h, log: log.With("consumer", cfg.Name), m: m}, nil
 }
 
+// Name is the durable consumer name, also its deduplication scope.
+func (c *Consumer) Name() string { return c.cfg.Name }
+
 // Run consumes until ctx ends, then lets in-flight handlers finish.
 func (c *Consumer) Run(ctx context.Context) error {
 	jobs := make(chan jetstream.Msg)
@@ -303,16 +306,35 @@ func (c *Consumer) count(o Outcome) Outcome {
 	return o
 }
 
+// Cleanup deletes the processed ids older than s.Retention and the dead
+// letters older than s.DeadRetention, s.CleanupBatch rows per statement, and
+// returns how many of each it deleted. The platform runs it on
+// s.CleanupSchedule in every service, so neither table grows without bound.
+func Cleanup(ctx context.Context, db *gorm.DB, s Settings) (processed, dead int64, err error) {
+	now := time.Now().UTC()
+	processed, err = deleteBefore(ctx, db, "processed_message", "processed_at", now.Add(-s.Retention), s.CleanupBatch)
+	if err != nil {
+		return processed, 0, err
+	}
+	dead, err = deleteBefore(ctx, db, "dead_message", "created_at", now.Add(-s.DeadRetention), s.CleanupBatch)
+	return processed, dead, err
+}
+
 // CleanupProcessed deletes processed_message rows older than olderThan, in
 // batches of batch rows, and returns how many it deleted. Keep rows longer
 // than any duplicate can arrive (see the package doc).
 func CleanupProcessed(ctx context.Context, db *gorm.DB, olderThan time.Duration, batch int) (int64, error) {
-	cutoff := time.Now().UTC().Add(-olderThan)
+	return deleteBefore(ctx, db, "processed_message", "processed_at", time.Now().UTC().Add(-olderThan), batch)
+}
+
+// deleteBefore deletes table's rows whose column is before cutoff, batch rows
+// per statement so that no statement holds its locks for long.
+func deleteBefore(ctx context.Context, db *gorm.DB, table, column string, cutoff time.Time, batch int) (int64, error) {
 	var total int64
 	for {
-		res := db.WithContext(ctx).Exec("DELETE FROM processed_message WHERE processed_at < ? ORDER BY processed_at LIMIT ?", cutoff, batch)
+		res := db.WithContext(ctx).Exec("DELETE FROM "+table+" WHERE "+column+" < ? ORDER BY "+column+" LIMIT ?", cutoff, batch)
 		if res.Error != nil {
-			return total, fmt.Errorf("inbox cleanup: %w", res.Error)
+			return total, fmt.Errorf("inbox cleanup of %s: %w", table, res.Error)
 		}
 		total += res.RowsAffected
 		if res.RowsAffected < int64(batch) {

@@ -44,6 +44,11 @@ type Config struct {
 	Retention       time.Duration `env:"OUTBOX_RETENTION" default:"168h" usage:"how long sent outbox rows are kept"`
 	CleanupBatch    int           `env:"OUTBOX_CLEANUP_BATCH" default:"1000" usage:"rows deleted per cleanup statement"`
 
+	// SubjectPrefix is put before every row's subject when it is published
+	// (events.Config.SubjectPrefix, which the platform passes): the rows
+	// keep the plain subjects of pkg/events.
+	SubjectPrefix string `env:"-"`
+
 	// AfterPublish, when set, runs after a batch's PubAcks arrived and
 	// before the rows are marked sent, with the published message ids. An
 	// error abandons the batch exactly as a crash at that point would: the

@@ -13,7 +13,7 @@ import (
 // the retention cleanup (CleanupSchedule). The service owns c, starts it
 // after the relay and stops it before the relay.
 func (r *Relay) Schedule(c *cron.Cron) error {
-	if _, err := c.AddFunc(r.cfg.PollSchedule, r.poll); err != nil {
+	if _, err := c.AddFunc(r.cfg.PollSchedule, func() { _ = r.Poll(context.Background()) }); err != nil {
 		return fmt.Errorf("outbox: poll schedule %q: %w", r.cfg.PollSchedule, err)
 	}
 	if _, err := c.AddFunc(r.cfg.CleanupSchedule, func() {
@@ -28,17 +28,21 @@ func (r *Relay) Schedule(c *cron.Cron) error {
 	return nil
 }
 
-func (r *Relay) poll() {
+// Poll is the safety-net poll: it wakes the relay, so rows whose backoff
+// expired and commits whose Wake was missed are published, and samples the
+// backlog gauges. A failed sample is logged and returned.
+func (r *Relay) Poll(ctx context.Context) error {
 	r.Wake()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	st, err := Stats(ctx, r.db)
 	if err != nil {
 		r.log.Warn("outbox backlog sample failed", "err", err)
-		return
+		return err
 	}
 	r.m.pending.Set(float64(st.Pending))
 	r.m.oldestAge.Set(st.OldestPendingAge.Seconds())
+	return nil
 }
 
 // Cleanup deletes sent rows created more than Retention ago, CleanupBatch

@@ -180,7 +180,7 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 			sentNos = append(sentNos, row.MessageNo)
 			continue
 		}
-		deferrable, reason := r.classify(bctx, row.Topic, perr, lookups)
+		deferrable, reason := r.classify(bctx, r.cfg.SubjectPrefix+row.Topic, perr, lookups)
 		pubErrs[i] = reason
 		if deferrable {
 			deferred = append(deferred, row.ID)
@@ -294,7 +294,7 @@ func (r *Relay) publish(ctx context.Context, rows []claimed) []error {
 	}
 	futures := make([]jetstream.PubAckFuture, len(rows))
 	for i, row := range rows {
-		msg := nats.NewMsg(row.Topic)
+		msg := nats.NewMsg(r.cfg.SubjectPrefix + row.Topic)
 		msg.Data = row.Body
 		if row.Headers.Valid && row.Headers.String != "" {
 			var h map[string]string

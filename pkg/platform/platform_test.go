@@ -41,11 +41,12 @@ func setup(t *testing.T) (platform.Config, platform.Options, *testenv.SyncBuffer
 	cfg.Redis = env.Redis
 	cfg.StartupTimeout = 20 * time.Second
 	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.Env = platform.EnvLab
+	cfg.HTTPAddr = testenv.FreeAddr(t) // free now; the server binds it
+	cfg.Database = dbName
 	logs := &testenv.SyncBuffer{}
 	return cfg, platform.Options{
 		Service:    "platformtest",
-		HTTPAddr:   testenv.FreeAddr(t), // free now; the server binds it
-		DBName:     dbName,
 		Migrations: []migrate.Source{things},
 		Logger:     slog.New(slog.NewJSONHandler(io.MultiWriter(logs, testLogWriter{t}), nil)),
 	}, logs
@@ -86,7 +87,7 @@ func TestStartMigratesAndServesReady(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- rt.Serve(ctx) }()
-	waitReady(t, "http://"+opts.HTTPAddr+"/readyz", http.StatusOK)
+	waitReady(t, "http://"+cfg.HTTPAddr+"/readyz", http.StatusOK)
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatalf("Serve: %v", err)
@@ -127,12 +128,12 @@ func TestReadyzNamesDeadRedis(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- rt.Serve(ctx) }()
-	body := waitReady(t, "http://"+opts.HTTPAddr+"/readyz", http.StatusServiceUnavailable)
+	body := waitReady(t, "http://"+cfg.HTTPAddr+"/readyz", http.StatusServiceUnavailable)
 	failed, _ := body["failed"].(map[string]any)
 	if len(failed) != 1 || failed["redis"] == nil || !strings.Contains(body["detail"].(string), "redis") {
 		t.Fatalf("/readyz = %v, want redis (and only redis) named", body)
 	}
-	if code, _ := get(t, "http://"+opts.HTTPAddr+"/healthz"); code != http.StatusOK {
+	if code, _ := get(t, "http://"+cfg.HTTPAddr+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz = %d with Redis down, want 200 (liveness does not depend on Redis)", code)
 	}
 	cancel()
@@ -151,10 +152,10 @@ func TestStartRejectsBadConfig(t *testing.T) {
 		name, want string
 		bad        func(*platform.Config, *platform.Options)
 	}{
-		{"HTTP_ADDR", "HTTP_ADDR", func(_ *platform.Config, o *platform.Options) { o.HTTPAddr = ":abc" }},
+		{"HTTP_ADDR", "HTTP_ADDR", func(c *platform.Config, _ *platform.Options) { c.HTTPAddr = ":abc" }},
 		{"MYSQL_MAX_OPEN_CONNS", "MYSQL_MAX_OPEN_CONNS", func(c *platform.Config, _ *platform.Options) { c.MySQL.MaxOpenConns = 0 }},
 		{"NATS_URL", "NATS_URL", func(c *platform.Config, _ *platform.Options) { c.NATS.URL = "not a url" }},
-		{"database name", "bad`name", func(_ *platform.Config, o *platform.Options) { o.DBName = "bad`name" }},
+		{"database name", "bad`name", func(c *platform.Config, _ *platform.Options) { c.Database = "bad`name" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, opts := good, goodOpts
@@ -236,11 +237,11 @@ func TestShutdownOrder(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- rt.Serve(ctx) }()
-	waitReady(t, "http://"+opts.HTTPAddr+"/readyz", http.StatusOK)
+	waitReady(t, "http://"+cfg.HTTPAddr+"/readyz", http.StatusOK)
 
 	slow := make(chan string, 1)
 	go func() {
-		resp, err := http.Get("http://" + opts.HTTPAddr + "/slow")
+		resp, err := http.Get("http://" + cfg.HTTPAddr + "/slow")
 		if err != nil {
 			slow <- err.Error()
 			return
@@ -270,7 +271,7 @@ func TestShutdownOrder(t *testing.T) {
 	if !rt.NATS.NC.IsClosed() {
 		t.Fatal("NATS still open after shutdown")
 	}
-	if _, err := net.DialTimeout("tcp", opts.HTTPAddr, time.Second); err == nil {
+	if _, err := net.DialTimeout("tcp", cfg.HTTPAddr, time.Second); err == nil {
 		t.Fatal("HTTP still accepting after shutdown")
 	}
 }
@@ -300,9 +301,9 @@ func TestShutdownGivesUpAtTheBound(t *testing.T) {
 	})
 	served := make(chan error, 1)
 	go func() { served <- rt.Serve(ctx) }()
-	waitReady(t, "http://"+opts.HTTPAddr+"/readyz", http.StatusOK)
+	waitReady(t, "http://"+cfg.HTTPAddr+"/readyz", http.StatusOK)
 	go func() {
-		if resp, err := http.Get("http://" + opts.HTTPAddr + "/stuck"); err == nil {
+		if resp, err := http.Get("http://" + cfg.HTTPAddr + "/stuck"); err == nil {
 			resp.Body.Close()
 		}
 	}()
@@ -374,7 +375,7 @@ func TestGoAndStartCronStopInReverse(t *testing.T) {
 
 	served := make(chan error, 1)
 	go func() { served <- rt.Serve(ctx) }()
-	waitReady(t, "http://"+opts.HTTPAddr+"/readyz", http.StatusOK)
+	waitReady(t, "http://"+cfg.HTTPAddr+"/readyz", http.StatusOK)
 	select {
 	case <-jobStarted:
 	case <-time.After(3 * time.Second):

@@ -1,10 +1,14 @@
-// Package platform is the plumbing every oncemall service shares: it reads the
-// common configuration, opens MySQL (creating and migrating the service's
-// database), NATS JetStream and Redis, builds the HTTP server with health,
-// readiness and metrics, and shuts everything down in the right order.
+// Package platform runs an oncemall service. A service declares what it is
+// in a Service (name, port, migrations, streams, and a Wire function that
+// builds its use cases and declares its routes, consumers and jobs); Main
+// and Run do the rest: configuration and --help, the migrate and outbox
+// commands, MySQL (created and migrated), NATS JetStream (streams
+// declared), Redis, the outbox relay with its cleanup and redrive, the
+// inbox consumers with theirs, the scheduled jobs (recovered, never
+// overlapping, one replica at a time under a Redis lock), the HTTP server
+// with health, readiness and metrics, and the shutdown in reverse order.
 //
-// A service's run function calls Start, wires its domain onto the Runtime,
-// registers what must stop with OnShutdown, and calls Serve.
+// docs/service-shape.md shows a whole service built this way.
 package platform
 
 import (
@@ -21,48 +25,18 @@ import (
 	"github.com/robfig/cron/v3"
 	"gorm.io/gorm"
 
-	"github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/httpserver"
-	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/redisclient"
 )
 
-// Config is the configuration every service shares. Services embed it and add
-// HTTP_ADDR and MYSQL_DATABASE with their own defaults.
-type Config struct {
-	Log             logging.Config
-	MySQL           database.Config
-	NATS            natsjs.Config
-	Redis           redisclient.Config
-	HTTP            httpserver.Config
-	AdminToken      string        `env:"ADMIN_TOKEN" default:"dev-admin-token" usage:"bearer token for /admin endpoints (the default is for local development only)"`
-	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" default:"15s" usage:"how long a graceful shutdown may take before the process gives up"`
-	StartupTimeout  time.Duration `env:"STARTUP_TIMEOUT" default:"60s" usage:"how long to wait for MySQL, NATS and Redis at start-up"`
-}
-
-// Validate checks the shared settings.
-func (c Config) Validate() error {
-	return errors.Join(
-		c.Log.Validate(),
-		config.CheckAddr("MYSQL_ADDR", c.MySQL.Addr),
-		config.CheckAddr("REDIS_ADDR", c.Redis.Addr),
-		c.NATS.Validate(),
-		config.CheckPositive("MYSQL_MAX_OPEN_CONNS", c.MySQL.MaxOpenConns),
-		config.CheckPositive("HTTP_BODY_LIMIT_BYTES", c.HTTP.BodyLimitBytes),
-		config.CheckPositive("HTTP_READ_HEADER_TIMEOUT", c.HTTP.ReadHeaderTimeout),
-		config.CheckPositive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout),
-		config.CheckPositive("STARTUP_TIMEOUT", c.StartupTimeout),
-	)
-}
-
-// Options names what one service needs from the platform.
+// Options names what one service needs from the platform at start-up.
+// Service.Run fills it from the declaration; tests of the platform itself
+// call Start with it directly.
 type Options struct {
 	Service    string // "order", "coupon", "payment"
-	HTTPAddr   string
-	DBName     string
 	Migrations []migrate.Source
 	Streams    []jetstream.StreamConfig
 	Logger     *slog.Logger
@@ -93,9 +67,6 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := config.CheckAddr("HTTP_ADDR", opts.HTTPAddr); err != nil {
-		return nil, err
-	}
 	r := &Runtime{Config: cfg, Log: opts.Logger, Registry: prometheus.NewRegistry()}
 	r.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	defer func() {
@@ -107,13 +78,13 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 	defer cancel()
 
 	// MySQL: the service's own database, created if missing, then migrated.
-	if r.DB, err = openDB(ctx, cfg.MySQL, opts.DBName, r.Log); err != nil {
+	if r.DB, err = openDB(ctx, cfg.MySQL, cfg.Database, r.Log); err != nil {
 		return nil, err
 	}
 	if err = MigrateDB(ctx, r.DB, opts.Migrations); err != nil {
 		return nil, err
 	}
-	r.Log.Info("database ready", "database", opts.DBName, "addr", cfg.MySQL.Addr)
+	r.Log.Info("database ready", "database", cfg.Database, "addr", cfg.MySQL.Addr)
 
 	// NATS JetStream: streams are declared idempotently by every replica.
 	if r.NATS, err = natsjs.Connect(ctx, cfg.NATS, "oncemall-"+opts.Service, r.Log); err != nil {
@@ -130,7 +101,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 	r.Redis = redisclient.New(cfg.Redis)
 
 	r.HTTP = httpserver.New(httpserver.Options{
-		Addr:     opts.HTTPAddr,
+		Addr:     cfg.HTTPAddr,
 		Config:   cfg.HTTP,
 		Logger:   r.Log,
 		Registry: r.Registry,
@@ -258,7 +229,7 @@ func MigrateOnly(ctx context.Context, cfg Config, opts Options) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)
 	defer cancel()
-	db, err := openDB(ctx, cfg.MySQL, opts.DBName, opts.Logger)
+	db, err := openDB(ctx, cfg.MySQL, cfg.Database, opts.Logger)
 	if err != nil {
 		return err
 	}
@@ -266,7 +237,7 @@ func MigrateOnly(ctx context.Context, cfg Config, opts Options) error {
 	if err := MigrateDB(ctx, db, opts.Migrations); err != nil {
 		return err
 	}
-	opts.Logger.Info("migrations applied", "database", opts.DBName)
+	opts.Logger.Info("migrations applied", "database", cfg.Database)
 	return nil
 }
 

@@ -1,0 +1,195 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/idempotency"
+	"github.com/oncemall/oncemall/pkg/inbox"
+	"github.com/oncemall/oncemall/pkg/natsjs"
+	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/redislock"
+)
+
+// Consumer declares an inbox consumer of one event: each message is
+// deduplicated by its Nats-Msg-Id in the handler's own transaction (see
+// inbox.Consumer.Process for the handler's contract).
+type Consumer struct {
+	// Name is the durable consumer name and the deduplication scope.
+	Name string
+	// Subject is the event consumed (events.OrderPaid); the platform puts
+	// EVENT_SUBJECT_PREFIX before it and reads it from its stream.
+	Subject string
+	// Handle applies one message inside the transaction it is given.
+	Handle inbox.Handler
+	// Workers overrides INBOX_WORKERS for this consumer (zero: the setting).
+	Workers int
+	// Backoff overrides the inbox's redelivery delays (nil: its defaults).
+	Backoff []time.Duration
+}
+
+// Wiring is what a service's Wire function builds on: the started
+// connections, the outbox relay, and the declarations of what the platform
+// runs once Wire returns. Declarations take effect only if Wire returns nil.
+type Wiring struct {
+	Log      *slog.Logger
+	DB       *gorm.DB
+	Redis    *redis.Client
+	NATS     *natsjs.Conn
+	Registry *prometheus.Registry
+	// Outbox is the service's relay. Use cases write rows with outbox.Add
+	// inside their transactions and call Outbox.Wake after the commit.
+	Outbox *outbox.Relay
+	// Admin guards operator routes with the ADMIN_TOKEN bearer token.
+	Admin gin.HandlerFunc
+	// Locks takes Redis locks under the service's prefix
+	// ("oncemall:<service>:lock:"), the same the jobs use.
+	Locks *redislock.Client
+
+	rt        *Runtime
+	cfg       Config
+	sched     *scheduler
+	routes    []func(gin.IRouter)
+	consumers []Consumer
+	jobs      []Job
+	goes      []component
+}
+
+type component struct {
+	name string
+	run  func(context.Context) error
+}
+
+func newWiring(name string, rt *Runtime, cfg Config) (*Wiring, error) {
+	relayCfg := cfg.Outbox
+	relayCfg.SubjectPrefix = cfg.Events.SubjectPrefix
+	relay, err := outbox.NewRelay(rt.DB, rt.NATS.JS, relayCfg, rt.Log, rt.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("outbox relay: %w", err)
+	}
+	locks := redislock.New(rt.Redis, "oncemall:"+name+":lock:")
+	sched, err := newScheduler(locks, cfg.Jobs.LockTTL, rt.Log, rt.Registry)
+	if err != nil {
+		return nil, err
+	}
+	return &Wiring{
+		Log: rt.Log, DB: rt.DB, Redis: rt.Redis, NATS: rt.NATS, Registry: rt.Registry,
+		Outbox: relay, Admin: httpserver.AdminAuth(cfg.AdminToken), Locks: locks,
+		rt: rt, cfg: cfg, sched: sched,
+	}, nil
+}
+
+// Routes declares HTTP routes: register is called with the server's router.
+func (w *Wiring) Routes(register func(r gin.IRouter)) { w.routes = append(w.routes, register) }
+
+// Consume declares an inbox consumer.
+func (w *Wiring) Consume(c Consumer) { w.consumers = append(w.consumers, c) }
+
+// Job declares a scheduled job.
+func (w *Wiring) Job(j Job) { w.jobs = append(w.jobs, j) }
+
+// Go declares a background component: run starts before the HTTP server
+// listens and is cancelled at shutdown, after the consumers and the jobs
+// have stopped and before the relay.
+func (w *Wiring) Go(name string, run func(context.Context) error) {
+	w.goes = append(w.goes, component{name, run})
+}
+
+// Idempotency returns the Idempotency-Key middleware over the service's
+// database and Redis, and declares its archiver as a job. The service must
+// list idempotency.Migrations among its migrations.
+func (w *Wiring) Idempotency(cfg idempotency.Config) (*idempotency.Middleware, error) {
+	m, err := idempotency.New(w.DB, w.Redis, cfg, w.Log, w.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: %w", err)
+	}
+	archiver, err := idempotency.NewArchiver(m.Store(), cfg, w.Log, w.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency archiver: %w", err)
+	}
+	w.Job(Job{Name: "idempotency-archive", Schedule: cfg.ArchiveSchedule, Run: func(ctx context.Context) error {
+		n, err := archiver.RunOnce(ctx)
+		if n > 0 {
+			w.Log.Info("idempotency records archived", "deleted", n)
+		}
+		return err
+	}})
+	return m, nil
+}
+
+// start builds what Wire declared and starts it in order: the relay, the
+// jobs, the components, the consumers; then it mounts the routes. The
+// shutdown runs in reverse (see Runtime.OnShutdown).
+func (w *Wiring) start() error {
+	consumers := make([]*inbox.Consumer, 0, len(w.consumers))
+	for _, c := range w.consumers {
+		cfg := w.cfg.Inbox.Config(c.Name, w.cfg.Events.StreamName(c.Subject), w.cfg.Events.Subject(c.Subject))
+		if c.Workers > 0 {
+			cfg.Workers = c.Workers
+		}
+		cfg.Backoff = c.Backoff
+		consumer, err := inbox.NewConsumer(w.DB, w.NATS.JS, cfg, c.Handle, w.Log, w.Registry)
+		if err != nil {
+			return fmt.Errorf("consumer %s: %w", c.Name, err)
+		}
+		consumers = append(consumers, consumer)
+	}
+	jobs := append([]Job{
+		{Name: "outbox-poll", Schedule: w.cfg.Outbox.PollSchedule, Run: w.Outbox.Poll, EveryReplica: true},
+		{Name: "outbox-cleanup", Schedule: w.cfg.Outbox.CleanupSchedule, Run: w.cleanOutbox},
+		{Name: "inbox-cleanup", Schedule: w.cfg.Inbox.CleanupSchedule, Run: w.cleanInbox},
+	}, w.jobs...)
+	var errs []error
+	for _, j := range jobs {
+		errs = append(errs, w.sched.add(j))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+
+	engine := w.rt.HTTP.Engine()
+	for _, register := range w.routes {
+		register(engine)
+	}
+	w.Outbox.MountRedrive(engine, w.cfg.AdminToken)
+
+	// Started relay → jobs → components → consumers, so that they stop
+	// consumers → components → jobs → relay: what the consumers commit
+	// last still gets its events published.
+	w.rt.Go("outbox relay", w.Outbox.Run)
+	w.sched.start()
+	w.rt.OnShutdown("jobs", w.sched.stop)
+	for _, g := range w.goes {
+		w.rt.Go(g.name, g.run)
+	}
+	for _, c := range consumers {
+		w.rt.Go("consumer "+c.Name(), c.Run)
+	}
+	return nil
+}
+
+func (w *Wiring) cleanOutbox(ctx context.Context) error {
+	_, err := w.Outbox.Cleanup(ctx)
+	return err
+}
+
+func (w *Wiring) cleanInbox(ctx context.Context) error {
+	processed, dead, err := inbox.Cleanup(ctx, w.DB, w.cfg.Inbox)
+	if processed+dead > 0 {
+		w.Log.Info("inbox cleanup", "processed_deleted", processed, "dead_deleted", dead)
+	}
+	return err
+}
+
+// Events is the service's event namespace (EVENT_SUBJECT_PREFIX).
+func (w *Wiring) Events() events.Config { return w.cfg.Events }
