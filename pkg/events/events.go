@@ -83,3 +83,20 @@ type CouponUsedV1 struct {
 	Amount   int64     `json:"amount"` // cents
 	UsedAt   time.Time `json:"used_at"`
 }
+
+// Event is one event a use case emits. The use case adds it to its
+// transaction (a domain Tx's AddEvent, which writes the outbox row), and the
+// relay publishes it after the commit.
+type Event struct {
+	// ID is the Nats-Msg-Id and the consumers' deduplication key: derive it
+	// from the business key ("order-paid-" + order number), so that a retry
+	// of the use case writes the same id and the outbox's unique key refuses
+	// the second row.
+	ID string
+	// Subject is one of this package's subjects, without the deployment's
+	// EVENT_SUBJECT_PREFIX (the relay adds it).
+	Subject string
+	// Payload is one of this package's *V1 types; the outbox stores it as
+	// JSON.
+	Payload any
+}
