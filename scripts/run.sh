@@ -18,6 +18,9 @@ root=$PWD
 run_dir=$root/.run
 bin_dir=$root/bin
 stop_timeout=${STOP_TIMEOUT:-30}
+# A developer's machine: the published development secrets are allowed
+# (see docs/security.md). The broken variants are not; make lab runs those.
+export ONCEMALL_ENV=${ONCEMALL_ENV:-dev}
 
 # name | main package | health URL | extra environment
 programs() {

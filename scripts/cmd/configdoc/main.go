@@ -1,26 +1,40 @@
-// Command configdoc prints the README configuration rows for the settings
+// Command configdoc prints the docs/configuration.md rows of the settings
 // every service shares (platform.Config), from the same struct tags the
-// services read, so the table can be regenerated instead of retyped:
+// services read, so the table is regenerated instead of retyped:
 //
-//	go run ./scripts/cmd/configdoc
+//	go run ./scripts/cmd/configdoc          print the rows
+//	go run ./scripts/cmd/configdoc -w       rewrite them in docs/configuration.md
 //
 // Service-specific settings live in each service's internal config package,
 // which this module cannot import; their rows are kept by hand, and the
-// drift test in each service (pkg/testkit/composecheck) checks every row either way.
+// drift test in each service (pkg/testkit/composecheck) checks every row.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
+)
+
+// The markers around the generated rows in docs/configuration.md.
+const (
+	begin = "<!-- configdoc:begin -->\n"
+	end   = "<!-- configdoc:end -->\n"
 )
 
 func main() {
-	if err := run(os.Stdout); err != nil {
+	err := run(os.Stdout)
+	if err == nil && len(os.Args) > 1 && os.Args[1] == "-w" {
+		err = rewrite()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "configdoc:", err)
 		os.Exit(1)
 	}
@@ -31,11 +45,39 @@ func run(w io.Writer) error {
 	b.WriteString("| variable | default | meaning |\n|---|---|---|\n")
 	for _, v := range config.Vars(&platform.Config{}) {
 		def := "(empty)"
-		if v.Default != "" {
+		switch {
+		case v.Name == "HTTP_ADDR":
+			def = "`:<port>` of the service"
+		case v.Name == "MYSQL_DATABASE":
+			def = "`oncemall_<service>`"
+		case v.Default != "":
 			def = "`" + v.Default + "`"
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.Name, def, v.Usage)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// rewrite replaces the rows between the markers of docs/configuration.md.
+func rewrite() error {
+	root, err := composecheck.Root()
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(root, "docs", "configuration.md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	text := string(doc)
+	i, j := strings.Index(text, begin), strings.Index(text, end)
+	if i < 0 || j < i {
+		return errors.New(path + " has no configdoc markers")
+	}
+	var rows strings.Builder
+	if err := run(&rows); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(text[:i+len(begin)]+rows.String()+text[j:]), 0o644)
 }
