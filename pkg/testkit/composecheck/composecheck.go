@@ -1,5 +1,5 @@
 // Package composecheck keeps docker-compose.yml, the Dockerfiles and the
-// README's configuration table in step with the code. No Docker engine runs
+// configuration page (docs/configuration.md) in step with the code. No Docker engine runs
 // on the machines this project is built on, so nothing would notice a renamed
 // variable or a moved cmd/ directory until a user ran `docker compose up`;
 // each program's module runs Check in a test instead.

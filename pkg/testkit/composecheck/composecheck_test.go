@@ -60,7 +60,7 @@ func repo(t *testing.T, compose, dockerfile, readme string) string {
 		"go.work":                  "go 1.26.0\n",
 		"docker-compose.yml":       compose,
 		"deploy/app.Dockerfile":    dockerfile,
-		"README.md":                readme,
+		"docs/configuration.md":    readme,
 		"apps/svc/cmd/svc/main.go": "package main\n\nfunc main() {}\n",
 	} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, path)), 0o755); err != nil {
@@ -101,8 +101,8 @@ func TestDriftIsReported(t *testing.T) {
 		{name: "Dockerfile ignores PROGRAM", dockerfile: strings.Replace(goodDockerfile, "./${PROGRAM}", "./apps/svc/cmd/svc", 1), want: "go build"},
 		{name: "runs as root", dockerfile: strings.Replace(goodDockerfile, "USER 10001:10001", "USER root", 1), want: "non-root"},
 		{name: "single stage", dockerfile: strings.Replace(goodDockerfile, "FROM alpine:3.22\nCOPY --from=build /out/app /app\n", "", 1), want: "multi-stage"},
-		{name: "README lacks a variable", readme: strings.Replace(goodReadme, "| `LOG_LEVEL` | `info` | level |\n", "", 1), want: "no row for LOG_LEVEL"},
-		{name: "README default wrong", readme: strings.Replace(goodReadme, "`info`", "`debug`", 1), want: "does not show its default"},
+		{name: "the configuration page lacks a variable", readme: strings.Replace(goodReadme, "| `LOG_LEVEL` | `info` | level |\n", "", 1), want: "no row for LOG_LEVEL"},
+		{name: "the configuration page shows a wrong default", readme: strings.Replace(goodReadme, "`info`", "`debug`", 1), want: "does not show its default"},
 		{name: "unknown service", program: func(p composecheck.Program) composecheck.Program { p.Service = "nope"; return p }, want: `no service "nope"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
