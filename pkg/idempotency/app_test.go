@@ -217,6 +217,9 @@ func (a *testApp) createOrder(c *gin.Context) {
 		if a.failures.Add(-1) >= 0 {
 			return errInjected
 		}
+		// A replay repeats the Location, so it is set before the response
+		// is recorded.
+		c.Header("Location", "/orders/"+orderNo)
 		if err := idempotency.CompleteInTx(ctx, tx, http.StatusCreated, body); err != nil {
 			return err
 		}

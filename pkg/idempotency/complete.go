@@ -22,6 +22,9 @@ type claimState struct {
 	// HandlerInTx, pending until CompleteInTx makes it.
 	claim   *Claim
 	pending *request
+	// header is the handler's response header as it writes it; CompleteInTx
+	// stores the replay headers (Config.ReplayHeaders) set on it so far.
+	header http.Header
 
 	mu     sync.Mutex
 	stored *Response
@@ -68,11 +71,14 @@ const JSONContentType = "application/json"
 
 // CompleteInTx records status and body (a JSON document) as this request's
 // response inside tx, the handler's business transaction, so the business
-// change and the record's completion commit or roll back together. Call it
-// last in the transaction and write exactly body after the commit:
+// change and the record's completion commit or roll back together. The
+// headers in Config.ReplayHeaders that the handler has set on its response
+// by then (a Location) are recorded too, so set them first. Call it last in
+// the transaction and write exactly body after the commit:
 //
 //	err := db.Transaction(func(tx *gorm.DB) error {
 //		// … the business writes …
+//		c.Header("Location", "/orders/"+no)
 //		return idempotency.CompleteInTx(ctx, tx, http.StatusCreated, body)
 //	})
 //	// on success: c.Data(http.StatusCreated, idempotency.JSONContentType, body)
@@ -86,11 +92,13 @@ const JSONContentType = "application/json"
 // Outside the middleware (no claim in ctx) it does nothing and returns nil,
 // so a use case works the same with and without it.
 func CompleteInTx(ctx context.Context, tx *gorm.DB, status int, body []byte) error {
-	return CompleteResponseInTx(ctx, tx, Response{
-		Status: status,
-		Header: http.Header{"Content-Type": {JSONContentType}},
-		Body:   body,
-	})
+	st := stateFrom(ctx)
+	if st == nil {
+		return nil
+	}
+	header := st.m.selectHeaders(st.header)
+	header.Set("Content-Type", JSONContentType)
+	return CompleteResponseInTx(ctx, tx, Response{Status: status, Header: header, Body: body})
 }
 
 // CompleteResponseInTx is CompleteInTx with the stored headers chosen by the

@@ -232,10 +232,10 @@ func replay(c *gin.Context, r Response) {
 
 // run executes the handler under claim and records its outcome.
 func (m *Middleware) run(c *gin.Context, claim *Claim) {
-	st := &claimState{m: m, claim: claim}
+	w := &captureWriter{ResponseWriter: c.Writer}
+	st := &claimState{m: m, claim: claim, header: w.Header()}
 	c.Set(ginStateKey, st)
 	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), stateKey{}, st))
-	w := &captureWriter{ResponseWriter: c.Writer}
 	c.Writer = w
 
 	finished := false

@@ -249,6 +249,28 @@ func TestHandlerWithoutTransactionIsRecordedByTheMiddleware(t *testing.T) {
 	})
 }
 
+// TestReplayRepeatsTheHeadersCompletedInTheTransaction: a handler that
+// completes its record inside its own transaction (CompleteInTx) gets the
+// Location it set replayed with the body, under both guards. Before, only the
+// Content-Type was recorded, and a replayed POST lost its Location.
+func TestReplayRepeatsTheHeadersCompletedInTheTransaction(t *testing.T) {
+	eachGuard(t, func(t *testing.T, g guard) {
+		app := newTestApp(t, g.opt)
+		rs := idempotencytest.Sequential(app.handler, 2, app.order(idempotencytest.NewKey(), "u1", orderBody))
+		first, replay := rs[0], rs[1]
+		if first.Status != http.StatusCreated || first.Replayed || !replay.Replayed {
+			t.Fatalf("first %d replayed=%v, second replayed=%v", first.Status, first.Replayed, replay.Replayed)
+		}
+		loc := first.Header.Get("Location")
+		if !strings.HasPrefix(loc, "/orders/") {
+			t.Fatalf("first answer Location %q, want /orders/<no>", loc)
+		}
+		if got := replay.Header.Get("Location"); got != loc {
+			t.Fatalf("replay Location %q, want the first answer's %q", got, loc)
+		}
+	})
+}
+
 // TestStaleClaimIsTakenOverAndTheOldOwnerRollsBack parks a request inside its
 // transaction past its lock, lets a retry take the key over and finish, then
 // lets the first one go on: its completion must find the claim lost and roll

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
@@ -89,11 +90,11 @@ func (m *Middleware) HandlerInTx() gin.HandlerFunc {
 // runInTx runs the handler with its response buffered and the key pending,
 // then writes the outcome: the handler's response, or the record's answer.
 func (m *Middleware) runInTx(c *gin.Context, req request) {
-	st := &claimState{m: m, pending: &req}
-	c.Set(ginStateKey, st)
-	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), stateKey{}, st))
 	orig := c.Writer
 	w := newBufferWriter(orig)
+	st := &claimState{m: m, pending: &req, header: w.Header()}
+	c.Set(ginStateKey, st)
+	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), stateKey{}, st))
 	c.Writer = w
 
 	finished := false
@@ -133,13 +134,14 @@ func (m *Middleware) runInTx(c *gin.Context, req request) {
 	}
 	stored, inTx := st.completedInTx()
 	switch {
-	case inTx && stored.Status == resp.Status && bytes.Equal(stored.Body, resp.Body):
+	case inTx && stored.Status == resp.Status && bytes.Equal(stored.Body, resp.Body) && sameHeaders(stored.Header, resp.Header):
 		m.metrics.requests.WithLabelValues(outcomeFirst).Inc()
 		w.flush() // the handler's transaction stored exactly what goes out
 		return
 	case inTx:
 		m.log.ErrorContext(ctx, "idempotency: handler wrote a response different from the one it completed in its transaction",
-			"idempotency_key", req.key, "stored_status", stored.Status, "written_status", resp.Status)
+			"idempotency_key", req.key, "stored_status", stored.Status, "written_status", resp.Status,
+			"stored_headers", stored.Header, "written_headers", resp.Header)
 	case resp.Status < 300:
 		m.warnUnguarded(ctx, c.FullPath())
 	}
@@ -280,4 +282,18 @@ func (w *bufferWriter) flush() {
 		return
 	}
 	_, _ = w.ResponseWriter.Write(w.body.Bytes())
+}
+
+// sameHeaders reports whether a and b carry the same values; both hold only
+// replay headers.
+func sameHeaders(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b.Values(k)) {
+			return false
+		}
+	}
+	return true
 }

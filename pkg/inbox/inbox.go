@@ -196,7 +196,8 @@ const (
 	DefaultAckWait    = 30 * time.Second
 )
 
-// DefaultBackoff is Config.Backoff's default.
+// defaultBackoff is Config.Backoff's default: a failing message is retried
+// after 1s, 5s, 30s, then every 2 minutes until MaxDeliver.
 var defaultBackoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
 
 // WithDefaults returns c with every zero field set to its default.
