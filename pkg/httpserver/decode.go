@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -14,10 +15,17 @@ import (
 // errTrailingData reports a body with more after its JSON object.
 var errTrailingData = errors.New("trailing data after the JSON object")
 
+// isTimeout reports a read that hit the server's read deadline
+// (HTTP_READ_TIMEOUT): the body was trickled or stalled.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 // DecodeJSON reads the request body into v strictly: exactly one JSON
 // object, no unknown fields (a typo such as "coupon" for "coupon_id" must not
 // silently drop the field), nothing after it. When it cannot, it answers
-// 413 (body over the limit) or 400 with a problem document and returns
+// 413 (body over the limit), 408 (body too slow) or 400 with a problem document and returns
 // false; the handler then just returns, having written nothing.
 func DecodeJSON(c *gin.Context, v any) bool {
 	dec := json.NewDecoder(c.Request.Body)
@@ -33,6 +41,8 @@ func DecodeJSON(c *gin.Context, v any) bool {
 		return true
 	case IsBodyTooLarge(err):
 		problem.Abort(c, http.StatusRequestEntityTooLarge, "request body too large")
+	case isTimeout(err):
+		problem.Abort(c, http.StatusRequestTimeout, "the request body did not arrive in time")
 	default:
 		problem.Abort(c, http.StatusBadRequest, "malformed JSON body: "+err.Error())
 	}

@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -96,6 +97,28 @@ func Recovery(log *slog.Logger) gin.HandlerFunc {
 			}
 		}()
 		c.Next()
+	}
+}
+
+// Deadline gives every request a deadline d from its start: the handler's
+// context ends then, so its database and network calls give up, and a
+// handler that returns without having answered is answered 503 with
+// Retry-After. /healthz, /readyz and /metrics keep their own short timeouts
+// and are not affected. d <= 0 sets no deadline.
+func Deadline(d time.Duration) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if d <= 0 {
+			c.Next()
+			return
+		}
+		ctx, cancel := context.WithTimeout(c.Request.Context(), d)
+		defer cancel()
+		c.Request = c.Request.WithContext(ctx)
+		c.Next()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !c.Writer.Written() {
+			c.Header("Retry-After", "1")
+			problem.Abort(c, http.StatusServiceUnavailable, fmt.Sprintf("the request took longer than its %s deadline", d))
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/problem"
 )
 
@@ -27,7 +28,38 @@ import (
 type Config struct {
 	BodyLimitBytes    int64         `env:"HTTP_BODY_LIMIT_BYTES" default:"1048576" usage:"largest request body accepted (bytes)"`
 	ReadHeaderTimeout time.Duration `env:"HTTP_READ_HEADER_TIMEOUT" default:"5s" usage:"time allowed to read request headers"`
-	WriteTimeout      time.Duration `env:"HTTP_WRITE_TIMEOUT" default:"30s" usage:"time allowed to write a response"`
+	// ReadTimeout bounds the whole request read, body included, so a client
+	// that trickles its body cannot hold a handler (and its database
+	// connection) for longer.
+	ReadTimeout time.Duration `env:"HTTP_READ_TIMEOUT" default:"10s" usage:"time allowed to read a whole request, body included; a slower body fails with 408"`
+	// RequestTimeout is every request's deadline: the handler's context ends
+	// then, its database and network calls fail, and the client gets 503.
+	RequestTimeout time.Duration `env:"HTTP_REQUEST_TIMEOUT" default:"10s" usage:"deadline of every request's handling; past it the handler's context ends and the answer is 503"`
+	WriteTimeout   time.Duration `env:"HTTP_WRITE_TIMEOUT" default:"30s" usage:"time allowed to write a response (keep it above HTTP_REQUEST_TIMEOUT)"`
+}
+
+// Validate reports unusable settings, each naming its variable.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(name string, v time.Duration, why string) {
+		errs = append(errs, &config.Error{Var: name, Value: v.String(), Err: errors.New(why)})
+	}
+	if c.BodyLimitBytes <= 0 {
+		errs = append(errs, &config.Error{Var: "HTTP_BODY_LIMIT_BYTES", Value: fmt.Sprint(c.BodyLimitBytes), Err: errors.New("must be positive")})
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		bad("HTTP_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout, "must be positive")
+	}
+	if c.ReadTimeout < c.ReadHeaderTimeout {
+		bad("HTTP_READ_TIMEOUT", c.ReadTimeout, "must be at least HTTP_READ_HEADER_TIMEOUT")
+	}
+	if c.RequestTimeout <= 0 {
+		bad("HTTP_REQUEST_TIMEOUT", c.RequestTimeout, "must be positive")
+	}
+	if c.WriteTimeout <= c.RequestTimeout {
+		bad("HTTP_WRITE_TIMEOUT", c.WriteTimeout, "must be above HTTP_REQUEST_TIMEOUT, or a late answer cannot be written")
+	}
+	return errors.Join(errs...)
 }
 
 // Check reports whether one dependency is usable.
@@ -59,7 +91,8 @@ func New(opts Options) *Server {
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
 	m := newMetrics(opts.Registry)
-	e.Use(RequestID(), AccessLog(opts.Logger), m.middleware(), Recovery(opts.Logger), BodyLimit(opts.Config.BodyLimitBytes))
+	e.Use(RequestID(), AccessLog(opts.Logger), m.middleware(), Recovery(opts.Logger),
+		Deadline(opts.Config.RequestTimeout), BodyLimit(opts.Config.BodyLimitBytes))
 	e.NoRoute(func(c *gin.Context) { problem.Abort(c, http.StatusNotFound, "no such endpoint") })
 	e.NoMethod(func(c *gin.Context) {
 		problem.Abort(c, http.StatusMethodNotAllowed, "method not allowed on this endpoint")
@@ -76,6 +109,7 @@ func New(opts Options) *Server {
 			Addr:              opts.Addr,
 			Handler:           e,
 			ReadHeaderTimeout: opts.Config.ReadHeaderTimeout,
+			ReadTimeout:       opts.Config.ReadTimeout,
 			WriteTimeout:      opts.Config.WriteTimeout,
 			// Idle keep-alive connections are closed after a while, so a
 			// client that went away does not hold a descriptor for ever.

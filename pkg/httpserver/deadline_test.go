@@ -1,0 +1,135 @@
+package httpserver_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+)
+
+// listening starts a real server with cfg (the deadlines are the
+// net/http server's, which httptest recorders do not have) and returns its
+// address and the handlers' exits.
+func listening(t *testing.T, cfg httpserver.Config) (string, <-chan string) {
+	t.Helper()
+	addr := testenv.FreeAddr(t)
+	s := httpserver.New(httpserver.Options{Addr: addr, Config: cfg, Logger: testenv.Logger(t), Registry: prometheus.NewRegistry()})
+	exits := make(chan string, 4)
+	s.Engine().POST("/decode", func(c *gin.Context) {
+		defer func() { exits <- "decode" }()
+		var v map[string]any
+		if httpserver.DecodeJSON(c, &v) {
+			c.JSON(http.StatusOK, v)
+		}
+	})
+	s.Engine().GET("/hold", func(c *gin.Context) {
+		defer func() { exits <- "hold" }()
+		select {
+		case <-c.Request.Context().Done(): // what a database call does at the deadline
+		case <-time.After(time.Minute):
+			c.String(http.StatusOK, "held a minute")
+		}
+	})
+	if _, err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	return addr, exits
+}
+
+var deadlines = httpserver.Config{
+	BodyLimitBytes: 1 << 20, ReadHeaderTimeout: 500 * time.Millisecond,
+	ReadTimeout: time.Second, RequestTimeout: time.Second, WriteTimeout: 3 * time.Second,
+}
+
+// TestTrickledBodyDoesNotHoldTheHandler sends the headers at once and then
+// one byte of the body every 200 ms, for far longer than HTTP_READ_TIMEOUT:
+// the handler's read fails at the read deadline, the client gets 408 if it
+// can still read, and the handler returns within the bound, not after the
+// trickle.
+func TestTrickledBodyDoesNotHoldTheHandler(t *testing.T) {
+	addr, exits := listening(t, deadlines)
+	conn, err := net.Dial("tcp", addr)
+	testenv.Must(t, err)
+	defer conn.Close()
+	body := `{"note":"` + strings.Repeat("x", 100) + `"}`
+	began := time.Now()
+	fmt.Fprintf(conn, "POST /decode HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	go func() {
+		for i := range len(body) {
+			if _, err := conn.Write([]byte{body[i]}); err != nil {
+				return
+			}
+			time.Sleep(200 * time.Millisecond) // 20 s for the whole body
+		}
+	}()
+	select {
+	case <-exits:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the handler was still reading a trickled body after %s; HTTP_READ_TIMEOUT is %s", time.Since(began), deadlines.ReadTimeout)
+	}
+	if took := time.Since(began); took < deadlines.ReadTimeout/2 {
+		t.Fatalf("the handler returned after %s, before the read deadline: not the deadline that stopped it", took)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("answer %d %s, want 408", resp.StatusCode, b)
+		}
+	}
+}
+
+// TestRequestDeadlineFreesAHeldHandler: a handler waiting on its context
+// (a slow query, a stuck downstream call) is released at
+// HTTP_REQUEST_TIMEOUT, and the client gets 503 problem+json with
+// Retry-After rather than waiting for the handler.
+func TestRequestDeadlineFreesAHeldHandler(t *testing.T) {
+	addr, exits := listening(t, deadlines)
+	began := time.Now()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + "/hold")
+	testenv.Must(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	took := time.Since(began)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "deadline") {
+		t.Fatalf("answer %d (Retry-After %q) %s, want 503 with Retry-After naming the deadline", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	if took < deadlines.RequestTimeout || took > deadlines.RequestTimeout+2*time.Second {
+		t.Fatalf("answered after %s, want just after the %s deadline", took, deadlines.RequestTimeout)
+	}
+	select {
+	case <-exits:
+	case <-time.After(time.Second):
+		t.Fatal("the handler had not returned when its answer came")
+	}
+}
+
+func TestConfigValidateNamesTheVariable(t *testing.T) {
+	for name, bad := range map[string]func(*httpserver.Config){
+		"HTTP_READ_TIMEOUT":    func(c *httpserver.Config) { c.ReadTimeout = c.ReadHeaderTimeout / 2 },
+		"HTTP_REQUEST_TIMEOUT": func(c *httpserver.Config) { c.RequestTimeout = 0 },
+		"HTTP_WRITE_TIMEOUT":   func(c *httpserver.Config) { c.WriteTimeout = c.RequestTimeout },
+	} {
+		cfg := deadlines
+		bad(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: Validate = %v, want an error naming it", name, err)
+		}
+	}
+	if err := deadlines.Validate(); err != nil {
+		t.Fatalf("good config: %v", err)
+	}
+}
