@@ -1,4 +1,4 @@
-package jobs_test
+package app_test
 
 import (
 	"context"
@@ -6,20 +6,30 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/oncemall/oncemall/services/payment/internal/jobs"
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 )
 
-type reportFunc func(context.Context) (payment.Report, error)
+// reconcileStore is a payment.Store whose Reconcile answers what the test
+// says; the use case under test calls nothing else.
+type reconcileStore struct {
+	payment.Store
+	reconcile func(since time.Time, limit int) (payment.Report, error)
+}
 
-func (f reportFunc) Reconcile(ctx context.Context) (payment.Report, error) { return f(ctx) }
+func (s reconcileStore) Reconcile(_ context.Context, since time.Time, limit int) (payment.Report, error) {
+	return s.reconcile(since, limit)
+}
 
-// TestReconcileSetsFindingsGauges: the job exposes each kind's count, and a
-// failed run leaves the last counts in place rather than reporting zero.
+// TestReconcileSetsFindingsGauges: each run exposes each kind's count, a
+// failed run leaves the last counts in place rather than reporting zero, and
+// the store is asked for the configured lookback.
 func TestReconcileSetsFindingsGauges(t *testing.T) {
 	fail := false
 	rep := payment.Report{
@@ -27,13 +37,16 @@ func TestReconcileSetsFindingsGauges(t *testing.T) {
 		MissingEvents:    []string{"P3"},
 		AmountMismatches: nil,
 	}
-	reg := prometheus.NewRegistry()
-	j, err := jobs.NewReconcile(reportFunc(func(context.Context) (payment.Report, error) {
+	var asked time.Time
+	st := reconcileStore{reconcile: func(since time.Time, _ int) (payment.Report, error) {
+		asked = since
 		if fail {
 			return payment.Report{}, errors.New("database down")
 		}
 		return rep, nil
-	}), slog.New(slog.DiscardHandler), reg)
+	}}
+	reg := prometheus.NewRegistry()
+	a, err := app.New(st, nil, nil, nil, app.Config{Callback: platform.Fixed, ReconcileLookback: time.Hour}, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +63,31 @@ payment_reconcile_findings{kind="multiple_records"} 2
 			t.Fatalf("%s: %v", when, err)
 		}
 	}
-	j.Run()
+	if _, err := a.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	check("after a run")
+	if ago := time.Since(asked); ago < time.Hour-time.Minute || ago > time.Hour+time.Minute {
+		t.Fatalf("reconciled since %v ago, want the configured hour", ago)
+	}
 	fail = true
-	j.Run()
+	if _, err := a.Reconcile(context.Background()); err == nil {
+		t.Fatal("a failed reconciliation returned no error")
+	}
 	check("after a failed run")
+}
+
+// TestNewRefusesWhatCannotRun: an unknown callback mode, and the entry lock
+// without a lock client, are refused at construction rather than on the
+// first notification.
+func TestNewRefusesWhatCannotRun(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for name, cfg := range map[string]app.Config{
+		"unknown mode":       {Callback: "lenient"},
+		"lock without locks": {Callback: platform.Fixed, CallbackLock: true},
+	} {
+		if _, err := app.New(reconcileStore{}, nil, nil, nil, cfg, log, prometheus.NewRegistry()); err == nil {
+			t.Errorf("%s: New accepted %+v", name, cfg)
+		}
+	}
 }
