@@ -24,7 +24,7 @@ import (
 type Config struct {
 	Log         logging.Config
 	HTTPAddr    string `env:"PSP_HTTP_ADDR" default:":8090" usage:"listen address of the payment-platform simulator"`
-	Secret      string `env:"PSP_SECRET" default:"dev-psp-secret-not-for-production" usage:"HMAC-SHA256 key shared with the payment service (the default is for local development only)"`
+	Secret      string `env:"PSP_SECRET" default:"dev-psp-secret-not-for-production" usage:"HMAC-SHA256 key shared with the payment service; never empty (the default is the published development value)"`
 	CallbackURL string `env:"PSP_CALLBACK_URL" default:"http://127.0.0.1:8083/payments/callback" usage:"where notifications go when a charge names no notify_url"`
 	// RetrySchedule is the wait before each retry of an unanswered or
 	// rejected notification. Real platforms spread about eight attempts over
@@ -33,18 +33,18 @@ type Config struct {
 	RetrySchedule []string      `env:"PSP_RETRY_SCHEDULE" default:"200ms,500ms,1s,2s,4s" usage:"comma-separated waits before each notification retry (compressed by default; real platforms use minutes to hours)"`
 	NotifyTimeout time.Duration `env:"PSP_NOTIFY_TIMEOUT" default:"5s" usage:"how long one notification attempt waits for the merchant's answer before it counts as failed"`
 	NotifyDelay   time.Duration `env:"PSP_NOTIFY_DELAY" default:"50ms" usage:"wait between answering a charge and the first notification"`
-	Mode          string        `env:"PSP_MODE" default:"normal" usage:"default delivery mode for charges that name none: normal, storm, replay, out_of_order, wrong_amount, bad_signature, stale_timestamp"`
+	Mode          string        `env:"PSP_MODE" default:"normal" usage:"delivery mode of charges without a plan naming one: normal, storm, replay, out_of_order, wrong_amount, bad_signature, stale_timestamp"`
 	// StormCopies, Replays and LostAnswers, like Mode, apply only to charges
 	// without a plan that names a mode (what the payment service's charges
 	// are, unless a lab filed a plan); a plan that names its mode gets
 	// exactly what it names.
-	StormCopies int `env:"PSP_STORM_COPIES" default:"50" usage:"concurrent copies of a notification in storm mode, for charges that name no mode (1 to 1000)"`
-	Replays     int `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay and storm mode, for charges that name no mode (0 to 1000; 0: a storm without late retries)"`
+	StormCopies int `env:"PSP_STORM_COPIES" default:"50" usage:"concurrent copies of a notification in storm mode, for charges without a plan naming a mode (1 to 1000)"`
+	Replays     int `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay and storm mode, for charges without a plan naming a mode (0 to 1000; 0: a storm without late retries)"`
 	// LostAnswers makes the platform lose the first 2xx answers of every
 	// charge (Plan.LostAnswers), so that even a merchant that
 	// answers every delivery at once sees a notification it has processed
 	// retried.
-	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first 2xx answers the platform loses, so it retries a notification the merchant already processed; for charges that name no mode (0 to 1000)"`
+	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first 2xx answers the platform loses, so it retries a notification the merchant already processed; for charges without a plan naming a mode (0 to 1000)"`
 }
 
 // Load reads the configuration from the environment and validates it.
