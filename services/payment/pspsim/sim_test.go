@@ -369,8 +369,8 @@ func TestConfiguredStormSendsLateRetriesToo(t *testing.T) {
 func TestChargeSettings(t *testing.T) {
 	storm := func(c *pspsim.Config) { c.Mode, c.StormCopies, c.Replays, c.LostAnswers = pspsim.ModeStorm, 5, 2, 1 }
 	for _, tc := range []struct {
-		name   string
-		cfg    func(*pspsim.Config)
+		name string
+		cfg  func(*pspsim.Config)
 		plan *pspsim.Plan
 		want pspsim.Plan
 	}{
