@@ -16,6 +16,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/natsjs"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/payment/psp"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
@@ -36,12 +37,13 @@ const (
 // payment more than once, the fixed one exactly once.
 func Scenarios() []lab.Scenario {
 	return []lab.Scenario{
-		{Incident: Incident, Variant: lab.Broken, WantHolds: false, Run: storm("broken")},
-		{Incident: Incident, Variant: lab.Fixed, WantHolds: true, Run: storm("fixed")},
+		{Incident: Incident, Variant: lab.Broken, WantHolds: false, Run: storm(platform.Broken)},
+		{Incident: Incident, Variant: lab.Fixed, WantHolds: true, Run: storm(platform.Fixed)},
 	}
 }
 
-// storm runs the platform simulator against the callback handler in mode:
+// storm runs the platform simulator against the callback handler in mode
+// (the lab schema applied, so that the broken handler has its table):
 // for each of Storms payments, StormCopies concurrent deliveries of its
 // notification, then LateRetries more; it counts payment records, outbox
 // rows and stream messages per payment.
@@ -50,7 +52,8 @@ func Scenarios() []lab.Scenario {
 // machine one storm in twenty or so reaches the server spread out enough that
 // the first copy finishes before the others read, and the broken handler
 // looks correct. The fixed handler must hold on every storm.
-func storm(mode string) func(ctx context.Context, env lab.Env) (lab.Result, error) {
+func storm(m platform.Mode) func(ctx context.Context, env lab.Env) (lab.Result, error) {
+	mode := string(m)
 	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
 		res := lab.Result{
 			Incident: Incident, Title: "payment callback retries", Variant: mode,
@@ -63,21 +66,22 @@ func storm(mode string) func(ctx context.Context, env lab.Env) (lab.Result, erro
 		}
 		defer drop()
 
-		// A stream of this run's own, over subjects no other stream uses.
+		// A stream of this run's own: the payment stream under a subject
+		// prefix of this run, named as the platform names it.
 		nc, err := natsjs.Connect(ctx, env.NATS, env.Name("payment_"+mode), env.Log)
 		if err != nil {
 			return res, err
 		}
 		defer nc.NC.Close()
 		prefix := env.Name(mode) + "."
-		streamName := strings.ToUpper(env.Name("payment_" + mode))
-		stream, err := natsjs.EnsureStream(ctx, nc.JS, events.StreamConfig(streamName, prefix+"payment"))
+		sc := events.Config{SubjectPrefix: prefix}.Stream("payment")
+		stream, err := natsjs.EnsureStream(ctx, nc.JS, sc)
 		if err != nil {
 			return res, err
 		}
-		defer func() { _ = nc.JS.DeleteStream(context.WithoutCancel(ctx), streamName) }()
+		defer func() { _ = nc.JS.DeleteStream(context.WithoutCancel(ctx), sc.Name) }()
 
-		rig, err := NewRig(db, RigConfig{Mode: mode, SubjectPrefix: prefix, JS: nc.JS}, env.Log)
+		rig, err := NewRig(db, RigConfig{Mode: m, SubjectPrefix: prefix, JS: nc.JS}, env.Log)
 		if err != nil {
 			return res, err
 		}
@@ -87,7 +91,7 @@ func storm(mode string) func(ctx context.Context, env lab.Env) (lab.Result, erro
 			return res, err
 		}
 		defer stopSim()
-		platform := psp.NewClient(simURL, http.DefaultClient)
+		charges := psp.NewClient(simURL, http.DefaultClient)
 
 		holds := true
 		worst, worstNo := Effects{}, ""
@@ -101,10 +105,12 @@ func storm(mode string) func(ctx context.Context, env lab.Env) (lab.Result, erro
 				return res, err
 			}
 			env.Note("%s: storm %d/%d: the platform sends %d copies at once, then %d late retries", mode, i+1, Storms, StormCopies, LateRetries)
-			_, err = platform.Charge(ctx, psp.ChargeRequest{
-				OutTradeNo: outTradeNo, Amount: 4200, NotifyURL: rig.CallbackURL,
-				Simulate: &psp.Simulation{Mode: psp.ModeStorm, Copies: StormCopies, Replays: LateRetries},
-			})
+			// The storm is the simulator's plan for this payment; the charge
+			// itself is what the service would send.
+			err = sim.SetPlan(outTradeNo, pspsim.Plan{Mode: pspsim.ModeStorm, Copies: StormCopies, Replays: LateRetries})
+			if err == nil {
+				_, err = charges.Charge(ctx, psp.ChargeRequest{OutTradeNo: outTradeNo, Amount: 4200, NotifyURL: rig.CallbackURL})
+			}
 			if err != nil {
 				return res, err
 			}
@@ -171,7 +177,7 @@ func SimulatorConfig() pspsim.Config {
 		RetrySchedule: []string{"20ms", "50ms", "100ms"},
 		NotifyTimeout: 5 * time.Second,
 		NotifyDelay:   0,
-		Mode:          psp.ModeNormal,
+		Mode:          pspsim.ModeNormal,
 		StormCopies:   StormCopies,
 		Replays:       LateRetries,
 	}

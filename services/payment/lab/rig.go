@@ -16,19 +16,19 @@ import (
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/redislock"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/httpapi"
 	"github.com/oncemall/oncemall/services/payment/internal/orderclient"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 	"github.com/oncemall/oncemall/services/payment/internal/store"
-	"github.com/oncemall/oncemall/services/payment/migrations"
 	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
-// DevSecret is the platform secret the rig and its simulator share.
+// DevSecret is the platform secret the rig and its simulator share: the
+// published development value, which ONCEMALL_ENV=lab accepts.
 const DevSecret = "dev-psp-secret-not-for-production"
 
 // AdminToken guards the rig's /admin endpoints.
@@ -36,13 +36,14 @@ const AdminToken = "lab-admin-token"
 
 // RigConfig says how to assemble a Rig.
 type RigConfig struct {
-	// Mode is the callback handler: "fixed" or "broken".
-	Mode string
-	// SubjectPrefix is put before payment.succeeded (unique per run).
+	// Mode is the callback handler: platform.Fixed or platform.Broken.
+	Mode platform.Mode
+	// JS, when set, gets an outbox relay publishing to it, with
+	// SubjectPrefix (unique per run) before payment.succeeded, as the
+	// platform does with EVENT_SUBJECT_PREFIX; the caller declares the
+	// stream, events.Config{SubjectPrefix: SubjectPrefix}.Stream("payment").
+	JS            jetstream.JetStream
 	SubjectPrefix string
-	// JS, when set, gets an outbox relay publishing to it; the caller
-	// declares a stream over SubjectPrefix + "payment.>".
-	JS jetstream.JetStream
 	// Window is the signature timestamp window (default 5m).
 	Window time.Duration
 	// OrderURL and PSPURL, when set, let POST /payments reach an order
@@ -51,9 +52,6 @@ type RigConfig struct {
 	// Lock, when set, is the callback entry lock (fixed mode only).
 	Lock *redislock.Client
 }
-
-// Migrations are the sources a rig's database needs.
-var Migrations = []migrate.Source{migrations.Source, outbox.Migrations, idempotency.Migrations}
 
 // Rig is the payment service's callback path assembled in-process over a
 // migrated database: store, use cases, the real HTTP stack on an httptest
@@ -65,7 +63,6 @@ type Rig struct {
 	App         *app.App
 	Server      *httptest.Server
 	CallbackURL string
-	Subject     string
 	Registry    *prometheus.Registry
 
 	stop func()
@@ -77,10 +74,10 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 		cfg.Window = 5 * time.Minute
 	}
 	reg := prometheus.NewRegistry()
-	r := &Rig{DB: db, Subject: cfg.SubjectPrefix + events.PaymentSucceeded, Registry: reg, stop: func() {}}
-	var waker app.Waker
+	r := &Rig{DB: db, Registry: reg, stop: func() {}}
+	wake := func() {}
 	if cfg.JS != nil {
-		relay, err := outbox.NewRelay(db, cfg.JS, outbox.Config{}, log, reg)
+		relay, err := outbox.NewRelay(db, cfg.JS, outbox.Config{SubjectPrefix: cfg.SubjectPrefix}, log, reg)
 		if err != nil {
 			return nil, err
 		}
@@ -88,7 +85,7 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 		done := make(chan struct{})
 		go func() { _ = relay.Run(ctx); close(done) }()
 		r.stop = func() { cancel(); <-done }
-		waker = relay
+		wake = relay.Wake
 	}
 	// The server starts first, so that its URL can be the notify_url sent
 	// with charges; its handler is set below, before any request can come.
@@ -102,12 +99,15 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 	if cfg.OrderURL != "" {
 		orders = orderclient.New(cfg.OrderURL, &http.Client{Timeout: 5 * time.Second})
 	}
-	var platform app.Platform
+	var charges app.Platform
 	if cfg.PSPURL != "" {
-		platform = psp.NewClient(cfg.PSPURL, &http.Client{Timeout: 5 * time.Second})
+		charges = psp.NewClient(cfg.PSPURL, &http.Client{Timeout: 5 * time.Second})
 	}
-	a, err := app.New(store.New(db, store.Config{SubjectPrefix: cfg.SubjectPrefix}), orders, platform, waker,
-		app.Config{SubjectPrefix: cfg.SubjectPrefix, NotifyURL: r.CallbackURL}, log)
+	a, err := app.New(store.New(db, wake), orders, charges, cfg.Lock,
+		app.Config{NotifyURL: r.CallbackURL, Callback: cfg.Mode, CallbackLock: cfg.Lock != nil}, log, reg)
+	if err == nil {
+		err = a.Check(context.Background())
+	}
 	if err != nil {
 		r.stop()
 		return nil, err
@@ -123,13 +123,15 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 		Logger:   log,
 		Registry: reg,
 	})
-	if err := httpapi.Register(srv.Engine(), httpapi.Options{
-		App: a, Secret: []byte(DevSecret), SignatureWindow: cfg.Window, CallbackMode: cfg.Mode,
-		AdminToken: AdminToken, Idempotency: idem.Handler(), Lock: cfg.Lock, Registerer: reg, Log: log,
-	}); err != nil {
+	api, err := httpapi.New(a, httpapi.Options{
+		Log: log, Admin: httpserver.AdminAuth(AdminToken), Idempotency: idem.Handler(),
+		Secret: []byte(DevSecret), SignatureWindow: cfg.Window, Registry: reg,
+	})
+	if err != nil {
 		r.stop()
 		return nil, err
 	}
+	api.Register(srv.Engine())
 	r.App = a
 	handler = srv.Handler()
 	return r, nil
@@ -165,7 +167,7 @@ func (r *Rig) Effects(ctx context.Context, outTradeNo string) (Effects, error) {
 		db.Raw(`SELECT (SELECT COUNT(*) FROM payment_transaction WHERE out_trade_no = ?)
 			+ (SELECT COUNT(*) FROM payment_transaction_broken WHERE out_trade_no = ?)`, outTradeNo, outTradeNo).Scan(&e.Records).Error,
 		db.Raw(`SELECT COUNT(*) FROM local_message WHERE topic = ?
-			AND JSON_UNQUOTE(JSON_EXTRACT(CONVERT(body USING utf8mb4), '$.payment_no')) = ?`, r.Subject, outTradeNo).Scan(&e.Events).Error,
+			AND JSON_UNQUOTE(JSON_EXTRACT(CONVERT(body USING utf8mb4), '$.payment_no')) = ?`, events.PaymentSucceeded, outTradeNo).Scan(&e.Events).Error,
 		db.Raw(`SELECT status FROM payments WHERE out_trade_no = ?`, outTradeNo).Scan(&e.Status).Error,
 	)
 	if err != nil {

@@ -1,4 +1,3 @@
-DROP TABLE IF EXISTS payment_transaction_broken;
 DROP TABLE IF EXISTS payment_transaction;
 ALTER TABLE payments
   DROP INDEX uk_payments_order,

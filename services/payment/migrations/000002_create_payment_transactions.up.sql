@@ -7,10 +7,10 @@ ALTER TABLE payments
   DROP INDEX idx_payments_order,
   ADD UNIQUE KEY uk_payments_order (order_no);
 
--- payment_transaction is the payment record the fixed callback handler
--- writes. The unique key on (channel, platform_serial) is the last line of
--- defense: a redelivered notification fails to insert and is answered as
--- already processed.
+-- payment_transaction is the payment record of every platform transaction
+-- the callback handler applies. The unique key on (channel, platform_serial)
+-- is the last line of defense: a redelivered notification fails to insert
+-- and is answered as already processed.
 CREATE TABLE payment_transaction (
   id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   channel         VARCHAR(32)     NOT NULL,
@@ -22,20 +22,4 @@ CREATE TABLE payment_transaction (
   PRIMARY KEY (id),
   UNIQUE KEY uk_payment_transaction_serial (channel, platform_serial),
   KEY idx_payment_transaction_out_trade_no (out_trade_no)
-) ENGINE=InnoDB;
-
--- payment_transaction_broken has the same columns WITHOUT the unique key: it
--- is what the broken callback handler (PAYMENT_CALLBACK_MODE=broken) writes,
--- kept so incident 2 can be reproduced. Keeping it a separate table lets the
--- fixed schema keep its constraint; reconciliation reads both.
-CREATE TABLE payment_transaction_broken (
-  id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-  channel         VARCHAR(32)     NOT NULL,
-  platform_serial VARCHAR(64)     NOT NULL,
-  out_trade_no    VARCHAR(64)     NOT NULL,
-  amount          BIGINT          NOT NULL,
-  paid_at         DATETIME(3)     NOT NULL,
-  created_at      DATETIME(3)     NOT NULL,
-  PRIMARY KEY (id),
-  KEY idx_payment_transaction_broken_out_trade_no (out_trade_no)
 ) ENGINE=InnoDB;

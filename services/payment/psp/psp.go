@@ -2,7 +2,9 @@
 // platform (PSP): the charge request, the asynchronous "paid" notification,
 // its signature and the answers the platform understands. Both sides import
 // it: the simulator (pspsim) signs with it and the payment service verifies
-// with it, so the two can never drift apart.
+// with it, so the two can never drift apart. It holds only what a real
+// platform's integration has: the simulator's lab knobs (storms, replays,
+// bad signatures) are the simulator's own, in pspsim.
 //
 // # Notification contract
 //
@@ -60,11 +62,6 @@ type ChargeRequest struct {
 	Amount     int64  `json:"amount"`
 	// NotifyURL overrides the platform's default notification address.
 	NotifyURL string `json:"notify_url,omitempty"`
-	// Simulate asks the simulator to misbehave for this charge; a real
-	// platform has no such field. Nil, or a Simulation that names no Mode,
-	// means the simulator's configured mode and settings; a named Mode gets
-	// exactly the settings it names.
-	Simulate *Simulation `json:"simulate,omitempty"`
 }
 
 // ChargeResponse is the platform's synchronous answer to a charge.
@@ -72,37 +69,4 @@ type ChargeResponse struct {
 	PlatformSerial string `json:"platform_serial"`
 	OutTradeNo     string `json:"out_trade_no"`
 	Amount         int64  `json:"amount"`
-}
-
-// Simulation modes of the simulator (see pspsim).
-const (
-	ModeNormal         = "normal"          // one delivery, retried until 2xx
-	ModeStorm          = "storm"           // Copies concurrent deliveries of the same notification
-	ModeReplay         = "replay"          // Replays more deliveries after the first 2xx
-	ModeOutOfOrder     = "out_of_order"    // notify before answering the charge, then an older-signed copy late
-	ModeWrongAmount    = "wrong_amount"    // notification amount differs from the charge
-	ModeBadSignature   = "bad_signature"   // signed with the wrong secret
-	ModeStaleTimestamp = "stale_timestamp" // signed with a timestamp outside any sane window
-)
-
-// Modes lists every simulation mode.
-var Modes = []string{ModeNormal, ModeStorm, ModeReplay, ModeOutOfOrder, ModeWrongAmount, ModeBadSignature, ModeStaleTimestamp}
-
-// Simulation selects how the simulator delivers one charge's notification.
-// Storm and Replay combine: Copies concurrent deliveries first, then Replays
-// late ones.
-type Simulation struct {
-	Mode string `json:"mode"`
-	// Copies is the number of concurrent deliveries in storm mode.
-	Copies int `json:"copies,omitempty"`
-	// Replays is the number of deliveries sent after the first success.
-	Replays int `json:"replays,omitempty"`
-	// LostAnswers is how many of the charge's first 2xx answers are lost on
-	// the way back: the merchant has processed the notification, the
-	// platform hears nothing, counts the attempt as failed and retries it on
-	// its schedule. Refusals, timeouts and connection errors are failures
-	// already and lose nothing. It is the most common reason a real platform
-	// delivers a notification the merchant has already processed, and
-	// combines with every mode.
-	LostAnswers int `json:"lost_answers,omitempty"`
 }

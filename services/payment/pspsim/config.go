@@ -1,9 +1,11 @@
 // Package pspsim is a payment-platform simulator: it accepts charges and
 // delivers signed "paid" notifications the way real platforms do, retrying
-// on any non-2xx answer or timeout, and on request misbehaving in the ways
-// that break naive callback handlers (storms of concurrent copies, replays
-// after success, out-of-order delivery, wrong amounts, bad signatures, stale
-// timestamps). cmd/psp-sim serves it on :8090; tests run it in-process.
+// on any non-2xx answer or timeout, and, by its configuration (PSP_MODE) or
+// by a plan a lab files for one charge (Plan, POST /sim/plans), misbehaving
+// in the ways that break naive callback handlers (storms of concurrent
+// copies, replays after success, out-of-order delivery, wrong amounts, bad
+// signatures, stale timestamps). cmd/psp-sim serves it on :8090; tests run
+// it in-process.
 package pspsim
 
 import (
@@ -14,7 +16,6 @@ import (
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/logging"
-	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 // Config is the simulator's configuration, read from the environment by
@@ -23,7 +24,7 @@ import (
 type Config struct {
 	Log         logging.Config
 	HTTPAddr    string `env:"PSP_HTTP_ADDR" default:":8090" usage:"listen address of the payment-platform simulator"`
-	Secret      string `env:"PSP_SECRET" default:"dev-psp-secret-not-for-production" usage:"HMAC-SHA256 key shared with the payment service (the default is for local development only)"`
+	Secret      string `env:"PSP_SECRET" default:"dev-psp-secret-not-for-production" usage:"HMAC-SHA256 key shared with the payment service; never empty (the default is the published development value)"`
 	CallbackURL string `env:"PSP_CALLBACK_URL" default:"http://127.0.0.1:8083/payments/callback" usage:"where notifications go when a charge names no notify_url"`
 	// RetrySchedule is the wait before each retry of an unanswered or
 	// rejected notification. Real platforms spread about eight attempts over
@@ -32,17 +33,18 @@ type Config struct {
 	RetrySchedule []string      `env:"PSP_RETRY_SCHEDULE" default:"200ms,500ms,1s,2s,4s" usage:"comma-separated waits before each notification retry (compressed by default; real platforms use minutes to hours)"`
 	NotifyTimeout time.Duration `env:"PSP_NOTIFY_TIMEOUT" default:"5s" usage:"how long one notification attempt waits for the merchant's answer before it counts as failed"`
 	NotifyDelay   time.Duration `env:"PSP_NOTIFY_DELAY" default:"50ms" usage:"wait between answering a charge and the first notification"`
-	Mode          string        `env:"PSP_MODE" default:"normal" usage:"default delivery mode for charges that name none: normal, storm, replay, out_of_order, wrong_amount, bad_signature, stale_timestamp"`
+	Mode          string        `env:"PSP_MODE" default:"normal" usage:"delivery mode of charges without a plan naming one: normal, storm, replay, out_of_order, wrong_amount, bad_signature, stale_timestamp"`
 	// StormCopies, Replays and LostAnswers, like Mode, apply only to charges
-	// that name no mode (what the payment service sends); a charge that
-	// names its mode gets exactly what it names.
-	StormCopies int `env:"PSP_STORM_COPIES" default:"50" usage:"concurrent copies of a notification in storm mode, for charges that name no mode (1 to 1000)"`
-	Replays     int `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay and storm mode, for charges that name no mode (0 to 1000; 0: a storm without late retries)"`
+	// without a plan that names a mode (what the payment service's charges
+	// are, unless a lab filed a plan); a plan that names its mode gets
+	// exactly what it names.
+	StormCopies int `env:"PSP_STORM_COPIES" default:"50" usage:"concurrent copies of a notification in storm mode, for charges without a plan naming a mode (1 to 1000)"`
+	Replays     int `env:"PSP_REPLAYS" default:"10" usage:"deliveries repeated after the first success in replay and storm mode, for charges without a plan naming a mode (0 to 1000; 0: a storm without late retries)"`
 	// LostAnswers makes the platform lose the first 2xx answers of every
-	// charge (psp.Simulation.LostAnswers), so that even a merchant that
+	// charge (Plan.LostAnswers), so that even a merchant that
 	// answers every delivery at once sees a notification it has processed
 	// retried.
-	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first 2xx answers the platform loses, so it retries a notification the merchant already processed; for charges that name no mode (0 to 1000)"`
+	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first 2xx answers the platform loses, so it retries a notification the merchant already processed; for charges without a plan naming a mode (0 to 1000)"`
 }
 
 // Load reads the configuration from the environment and validates it.
@@ -54,13 +56,15 @@ func (c Config) Validate() error {
 	return errors.Join(
 		c.Log.Validate(),
 		pkgconfig.CheckAddr("PSP_HTTP_ADDR", c.HTTPAddr),
+		// The simulator is a development tool, so its published default is
+		// allowed anywhere; an empty key would sign with nothing.
 		pkgconfig.CheckNotEmpty("PSP_SECRET", c.Secret),
 		schedErr,
 		pkgconfig.CheckPositive("PSP_NOTIFY_TIMEOUT", c.NotifyTimeout),
-		pkgconfig.CheckOneOf("PSP_MODE", c.Mode, psp.Modes...),
-		// The bounds a charge's own settings have (validSimulation): the
-		// configured ones become the settings of every charge that names no
-		// mode.
+		pkgconfig.CheckOneOf("PSP_MODE", c.Mode, Modes...),
+		// The bounds a plan's own settings have (Plan.Validate): the
+		// configured ones become the settings of every charge whose plan
+		// names no mode.
 		pkgconfig.CheckRange("PSP_STORM_COPIES", c.StormCopies, 1, maxPerCharge),
 		pkgconfig.CheckRange("PSP_REPLAYS", c.Replays, 0, maxPerCharge),
 		pkgconfig.CheckRange("PSP_LOST_ANSWERS", c.LostAnswers, 0, maxPerCharge),

@@ -47,7 +47,7 @@ type Attempt struct {
 	Status int       `json:"status,omitempty"` // merchant's HTTP status; 0 when no answer
 	Error  string    `json:"error,omitempty"`
 	// AnswerLost marks an attempt whose 2xx answer the platform did not get
-	// (Simulation.LostAnswers): Status is the merchant's 2xx, so the
+	// (Plan.LostAnswers): Status is the merchant's 2xx, so the
 	// merchant processed the notification, but the attempt counts as
 	// failed and is retried.
 	AnswerLost bool `json:"answer_lost,omitempty"`
@@ -57,15 +57,17 @@ type Attempt struct {
 type Charge struct {
 	Notification psp.Notification `json:"notification"`
 	NotifyURL    string           `json:"notify_url"`
-	Simulation   psp.Simulation   `json:"simulation"`
-	Attempts     []Attempt        `json:"attempts"`
+	// Plan is how the notification is delivered: the plan filed for the
+	// charge's out_trade_no, completed from the configuration.
+	Plan     Plan      `json:"plan"`
+	Attempts []Attempt `json:"attempts"`
 	// Acknowledged is true once any delivery got a 2xx answer.
 	Acknowledged bool `json:"acknowledged"`
 	// Done is true when every delivery of this charge has finished,
 	// acknowledged or with its retry schedule exhausted.
 	Done bool `json:"done"`
 
-	// answersToLose counts down Simulation.LostAnswers.
+	// answersToLose counts down Plan.LostAnswers.
 	answersToLose int
 }
 
@@ -126,6 +128,7 @@ type Simulator struct {
 	mu        sync.Mutex
 	charges   map[string]*Charge // by platform serial
 	byTradeNo map[string]string  // out_trade_no → platform serial
+	plans     map[string]Plan    // out_trade_no → plan filed for its next charge
 }
 
 // New returns a simulator; Close stops its deliveries.
@@ -146,6 +149,7 @@ func New(cfg Config, log *slog.Logger) (*Simulator, error) {
 		cancel:    cancel,
 		charges:   map[string]*Charge{},
 		byTradeNo: map[string]string{},
+		plans:     map[string]Plan{},
 	}, nil
 }
 
@@ -153,10 +157,12 @@ func New(cfg Config, log *slog.Logger) (*Simulator, error) {
 //
 //	POST /charges          accept a psp.ChargeRequest, answer psp.ChargeResponse (201)
 //	GET  /charges/{serial} the Charge with its delivery attempts
+//	POST /sim/plans        file a PlanRequest: how the next charge of its out_trade_no is delivered (lab only)
 //	GET  /healthz          liveness
 func (s *Simulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /charges", s.handleCharge)
+	mux.HandleFunc("POST /sim/plans", s.handleSetPlan)
 	mux.HandleFunc("GET /charges/{serial}", s.handleGetCharge)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -211,11 +217,6 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want out_trade_no and a positive amount"})
 		return
 	}
-	sim := s.simulation(req.Simulate)
-	if err := validSimulation(sim); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
-	}
 	notifyURL := req.NotifyURL
 	if notifyURL == "" {
 		notifyURL = s.cfg.CallbackURL
@@ -232,6 +233,8 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 	}
 	s.byTradeNo[req.OutTradeNo] = serial
 	s.mu.Unlock()
+	filed, _ := s.takePlan(req.OutTradeNo)
+	plan := s.resolve(filed)
 	n := psp.Notification{
 		Channel:        psp.Channel,
 		PlatformSerial: serial,
@@ -240,24 +243,24 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 		TradeStatus:    psp.TradeSuccess,
 		PaidAt:         now.UTC().Truncate(time.Millisecond),
 	}
-	if sim.Mode == psp.ModeWrongAmount {
+	if plan.Mode == ModeWrongAmount {
 		n.Amount++
 	}
-	c := &Charge{Notification: n, NotifyURL: notifyURL, Simulation: sim, answersToLose: sim.LostAnswers}
+	c := &Charge{Notification: n, NotifyURL: notifyURL, Plan: plan, answersToLose: plan.LostAnswers}
 	s.mu.Lock()
 	s.charges[serial] = c
 	s.mu.Unlock()
-	s.log.Info("charge accepted", "platform_serial", serial, "out_trade_no", req.OutTradeNo, "amount", req.Amount, "mode", sim.Mode)
+	s.log.Info("charge accepted", "platform_serial", serial, "out_trade_no", req.OutTradeNo, "amount", req.Amount, "mode", plan.Mode)
 
 	body, _ := json.Marshal(n)
 	s.wg.Add(1)
-	if sim.Mode == psp.ModeOutOfOrder {
+	if plan.Mode == ModeOutOfOrder {
 		// The notification overtakes the charge answer: the merchant hears
 		// "paid" before it learns the platform serial from the charge call.
 		// A copy signed before the charge (outOfOrderAge) is held back and
 		// delivered after the first success, so the merchant also sees an
 		// older notification last.
-		early := s.signedAt(now.Add(-outOfOrderAge), sim)
+		early := s.signedAt(now.Add(-outOfOrderAge), plan)
 		ok := s.attempt(c, 0, 1, body)
 		answered := make(chan struct{})
 		defer close(answered)
@@ -288,57 +291,13 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, psp.ChargeResponse{PlatformSerial: serial, OutTradeNo: req.OutTradeNo, Amount: req.Amount})
 }
 
-// simulation resolves a charge's simulation by one rule. A charge that
-// names no mode (the payment service sends no simulation at all) is
-// delivered as configured: PSP_MODE, with PSP_STORM_COPIES copies in storm
-// mode, PSP_REPLAYS late retries in storm and replay mode and
-// PSP_LOST_ANSWERS lost answers, wherever the charge leaves them zero; a
-// configured storm is then the story of incident 2. A charge that names its
-// mode gets exactly what it names and nothing from the configuration, so a
-// test that asks for a storm of 4 copies gets 4 deliveries.
-func (s *Simulator) simulation(req *psp.Simulation) psp.Simulation {
-	var sim psp.Simulation
-	if req != nil {
-		sim = *req
-	}
-	if sim.Mode == "" {
-		sim.Mode = s.cfg.Mode
-		if sim.Mode == psp.ModeStorm && sim.Copies == 0 {
-			sim.Copies = s.cfg.StormCopies
-		}
-		if (sim.Mode == psp.ModeStorm || sim.Mode == psp.ModeReplay) && sim.Replays == 0 {
-			sim.Replays = s.cfg.Replays
-		}
-		if sim.LostAnswers == 0 {
-			sim.LostAnswers = s.cfg.LostAnswers
-		}
-	}
-	// Every charge is delivered at least once.
-	if sim.Copies == 0 {
-		sim.Copies = 1
-	}
-	return sim
-}
-
-func validSimulation(sim psp.Simulation) error {
-	for _, m := range psp.Modes {
-		if sim.Mode == m {
-			if sim.Copies < 1 || sim.Copies > maxPerCharge || sim.Replays < 0 || sim.Replays > maxPerCharge || sim.LostAnswers < 0 || sim.LostAnswers > maxPerCharge {
-				return fmt.Errorf("copies must be 1..%[1]d, replays 0..%[1]d and lost_answers 0..%[1]d", maxPerCharge)
-			}
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown simulation mode %q (want one of %v)", sim.Mode, psp.Modes)
-}
-
-// storm delivers sim.Copies copies at once, each with its own retries. All
+// storm delivers Plan.Copies copies at once, each with its own retries. All
 // copies are released together by one channel close, so they hit the
 // merchant as close to simultaneously as the scheduler allows.
 func (s *Simulator) storm(c *Charge, body []byte) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	for i := 0; i < c.Simulation.Copies; i++ {
+	for i := 0; i < c.Plan.Copies; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -350,22 +309,22 @@ func (s *Simulator) storm(c *Charge, body []byte) {
 	wg.Wait()
 }
 
-// replay delivers sim.Replays more copies one after another once the
+// replay delivers Plan.Replays more copies one after another once the
 // notification has been acknowledged: the platform's late retries, or a
 // replay after success.
 func (s *Simulator) replay(c *Charge, body []byte) {
-	if c.Simulation.Replays == 0 || !s.acknowledged(c) {
+	if c.Plan.Replays == 0 || !s.acknowledged(c) {
 		return
 	}
 	gap := 10 * time.Millisecond
 	if len(s.schedule) > 0 && s.schedule[0] < gap {
 		gap = s.schedule[0]
 	}
-	for i := 0; i < c.Simulation.Replays; i++ {
+	for i := 0; i < c.Plan.Replays; i++ {
 		if !s.sleep(gap) {
 			return
 		}
-		s.deliver(c, c.Simulation.Copies+i, body, 0)
+		s.deliver(c, c.Plan.Copies+i, body, 0)
 	}
 }
 
@@ -390,7 +349,7 @@ func (s *Simulator) deliver(c *Charge, copyNo int, body []byte, triesDone int) b
 
 // attempt makes one signed delivery, signed now.
 func (s *Simulator) attempt(c *Charge, copyNo, try int, body []byte) bool {
-	return s.send(c, copyNo, try, body, s.signedAt(s.now(), c.Simulation))
+	return s.send(c, copyNo, try, body, s.signedAt(s.now(), c.Plan))
 }
 
 // signing says how one delivery is signed: with which secret and at which
@@ -400,12 +359,12 @@ type signing struct {
 	at     time.Time
 }
 
-func (s *Simulator) signedAt(at time.Time, sim psp.Simulation) signing {
+func (s *Simulator) signedAt(at time.Time, p Plan) signing {
 	g := signing{secret: s.secret, at: at}
-	switch sim.Mode {
-	case psp.ModeBadSignature:
+	switch p.Mode {
+	case ModeBadSignature:
 		g.secret = append([]byte("not-"), s.secret...)
-	case psp.ModeStaleTimestamp:
+	case ModeStaleTimestamp:
 		g.at = at.Add(-staleBy)
 	}
 	return g
@@ -473,7 +432,7 @@ func (s *Simulator) finish(c *Charge) {
 	c.Done = true
 	t, acked := c.Tally(), c.Acknowledged
 	s.mu.Unlock()
-	s.log.Info("charge deliveries done", "platform_serial", c.Notification.PlatformSerial, "mode", c.Simulation.Mode,
+	s.log.Info("charge deliveries done", "platform_serial", c.Notification.PlatformSerial, "mode", c.Plan.Mode,
 		"attempts", t.Attempts, "copies", t.Copies, "retries", t.Retries, "answers_lost", t.Lost, "refused", t.Refused,
 		"acknowledged_copies", t.AcknowledgedCopies, "acknowledged", acked)
 }

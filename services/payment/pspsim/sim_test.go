@@ -1,6 +1,7 @@
 package pspsim_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -107,8 +108,31 @@ func wait(t *testing.T, sim *pspsim.Simulator) {
 	}
 }
 
+// peer is the simulator as the merchant and a lab reach it over HTTP: the
+// platform contract's client (psp.Client), and the lab's POST /sim/plans.
+type peer struct {
+	*psp.Client
+	url string
+}
+
+// plan files p for the next charge of outTradeNo through POST /sim/plans
+// and returns the status the simulator answered.
+func (p peer) plan(t *testing.T, outTradeNo string, plan pspsim.Plan) int {
+	t.Helper()
+	body, err := json.Marshal(pspsim.PlanRequest{OutTradeNo: outTradeNo, Plan: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(p.url+"/sim/plans", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // startSim serves a simulator on a real loopback listener.
-func startSim(t *testing.T, cfg pspsim.Config) (*pspsim.Simulator, *psp.Client) {
+func startSim(t *testing.T, cfg pspsim.Config) (*pspsim.Simulator, peer) {
 	t.Helper()
 	sim, err := pspsim.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -116,18 +140,25 @@ func startSim(t *testing.T, cfg pspsim.Config) (*pspsim.Simulator, *psp.Client) 
 	}
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(func() { sim.Close(); srv.Close() })
-	return sim, psp.NewClient(srv.URL, srv.Client())
+	return sim, peer{Client: psp.NewClient(srv.URL, srv.Client()), url: srv.URL}
 }
 
 // waitTimeout bounds every wait for the simulator's deliveries, so that a
 // bug fails the test instead of hanging it.
 const waitTimeout = 20 * time.Second
 
-func charge(t *testing.T, sim *pspsim.Simulator, c *psp.Client, m *merchant, sim_ *psp.Simulation) pspsim.Charge {
+// charge charges P1 and waits until its deliveries are over; with a plan,
+// it files the plan for P1 over HTTP first.
+func charge(t *testing.T, sim *pspsim.Simulator, c peer, m *merchant, plan *pspsim.Plan) pspsim.Charge {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	resp, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P1", Amount: 4200, NotifyURL: m.srv.URL, Simulate: sim_})
+	if plan != nil {
+		if status := c.plan(t, "P1", *plan); status != http.StatusCreated {
+			t.Fatalf("POST /sim/plans %+v: %d, want 201", *plan, status)
+		}
+	}
+	resp, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P1", Amount: 4200, NotifyURL: m.srv.URL})
 	if err != nil {
 		t.Fatalf("charge: %v", err)
 	}
@@ -196,18 +227,22 @@ func TestConfigBoundsAreTheChargeBounds(t *testing.T) {
 		t.Fatalf("Validate at the bounds = %v", err)
 	}
 
-	// The same bounds for a charge that names them.
-	m := newMerchant(t, func(int, received) int { return http.StatusOK })
+	// The same bounds for a plan that names them, and a plan needs a
+	// known mode and the payment it is for.
 	_, client := startSim(t, config())
-	for i, s := range []psp.Simulation{
-		{Mode: psp.ModeStorm, Copies: over},
-		{Mode: psp.ModeReplay, Replays: over},
-		{Mode: psp.ModeNormal, LostAnswers: over},
+	for i, p := range []pspsim.Plan{
+		{Mode: pspsim.ModeStorm, Copies: over},
+		{Mode: pspsim.ModeReplay, Replays: over},
+		{Mode: pspsim.ModeNormal, LostAnswers: over},
+		{Copies: -1},
+		{Mode: "chaos"},
 	} {
-		_, err := client.Charge(context.Background(), psp.ChargeRequest{OutTradeNo: "P" + strconv.Itoa(i), Amount: 1, NotifyURL: m.srv.URL, Simulate: &s})
-		if err == nil || !strings.Contains(err.Error(), "400") {
-			t.Errorf("charge naming %+v: %v, want 400", s, err)
+		if status := client.plan(t, "P"+strconv.Itoa(i), p); status != http.StatusBadRequest {
+			t.Errorf("plan %+v: %d, want 400", p, status)
 		}
+	}
+	if status := client.plan(t, "", pspsim.Plan{Mode: pspsim.ModeStorm}); status != http.StatusBadRequest {
+		t.Errorf("plan without out_trade_no: %d, want 400", status)
 	}
 }
 
@@ -275,7 +310,7 @@ func TestStormSendsConcurrentCopiesThenLateRetries(t *testing.T) {
 	// Hold each answer a little, so overlapping deliveries are observable.
 	m.delay = func(int) time.Duration { return 20 * time.Millisecond }
 	sim, c := startSim(t, config())
-	ch := charge(t, sim, c, m, &psp.Simulation{Mode: psp.ModeStorm, Copies: 20, Replays: 5})
+	ch := charge(t, sim, c, m, &pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 20, Replays: 5})
 
 	got := m.received()
 	if len(got) != 25 || len(ch.Attempts) != 25 {
@@ -296,24 +331,27 @@ func TestStormSendsConcurrentCopiesThenLateRetries(t *testing.T) {
 	}
 }
 
-// TestConfiguredStormSendsLateRetriesToo: a charge that names no simulation
-// (what the payment service sends) in PSP_MODE=storm gets the story's
-// storm: PSP_STORM_COPIES concurrent copies, then PSP_REPLAYS late retries,
-// and PSP_LOST_ANSWERS lost answers. A charge that names its storm gets
+// TestConfiguredStormSendsLateRetriesToo: a charge without a plan (what the
+// payment service's charges are) in PSP_MODE=storm gets the story's storm:
+// PSP_STORM_COPIES concurrent copies, then PSP_REPLAYS late retries, and
+// PSP_LOST_ANSWERS lost answers. A charge whose plan names its storm gets
 // exactly what it names, and none of the configured lost answers.
 func TestConfiguredStormSendsLateRetriesToo(t *testing.T) {
 	cfg := config()
-	cfg.Mode, cfg.StormCopies, cfg.Replays, cfg.LostAnswers = psp.ModeStorm, 6, 3, 1
+	cfg.Mode, cfg.StormCopies, cfg.Replays, cfg.LostAnswers = pspsim.ModeStorm, 6, 3, 1
 	m := newMerchant(t, func(int, received) int { return http.StatusOK })
 	sim, c := startSim(t, cfg)
 
 	ch := charge(t, sim, c, m, nil)
-	if tl := ch.Tally(); len(m.received()) != 10 || tl.Copies != 6+3 || tl.Lost != 1 || tl.Attempts != 10 || ch.Simulation.Replays != 3 {
-		t.Fatalf("merchant got %d deliveries, tally %+v (simulation %+v); want 6 concurrent + 3 late copies, 1 answer lost and retried",
-			len(m.received()), tl, ch.Simulation)
+	if tl := ch.Tally(); len(m.received()) != 10 || tl.Copies != 6+3 || tl.Lost != 1 || tl.Attempts != 10 || ch.Plan.Replays != 3 {
+		t.Fatalf("merchant got %d deliveries, tally %+v (plan %+v); want 6 concurrent + 3 late copies, 1 answer lost and retried",
+			len(m.received()), tl, ch.Plan)
 	}
 
-	if _, err := c.Charge(context.Background(), psp.ChargeRequest{OutTradeNo: "P2", Amount: 4200, NotifyURL: m.srv.URL, Simulate: &psp.Simulation{Mode: psp.ModeStorm, Copies: 4}}); err != nil {
+	if status := c.plan(t, "P2", pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 4}); status != http.StatusCreated {
+		t.Fatalf("POST /sim/plans: %d", status)
+	}
+	if _, err := c.Charge(context.Background(), psp.ChargeRequest{OutTradeNo: "P2", Amount: 4200, NotifyURL: m.srv.URL}); err != nil {
 		t.Fatal(err)
 	}
 	wait(t, sim)
@@ -322,44 +360,45 @@ func TestConfiguredStormSendsLateRetriesToo(t *testing.T) {
 	}
 }
 
-// TestChargeSettings is the one rule for a charge's simulation: a charge
-// that names no mode gets the configured mode and its settings (storm
-// copies, late retries, lost answers) wherever it leaves them zero; a charge
-// that names its mode gets exactly what it names, nothing configured.
+// TestChargeSettings is the one rule for a charge's plan: a charge without
+// a plan, or whose plan names no mode, gets the configured mode and its
+// settings (storm copies, late retries, lost answers) wherever the plan
+// leaves them zero; a plan that names its mode gets exactly what it names,
+// nothing configured.
 // PSP_REPLAYS=0 makes a configured storm without late retries.
 func TestChargeSettings(t *testing.T) {
-	storm := func(c *pspsim.Config) { c.Mode, c.StormCopies, c.Replays, c.LostAnswers = psp.ModeStorm, 5, 2, 1 }
+	storm := func(c *pspsim.Config) { c.Mode, c.StormCopies, c.Replays, c.LostAnswers = pspsim.ModeStorm, 5, 2, 1 }
 	for _, tc := range []struct {
-		name   string
-		cfg    func(*pspsim.Config)
-		charge *psp.Simulation
-		want   psp.Simulation
+		name string
+		cfg  func(*pspsim.Config)
+		plan *pspsim.Plan
+		want pspsim.Plan
 	}{
-		{"no simulate, configured storm", storm, nil,
-			psp.Simulation{Mode: psp.ModeStorm, Copies: 5, Replays: 2, LostAnswers: 1}},
-		{"no mode, configured storm", storm, &psp.Simulation{},
-			psp.Simulation{Mode: psp.ModeStorm, Copies: 5, Replays: 2, LostAnswers: 1}},
-		{"no mode, own copies", storm, &psp.Simulation{Copies: 3},
-			psp.Simulation{Mode: psp.ModeStorm, Copies: 3, Replays: 2, LostAnswers: 1}},
-		{"named storm", storm, &psp.Simulation{Mode: psp.ModeStorm, Copies: 4},
-			psp.Simulation{Mode: psp.ModeStorm, Copies: 4}},
-		{"named storm with its own lost answers", storm, &psp.Simulation{Mode: psp.ModeStorm, Copies: 4, LostAnswers: 2},
-			psp.Simulation{Mode: psp.ModeStorm, Copies: 4, LostAnswers: 2}},
-		{"named normal", storm, &psp.Simulation{Mode: psp.ModeNormal},
-			psp.Simulation{Mode: psp.ModeNormal, Copies: 1}},
+		{"no plan, configured storm", storm, nil,
+			pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 5, Replays: 2, LostAnswers: 1}},
+		{"no mode, configured storm", storm, &pspsim.Plan{},
+			pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 5, Replays: 2, LostAnswers: 1}},
+		{"no mode, own copies", storm, &pspsim.Plan{Copies: 3},
+			pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 3, Replays: 2, LostAnswers: 1}},
+		{"named storm", storm, &pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 4},
+			pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 4}},
+		{"named storm with its own lost answers", storm, &pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 4, LostAnswers: 2},
+			pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 4, LostAnswers: 2}},
+		{"named normal", storm, &pspsim.Plan{Mode: pspsim.ModeNormal},
+			pspsim.Plan{Mode: pspsim.ModeNormal, Copies: 1}},
 		{"configured storm without late retries", func(c *pspsim.Config) { storm(c); c.Replays = 0 }, nil,
-			psp.Simulation{Mode: psp.ModeStorm, Copies: 5, LostAnswers: 1}},
-		{"configured replay", func(c *pspsim.Config) { storm(c); c.Mode = psp.ModeReplay }, nil,
-			psp.Simulation{Mode: psp.ModeReplay, Copies: 1, Replays: 2, LostAnswers: 1}},
+			pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 5, LostAnswers: 1}},
+		{"configured replay", func(c *pspsim.Config) { storm(c); c.Mode = pspsim.ModeReplay }, nil,
+			pspsim.Plan{Mode: pspsim.ModeReplay, Copies: 1, Replays: 2, LostAnswers: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config()
 			tc.cfg(&cfg)
 			m := newMerchant(t, func(int, received) int { return http.StatusOK })
 			sim, c := startSim(t, cfg)
-			ch := charge(t, sim, c, m, tc.charge)
-			if ch.Simulation != tc.want {
-				t.Fatalf("simulation %+v, want %+v", ch.Simulation, tc.want)
+			ch := charge(t, sim, c, m, tc.plan)
+			if ch.Plan != tc.want {
+				t.Fatalf("plan %+v, want %+v", ch.Plan, tc.want)
 			}
 			// Every copy and late retry is delivered once, and each lost
 			// answer once more.
@@ -377,7 +416,7 @@ func TestChargeSettings(t *testing.T) {
 func TestLostAnswersAreRetried(t *testing.T) {
 	m := newMerchant(t, func(int, received) int { return http.StatusOK })
 	sim, c := startSim(t, config())
-	ch := charge(t, sim, c, m, &psp.Simulation{Mode: psp.ModeNormal, LostAnswers: 1})
+	ch := charge(t, sim, c, m, &pspsim.Plan{Mode: pspsim.ModeNormal, LostAnswers: 1})
 
 	got := m.received()
 	if len(got) != 2 || len(ch.Attempts) != 2 || !ch.Acknowledged {
@@ -407,7 +446,7 @@ func TestOnlyAnAnswerCanBeLost(t *testing.T) {
 		return http.StatusOK
 	})
 	sim, c := startSim(t, config())
-	ch := charge(t, sim, c, m, &psp.Simulation{Mode: psp.ModeNormal, LostAnswers: 1})
+	ch := charge(t, sim, c, m, &pspsim.Plan{Mode: pspsim.ModeNormal, LostAnswers: 1})
 
 	want := []struct {
 		try, status int
@@ -433,7 +472,7 @@ func TestOnlyAnAnswerCanBeLost(t *testing.T) {
 // acknowledged.
 func TestLostAnswersInAStormAreExactlyThatMany(t *testing.T) {
 	cfg := config()
-	cfg.Mode, cfg.StormCopies, cfg.Replays, cfg.LostAnswers = psp.ModeStorm, 20, 0, 3
+	cfg.Mode, cfg.StormCopies, cfg.Replays, cfg.LostAnswers = pspsim.ModeStorm, 20, 0, 3
 	m := newMerchant(t, func(int, received) int { return http.StatusOK })
 	sim, c := startSim(t, cfg)
 	ch := charge(t, sim, c, m, nil)
@@ -465,7 +504,7 @@ func TestTally(t *testing.T) {
 func TestReplayAfterSuccess(t *testing.T) {
 	m := newMerchant(t, func(int, received) int { return http.StatusOK })
 	sim, c := startSim(t, config())
-	ch := charge(t, sim, c, m, &psp.Simulation{Mode: psp.ModeReplay, Replays: 4})
+	ch := charge(t, sim, c, m, &pspsim.Plan{Mode: pspsim.ModeReplay, Replays: 4})
 	if len(m.received()) != 5 || !ch.Acknowledged {
 		t.Fatalf("merchant got %d deliveries, want 1 + 4 replays", len(m.received()))
 	}
@@ -476,17 +515,17 @@ func TestMisbehavingModes(t *testing.T) {
 		mode  string
 		check func(t *testing.T, r received)
 	}{
-		{psp.ModeWrongAmount, func(t *testing.T, r received) {
+		{pspsim.ModeWrongAmount, func(t *testing.T, r received) {
 			if r.verifyErr != nil || r.n.Amount == 4200 {
 				t.Fatalf("wrong_amount: verify %v, amount %d; want a valid signature over another amount", r.verifyErr, r.n.Amount)
 			}
 		}},
-		{psp.ModeBadSignature, func(t *testing.T, r received) {
+		{pspsim.ModeBadSignature, func(t *testing.T, r received) {
 			if !errors.Is(r.verifyErr, psp.ErrBadSignature) {
 				t.Fatalf("bad_signature: verify %v", r.verifyErr)
 			}
 		}},
-		{psp.ModeStaleTimestamp, func(t *testing.T, r received) {
+		{pspsim.ModeStaleTimestamp, func(t *testing.T, r received) {
 			if !errors.Is(r.verifyErr, psp.ErrStale) {
 				t.Fatalf("stale_timestamp: verify %v", r.verifyErr)
 			}
@@ -501,7 +540,7 @@ func TestMisbehavingModes(t *testing.T) {
 				return http.StatusOK
 			})
 			sim, c := startSim(t, config())
-			charge(t, sim, c, m, &psp.Simulation{Mode: tt.mode})
+			charge(t, sim, c, m, &pspsim.Plan{Mode: tt.mode})
 			got := m.received()
 			if len(got) == 0 {
 				t.Fatal("no delivery")
@@ -524,7 +563,10 @@ func TestOutOfOrderNotifiesBeforeTheChargeAnswerAndRedeliversAnOlderCopy(t *test
 	})
 	sim, c := startSim(t, config())
 	ctx := context.Background()
-	resp, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P1", Amount: 4200, NotifyURL: m.srv.URL, Simulate: &psp.Simulation{Mode: psp.ModeOutOfOrder}})
+	if status := c.plan(t, "P1", pspsim.Plan{Mode: pspsim.ModeOutOfOrder}); status != http.StatusCreated {
+		t.Fatalf("POST /sim/plans: %d", status)
+	}
+	resp, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P1", Amount: 4200, NotifyURL: m.srv.URL})
 	charged.Store(true)
 	if err != nil {
 		t.Fatal(err)
@@ -562,5 +604,44 @@ func TestChargesAreKeyedByOutTradeNo(t *testing.T) {
 	wait(t, sim)
 	if a.PlatformSerial != b.PlatformSerial || len(m.received()) != 1 {
 		t.Fatalf("charging twice gave serials %s and %s and %d notifications; want one transaction", a.PlatformSerial, b.PlatformSerial, len(m.received()))
+	}
+}
+
+// TestAPlanIsForOneCharge: a plan applies to the charge of the out_trade_no
+// it was filed for, once; other payments, and the same payment's charge
+// answered from the first transaction, are delivered as configured. A plan
+// filed in process (SetPlan, what the lab does) is the same plan.
+func TestAPlanIsForOneCharge(t *testing.T) {
+	m := newMerchant(t, func(int, received) int { return http.StatusOK })
+	sim, c := startSim(t, config())
+	ctx := context.Background()
+	testMust(t, sim.SetPlan("P-storm", pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 3}))
+	if err := sim.SetPlan("P-bad", pspsim.Plan{Mode: "chaos"}); err == nil {
+		t.Fatal("SetPlan accepted an unknown mode")
+	}
+	serials := map[string]string{}
+	for _, no := range []string{"P-other", "P-storm", "P-storm"} {
+		resp, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: no, Amount: 4200, NotifyURL: m.srv.URL})
+		testMust(t, err)
+		serials[no] = resp.PlatformSerial
+		wait(t, sim)
+	}
+	other, _ := sim.Get(serials["P-other"])
+	stormed, _ := sim.Get(serials["P-storm"])
+	if other.Plan.Mode != pspsim.ModeNormal || len(other.Attempts) != 1 {
+		t.Fatalf("P-other: plan %+v, %d attempts; want the configured normal delivery", other.Plan, len(other.Attempts))
+	}
+	if stormed.Plan.Mode != pspsim.ModeStorm || len(stormed.Attempts) != 3 {
+		t.Fatalf("P-storm: plan %+v, %d attempts; want the filed storm of 3", stormed.Plan, len(stormed.Attempts))
+	}
+	if got := len(m.received()); got != 1+3 {
+		t.Fatalf("merchant got %d deliveries, want 4: charging P-storm again starts nothing", got)
+	}
+}
+
+func testMust(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

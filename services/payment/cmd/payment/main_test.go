@@ -1,28 +1,281 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/database"
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
+	"github.com/oncemall/oncemall/pkg/testkit/configtest"
 	"github.com/oncemall/oncemall/pkg/testkit/outboxtest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/services/payment/internal/config"
+	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
+	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
-// TestOutboxOperatorPaths runs `payment outbox stats|redrive` and then the
-// whole service as `payment` would (own database, stream and Redis prefix),
-// checking that its engine serves the outbox redrive behind the admin token.
-func TestOutboxOperatorPaths(t *testing.T) {
-	mysqlCfg, dbName := testenv.NewDatabase(t)
+// TestComposeDockerfileAndDocsMatch is the drift test: see
+// pkg/testkit/composecheck for the rules.
+func TestComposeDockerfileAndDocsMatch(t *testing.T) {
+	composecheck.Run(t, composecheck.Program{
+		Service:  "payment",
+		Dir:      "services/payment/cmd/payment",
+		Vars:     service.Vars(),
+		AddrVars: []string{"HTTP_ADDR"},
+	})
+}
+
+// lookup is an environment of exactly vars.
+func lookup(vars map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) { v, ok := vars[name]; return v, ok }
+}
+
+// TestLoadDefaults: on a developer's machine the service needs no variable:
+// its port and database come from the declaration, the fixed handler
+// without the entry lock, the local simulator and order service.
+func TestLoadDefaults(t *testing.T) {
+	c, err := service.Load(lookup(map[string]string{"ONCEMALL_ENV": "dev"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != ":8083" || c.Database != "oncemall_payment" {
+		t.Fatalf("defaults: HTTP_ADDR=%q MYSQL_DATABASE=%q", c.HTTPAddr, c.Database)
+	}
+	if c.Modes.Callback != platform.Fixed || c.PSPURL != "http://127.0.0.1:8090" || c.OrderURL != "http://127.0.0.1:8081" || c.CallbackLock {
+		t.Fatalf("defaults: mode %s psp %s order %s lock %v", c.Modes.Callback, c.PSPURL, c.OrderURL, c.CallbackLock)
+	}
+}
+
+func TestLoadNamesTheBadVariable(t *testing.T) {
+	t.Setenv("ONCEMALL_ENV", "lab")
+	configtest.BadValuesNamed(t, func() error { _, err := service.Load(os.LookupEnv); return err }, configtest.With(map[string]string{
+		"PAYMENT_CALLBACK_MODE":   "lenient",
+		"PAYMENT_CALLBACK_WINDOW": "-1s",
+		"PSP_TIMEOUT":             "0s",
+		"PSP_SECRET":              "",
+		"EVENT_SUBJECT_PREFIX":    "nodot",
+	}))
+}
+
+// TestLoadGuardsThePSPSecretAndTheBrokenHandler: the published development
+// PSP_SECRET runs only on a developer's machine or in the lab, an empty one
+// nowhere, and the broken callback handler only in the lab; every refusal
+// names its variable and none shows the secret.
+func TestLoadGuardsThePSPSecretAndTheBrokenHandler(t *testing.T) {
+	const admin, secret = "a-real-admin-token-0123", "a-real-psp-secret-0123"
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // "" for success, else a part of the error
+	}{
+		{"production refuses the dev secret", map[string]string{"ADMIN_TOKEN": admin}, "PSP_SECRET"},
+		{"production with a real secret", map[string]string{"ADMIN_TOKEN": admin, "PSP_SECRET": secret}, ""},
+		{"production refuses a short secret", map[string]string{"ADMIN_TOKEN": admin, "PSP_SECRET": "short"}, "PSP_SECRET"},
+		{"dev allows the dev secret", map[string]string{"ONCEMALL_ENV": "dev"}, ""},
+		{"lab allows the dev secret", map[string]string{"ONCEMALL_ENV": "lab"}, ""},
+		{"an empty secret is refused even in the lab", map[string]string{"ONCEMALL_ENV": "lab", "PSP_SECRET": ""}, "PSP_SECRET"},
+		{"production refuses the broken handler", map[string]string{"ADMIN_TOKEN": admin, "PSP_SECRET": secret, "PAYMENT_CALLBACK_MODE": "broken"}, "PAYMENT_CALLBACK_MODE"},
+		{"dev refuses the broken handler", map[string]string{"ONCEMALL_ENV": "dev", "PAYMENT_CALLBACK_MODE": "broken"}, "PAYMENT_CALLBACK_MODE"},
+		{"lab allows the broken handler", map[string]string{"ONCEMALL_ENV": "lab", "PAYMENT_CALLBACK_MODE": "broken"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := service.Load(lookup(tc.env))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Load: %v, want success", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Load: %v, want an error naming %s", err, tc.want)
+			case err != nil && strings.Contains(err.Error(), config.DevPSPSecret):
+				t.Fatalf("the error shows the secret: %v", err)
+			}
+		})
+	}
+}
+
+// run is the payment command as main runs it.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	return platform.Run(ctx, service, args, stdout)
+}
+
+// serviceEnv sets the environment of a payment service in the lab on its
+// own database, port, event prefix (its stream deleted at the end) and
+// Redis prefix, and returns its base URL, its admin token, its database
+// (opened once the service has migrated it) and the MySQL settings.
+func serviceEnv(t *testing.T) (base, token, dbName string, mysql database.Config, prefix string) {
+	t.Helper()
+	mysql, dbName = testenv.NewDatabase(t)
 	conn := testenv.NATS(t)
 	_, redisPrefix := testenv.Redis(t)
-	paymentStream := testenv.UniqueName(t, "PAYMENT")
-	testenv.DeleteStreamAtCleanup(t, conn.JS, paymentStream)
+	prefix = strings.ToLower(testenv.UniqueName(t, "p")) + "."
+	testenv.DeleteStreamAtCleanup(t, conn.JS, events.Config{SubjectPrefix: prefix}.StreamName("payment"))
 	addr, token := testenv.FreeAddr(t), "admin-"+testenv.RandomSuffix(12)
 	for k, v := range map[string]string{
-		"MYSQL_ADDR": mysqlCfg.Addr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr, "ADMIN_TOKEN": token,
-		"PAYMENT_STREAM": paymentStream, "EVENT_SUBJECT_PREFIX": testenv.UniqueName(t, "e") + ".",
-		"IDEMPOTENCY_REDIS_PREFIX": redisPrefix + "idem:",
+		"ONCEMALL_ENV": "lab", "MYSQL_ADDR": mysql.Addr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr,
+		"ADMIN_TOKEN": token, "EVENT_SUBJECT_PREFIX": prefix, "IDEMPOTENCY_REDIS_PREFIX": redisPrefix + "idem:",
+		"PAYMENT_RECONCILE_SCHEDULE": "@every 1s",
 	} {
 		t.Setenv(k, v)
 	}
-	outboxtest.CheckOperatorPaths(t, outboxtest.Service{Run: run, Addr: addr, AdminToken: token, MySQL: mysqlCfg, DBName: dbName})
+	return "http://" + addr, token, dbName, mysql, prefix
+}
+
+// serve runs the service until the test ends and waits for /readyz.
+func serve(t *testing.T, base string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, io.Discard) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("run did not return after cancellation")
+		}
+	})
+	testenv.WaitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("run returned early: %v", err)
+		default:
+		}
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+func openDB(t *testing.T, mysql database.Config, name string) *gorm.DB {
+	t.Helper()
+	db, err := database.Open(context.Background(), mysql, name, testenv.Logger(t))
+	testenv.Must(t, err)
+	t.Cleanup(func() { _ = database.Close(db) })
+	return db
+}
+
+func do(t *testing.T, method, url string, body []byte, h http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	testenv.Must(t, err)
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	testenv.Must(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestRunServesThePaymentService runs the whole service from its
+// declaration on the production schema: a notification pays a payment once
+// (the copy is a duplicate), payment.succeeded reaches the payment stream
+// under the event prefix, the reconciliation is empty without the lab's
+// table, and the reconcile job and the callback metrics run.
+func TestRunServesThePaymentService(t *testing.T) {
+	base, token, dbName, mysql, prefix := serviceEnv(t)
+	serve(t, base)
+	db := openDB(t, mysql, dbName)
+	now := time.Now().UTC()
+	testenv.Must(t, db.Exec(`INSERT INTO payments (out_trade_no, order_no, amount, status, created_at, updated_at)
+		VALUES ('P-run-1', 'O-run-1', 4200, 'WAIT_PAY', ?, ?)`, now, now).Error)
+
+	body, _ := json.Marshal(psp.Notification{Channel: psp.Channel, PlatformSerial: "T-run-1", OutTradeNo: "P-run-1",
+		Amount: 4200, TradeStatus: psp.TradeSuccess, PaidAt: now})
+	for _, want := range []string{`"outcome":"processed"`, `"outcome":"duplicate"`} {
+		h := http.Header{"Content-Type": {"application/json"}}
+		psp.SignHeaders(h, []byte(config.DevPSPSecret), time.Now(), body)
+		if status, got := do(t, http.MethodPost, base+"/payments/callback", body, h); status != http.StatusOK || !strings.Contains(got, want) {
+			t.Fatalf("callback: %d %s, want 200 %s", status, got, want)
+		}
+	}
+
+	conn := testenv.NATS(t)
+	testenv.WaitFor(t, 10*time.Second, "payment.succeeded in the payment stream", func() bool {
+		s, err := conn.JS.Stream(context.Background(), events.Config{SubjectPrefix: prefix}.StreamName("payment"))
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(prefix+events.PaymentSucceeded))
+		return err == nil && info.State.Subjects[prefix+events.PaymentSucceeded] == 1
+	})
+
+	var labTables int
+	testenv.Must(t, db.Raw("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'payment_transaction_broken'").Scan(&labTables).Error)
+	if labTables != 0 {
+		t.Fatal("the service created the lab's payment_transaction_broken")
+	}
+	if status, got := do(t, http.MethodGet, base+"/admin/reconcile", nil, http.Header{"Authorization": {"Bearer " + token}}); status != http.StatusOK || !strings.Contains(got, `"empty":true`) {
+		t.Fatalf("reconcile: %d %s, want 200 and an empty report", status, got)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the reconcile job and the callback metrics", func() bool {
+		_, metrics := do(t, http.MethodGet, base+"/metrics", nil, nil)
+		return strings.Contains(metrics, `job_runs_total{job="payment-reconcile",outcome="ok"} `) &&
+			!strings.Contains(metrics, `job_runs_total{job="payment-reconcile",outcome="ok"} 0`) &&
+			strings.Contains(metrics, `payment_callbacks_total{handler="fixed",outcome="processed"} 1`) &&
+			strings.Contains(metrics, `payment_reconcile_findings{kind="multiple_records"} 0`)
+	})
+}
+
+// TestBrokenModeNeedsTheLabSchema: the broken handler writes a table only
+// the lab schema creates, so the service refuses to start in broken mode on
+// the production schema, naming the table, and starts once the lab schema
+// is applied.
+func TestBrokenModeNeedsTheLabSchema(t *testing.T) {
+	base, _, dbName, mysql, _ := serviceEnv(t)
+	t.Setenv("PAYMENT_CALLBACK_MODE", "broken")
+	err := run(context.Background(), nil, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "payment_transaction_broken") {
+		t.Fatalf("broken mode on the production schema: %v, want a refusal naming payment_transaction_broken", err)
+	}
+	sqlDB, err := openDB(t, mysql, dbName).DB()
+	testenv.Must(t, err)
+	testenv.Must(t, migrate.Up(context.Background(), sqlDB, paymentlab.Schema))
+	serve(t, base)
+}
+
+// TestOutboxOperatorPaths runs `payment outbox stats|redrive` and then the
+// whole service, checking that the platform serves its outbox redrive
+// behind the admin token.
+func TestOutboxOperatorPaths(t *testing.T) {
+	base, token, dbName, mysql, _ := serviceEnv(t)
+	outboxtest.CheckOperatorPaths(t, outboxtest.Service{Run: run, Addr: strings.TrimPrefix(base, "http://"), AdminToken: token, MySQL: mysql, DBName: dbName})
+}
+
+// TestHelpListsTheServiceVariables: --help needs no configuration and names
+// the service's own variables with their defaults.
+func TestHelpListsTheServiceVariables(t *testing.T) {
+	t.Setenv("PSP_SECRET", "") // help must not need a valid configuration
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"PAYMENT_CALLBACK_MODE", "PSP_SECRET", ":8083", "oncemall_payment", "outbox redrive"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help does not mention %s", want)
+		}
+	}
+	if err := run(context.Background(), []string{"serve-please"}, io.Discard); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("unknown command: %v, want an error", err)
+	}
 }

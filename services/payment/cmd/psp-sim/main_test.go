@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,5 +63,18 @@ func TestRunServesChargesAndStopsOnCancel(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("run did not return after cancel")
+	}
+}
+
+// TestRunRefusesAnEmptySecret: the simulator may run on the published
+// development secret (it is a development tool), but an explicitly empty
+// PSP_SECRET would sign with no key at all, so it stops at start-up with
+// an error naming the variable.
+func TestRunRefusesAnEmptySecret(t *testing.T) {
+	t.Setenv("PSP_SECRET", "")
+	t.Setenv("PSP_HTTP_ADDR", testenv.FreeAddr(t))
+	err := run(context.Background(), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "PSP_SECRET") {
+		t.Fatalf("run with PSP_SECRET empty: %v, want an error naming PSP_SECRET", err)
 	}
 }

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -10,9 +9,18 @@ import (
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 )
 
-// HandlePaid applies a verified "paid" notification: the fix for incident 2.
-// The platform delivers a notification at least once and sometimes many
-// times at once, so every step is written to make a repeat harmless:
+// HandlePaid applies a verified "paid" notification of the payment
+// platform, with the handler Config.Callback chose: the fix
+// (handlePaidFixed), behind the entry lock when Config.CallbackLock is set,
+// or, in the lab, the broken handler of incident 2 (handlePaidBroken).
+// Signature and timestamp are verified before this is called (httpapi).
+func (a *App) HandlePaid(ctx context.Context, t payment.Transaction) (payment.Outcome, error) {
+	return a.handlePaid(ctx, t)
+}
+
+// handlePaidFixed is the fix for incident 2. The platform delivers a
+// notification at least once and sometimes many times at once, so every
+// step is written to make a repeat harmless:
 //
 //  1. The payment is looked up and the notified amount compared with ours; a
 //     mismatch is refused and logged as an alert, nothing is written.
@@ -26,9 +34,8 @@ import (
 //     paid by this very transaction is success, anything else (paid by
 //     another transaction, closed) is a conflict, refused and logged.
 //
-// Signature and timestamp are verified before this is called (httpapi).
 // Correctness depends only on the database: no lock is needed in front.
-func (a *App) HandlePaid(ctx context.Context, t payment.Transaction) (payment.Outcome, error) {
+func (a *App) handlePaidFixed(ctx context.Context, t payment.Transaction) (payment.Outcome, error) {
 	p, err := a.store.Get(ctx, t.OutTradeNo)
 	if err != nil {
 		return "", fmt.Errorf("handle notification %s: %w", t.PlatformSerial, err)
@@ -38,24 +45,17 @@ func (a *App) HandlePaid(ctx context.Context, t payment.Transaction) (payment.Ou
 			"out_trade_no", t.OutTradeNo, "platform_serial", t.PlatformSerial, "expected", p.Amount, "notified", t.Amount)
 		return "", fmt.Errorf("handle notification %s: expected %d, notified %d: %w", t.PlatformSerial, p.Amount, t.Amount, payment.ErrAmountMismatch)
 	}
-	body, err := json.Marshal(events.PaymentSucceededV1{
-		PaymentNo: p.OutTradeNo, OrderNo: p.OrderNo, Amount: p.Amount,
-		Channel: t.Channel, PlatformSerial: t.PlatformSerial, PaidAt: t.PaidAt.UTC(),
-	})
-	if err != nil {
-		return "", fmt.Errorf("handle notification %s: encode event: %w", t.PlatformSerial, err)
-	}
 
-	err = a.store.Transact(ctx, func(tx payment.Tx) error {
-		if err := tx.InsertTransaction(t); err != nil {
+	err = a.store.InTx(ctx, func(tx payment.Tx) error {
+		if err := tx.InsertTransaction(ctx, t); err != nil {
 			return err
 		}
-		moved, err := tx.MarkPaid(t)
+		moved, err := tx.MarkPaid(ctx, t)
 		if err != nil {
 			return err
 		}
 		if !moved {
-			cur, err := tx.Get(t.OutTradeNo)
+			cur, err := tx.Get(ctx, t.OutTradeNo)
 			if err != nil {
 				return err
 			}
@@ -66,11 +66,14 @@ func (a *App) HandlePaid(ctx context.Context, t payment.Transaction) (payment.Ou
 		}
 		// The message number is derived from the payment, so even a second
 		// event for it would be dropped by the stream and the consumers.
-		return tx.AddEvent(payment.Event{ID: "payment-succeeded-" + p.OutTradeNo, Subject: a.cfg.SubjectPrefix + events.PaymentSucceeded, Body: body})
+		return tx.AddEvent(ctx, events.Event{
+			ID:      "payment-succeeded-" + p.OutTradeNo,
+			Subject: events.PaymentSucceeded,
+			Payload: paymentSucceeded(p, t),
+		})
 	})
 	switch {
 	case err == nil:
-		a.wake()
 		a.log.InfoContext(ctx, "payment paid", "out_trade_no", t.OutTradeNo, "platform_serial", t.PlatformSerial, "amount", t.Amount)
 		return payment.Processed, nil
 	case errors.Is(err, payment.ErrDuplicateTxn), errors.Is(err, errAlreadyPaid):
@@ -88,3 +91,11 @@ func (a *App) HandlePaid(ctx context.Context, t payment.Transaction) (payment.Ou
 // errAlreadyPaid rolls back a transaction whose notification turned out to
 // be already applied, without treating it as a failure.
 var errAlreadyPaid = errors.New("already paid by this transaction")
+
+// paymentSucceeded is the payment.succeeded body for p paid by t.
+func paymentSucceeded(p payment.Payment, t payment.Transaction) events.PaymentSucceededV1 {
+	return events.PaymentSucceededV1{
+		PaymentNo: p.OutTradeNo, OrderNo: p.OrderNo, Amount: t.Amount,
+		Channel: t.Channel, PlatformSerial: t.PlatformSerial, PaidAt: t.PaidAt.UTC(),
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 )
@@ -29,8 +30,8 @@ const (
 //
 //	go test -run '^$' -bench BenchmarkCallback -benchtime 2000x ./internal/httpapi
 func BenchmarkCallback(b *testing.B) {
-	for _, mode := range []string{"fixed", "broken"} {
-		b.Run(mode, func(b *testing.B) {
+	for _, mode := range []platform.Mode{platform.Fixed, platform.Broken} {
+		b.Run(string(mode), func(b *testing.B) {
 			db := testenv.DB(b, paymentlab.Migrations...)
 			rig, err := paymentlab.NewRig(db, paymentlab.RigConfig{Mode: mode}, testenv.Logger(b))
 			if err != nil {

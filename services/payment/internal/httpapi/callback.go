@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -21,49 +20,47 @@ type callbackAnswer struct {
 	Outcome string `json:"outcome"` // processed or duplicate
 }
 
-type applyFunc func(ctx context.Context, t payment.Transaction) (payment.Outcome, error)
-
-// handleCallback verifies a notification and hands it to apply. Both
-// handler modes share this edge (signature, timestamp window, parsing), so
-// the broken and the fixed variants differ only in how they apply it.
-func (h *handlers) handleCallback(mode string, apply applyFunc) gin.HandlerFunc {
-	count := func(outcome string) { h.metrics.callbacks.WithLabelValues(mode, outcome).Inc() }
-	return func(c *gin.Context) {
-		body, err := io.ReadAll(c.Request.Body)
-		if err != nil {
-			count("malformed")
-			if httpserver.IsBodyTooLarge(err) {
-				problem.Abort(c, http.StatusRequestEntityTooLarge, "notification too large")
-				return
-			}
-			problem.Abort(c, http.StatusBadRequest, "cannot read the notification")
+// callback verifies a notification and hands it to the one callback use
+// case, which applies it with the handler the configuration chose (the fix,
+// or in the lab the broken variant); this edge (signature, timestamp
+// window, parsing) is the same for both.
+func (api *API) callback(c *gin.Context) {
+	handler := string(api.app.CallbackMode())
+	count := func(outcome string) { api.callbacks.WithLabelValues(handler, outcome).Inc() }
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		count("malformed")
+		if httpserver.IsBodyTooLarge(err) {
+			problem.Abort(c, http.StatusRequestEntityTooLarge, "notification too large")
 			return
 		}
-		if err := psp.Verify(c.Request.Header, body, h.opts.Secret, h.opts.Now(), h.opts.SignatureWindow); err != nil {
-			outcome := "bad_signature"
-			if errors.Is(err, psp.ErrStale) {
-				outcome = "stale_timestamp"
-			}
-			count(outcome)
-			h.opts.Log.WarnContext(c.Request.Context(), "payment notification refused", "reason", outcome)
-			problem.Abort(c, http.StatusUnauthorized, err.Error())
-			return
-		}
-		t, err := parseNotification(body)
-		if err != nil {
-			count("malformed")
-			problem.Abort(c, http.StatusBadRequest, err.Error())
-			return
-		}
-		outcome, err := apply(c.Request.Context(), t)
-		if err != nil {
-			count(callbackOutcome(err))
-			h.writeError(c, err)
-			return
-		}
-		count(string(outcome))
-		c.JSON(http.StatusOK, callbackAnswer{Result: "SUCCESS", Outcome: string(outcome)})
+		problem.Abort(c, http.StatusBadRequest, "cannot read the notification")
+		return
 	}
+	if err := psp.Verify(c.Request.Header, body, api.opts.Secret, api.opts.Now(), api.opts.SignatureWindow); err != nil {
+		outcome := "bad_signature"
+		if errors.Is(err, psp.ErrStale) {
+			outcome = "stale_timestamp"
+		}
+		count(outcome)
+		api.opts.Log.WarnContext(c.Request.Context(), "payment notification refused", "reason", outcome)
+		problem.Abort(c, http.StatusUnauthorized, err.Error())
+		return
+	}
+	t, err := parseNotification(body)
+	if err != nil {
+		count("malformed")
+		problem.Abort(c, http.StatusBadRequest, err.Error())
+		return
+	}
+	outcome, err := api.app.HandlePaid(c.Request.Context(), t)
+	if err != nil {
+		count(callbackOutcome(err))
+		api.writeError(c, err)
+		return
+	}
+	count(string(outcome))
+	c.JSON(http.StatusOK, callbackAnswer{Result: "SUCCESS", Outcome: string(outcome)})
 }
 
 // parseNotification decodes and checks a verified notification body.
@@ -90,18 +87,4 @@ func parseNotification(body []byte) (payment.Transaction, error) {
 		Channel: n.Channel, PlatformSerial: n.PlatformSerial, OutTradeNo: n.OutTradeNo,
 		Amount: n.Amount, PaidAt: n.PaidAt.UTC(),
 	}, nil
-}
-
-func callbackOutcome(err error) string {
-	switch {
-	case errors.Is(err, payment.ErrNotFound):
-		return "unknown_payment"
-	case errors.Is(err, payment.ErrAmountMismatch):
-		return "amount_mismatch"
-	case errors.Is(err, payment.ErrConflict):
-		return "conflict"
-	case errors.Is(err, errBusy):
-		return "locked"
-	}
-	return "error"
 }

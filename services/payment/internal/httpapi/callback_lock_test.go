@@ -11,8 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/redislock"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/services/payment/internal/app"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 	"github.com/oncemall/oncemall/services/payment/psp"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
@@ -26,7 +28,7 @@ func TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded(t *testing.T) {
 	t.Run("redis up", func(t *testing.T) {
 		rdb, prefix := testenv.Redis(t)
 		locks := redislock.New(rdb, prefix)
-		f := buildFixture(t, paymentlab.RigConfig{Mode: "fixed", Lock: locks})
+		f := buildFixture(t, paymentlab.RigConfig{Mode: platform.Fixed, Lock: locks})
 		no := f.payment()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -34,10 +36,10 @@ func TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded(t *testing.T) {
 		// lock is held (as by a copy that is slow to finish) until the
 		// first copy has been turned away; from then on the storm and its
 		// retries meet the lock as it comes and goes.
-		held, err := locks.Acquire(ctx, "payment:callback:"+no, time.Minute)
+		held, err := locks.Acquire(ctx, app.CallbackLockName(no), time.Minute)
 		testenv.Must(t, err)
-		resp, err := f.psp.Charge(ctx, psp.ChargeRequest{OutTradeNo: no, Amount: 4200, NotifyURL: f.rig.CallbackURL,
-			Simulate: &psp.Simulation{Mode: psp.ModeStorm, Copies: 50}})
+		testenv.Must(t, f.sim.SetPlan(no, pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 50}))
+		resp, err := f.psp.Charge(ctx, psp.ChargeRequest{OutTradeNo: no, Amount: 4200, NotifyURL: f.rig.CallbackURL})
 		testenv.Must(t, err)
 		testenv.WaitFor(t, 10*time.Second, "a copy turned away by the held lock", func() bool {
 			c, _ := f.sim.Get(resp.PlatformSerial)
@@ -56,9 +58,9 @@ func TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded(t *testing.T) {
 	t.Run("redis down", func(t *testing.T) {
 		dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 		t.Cleanup(func() { dead.Close() })
-		f := buildFixture(t, paymentlab.RigConfig{Mode: "fixed", Lock: redislock.New(dead, "x:")})
+		f := buildFixture(t, paymentlab.RigConfig{Mode: platform.Fixed, Lock: redislock.New(dead, "x:")})
 		no := f.payment()
-		c := f.charge(no, 4200, &psp.Simulation{Mode: psp.ModeStorm, Copies: 50})
+		c := f.charge(no, 4200, &pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 50})
 		for _, a := range c.Attempts {
 			if a.Status != http.StatusOK {
 				t.Fatalf("statuses %v: with Redis down every copy must still be acknowledged", statuses(c))
@@ -77,7 +79,7 @@ func TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded(t *testing.T) {
 func TestEntryLockBusyAnswersAPaidCopyAsDuplicate(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	locks := redislock.New(rdb, prefix)
-	f := buildFixture(t, paymentlab.RigConfig{Mode: "fixed", Lock: locks})
+	f := buildFixture(t, paymentlab.RigConfig{Mode: platform.Fixed, Lock: locks})
 	ctx := context.Background()
 
 	paid := f.payment()
@@ -88,7 +90,7 @@ func TestEntryLockBusyAnswersAPaidCopyAsDuplicate(t *testing.T) {
 	unpaid := f.payment()
 
 	for _, no := range []string{paid, unpaid} {
-		held, err := locks.Acquire(ctx, "payment:callback:"+no, time.Minute)
+		held, err := locks.Acquire(ctx, app.CallbackLockName(no), time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

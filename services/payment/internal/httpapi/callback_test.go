@@ -8,7 +8,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/payment/psp"
+	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
 
 // TestCallbackRejectionsChangeNothing drives every refused notification
@@ -16,7 +18,7 @@ import (
 // delivery and that no table changed. The platform keeps retrying refused
 // notifications, so each case also proves that the retries change nothing.
 func TestCallbackRejectionsChangeNothing(t *testing.T) {
-	f := newFixture(t, "fixed")
+	f := newFixture(t, platform.Fixed)
 	no := f.payment()
 
 	// Refusals the platform simulator produces as a real peer.
@@ -28,15 +30,15 @@ func TestCallbackRejectionsChangeNothing(t *testing.T) {
 		mode       string
 		want       int
 	}{
-		{"bad signature", f.payment(), psp.ModeBadSignature, http.StatusUnauthorized},
-		{"stale timestamp", f.payment(), psp.ModeStaleTimestamp, http.StatusUnauthorized},
-		{"wrong amount", no, psp.ModeWrongAmount, http.StatusUnprocessableEntity},
-		{"unknown out_trade_no", "P-nobody-knows", psp.ModeNormal, http.StatusNotFound},
+		{"bad signature", f.payment(), pspsim.ModeBadSignature, http.StatusUnauthorized},
+		{"stale timestamp", f.payment(), pspsim.ModeStaleTimestamp, http.StatusUnauthorized},
+		{"wrong amount", no, pspsim.ModeWrongAmount, http.StatusUnprocessableEntity},
+		{"unknown out_trade_no", "P-nobody-knows", pspsim.ModeNormal, http.StatusNotFound},
 	}
 	for _, tc := range simCases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := f.snapshot()
-			c := f.charge(tc.outTradeNo, 4200, &psp.Simulation{Mode: tc.mode})
+			c := f.charge(tc.outTradeNo, 4200, &pspsim.Plan{Mode: tc.mode})
 			if c.Acknowledged || len(c.Attempts) != 4 {
 				t.Fatalf("attempts %v: want 4 refused deliveries (first try + 3 retries)", statuses(c))
 			}
@@ -128,7 +130,7 @@ func TestCallbackRejectionsChangeNothing(t *testing.T) {
 // notifications at the fixed handler: all are acknowledged, exactly one is
 // processed, and the database holds one record and one event.
 func TestFixedCallbackConcurrentCopiesHaveOneWinner(t *testing.T) {
-	f := newFixture(t, "fixed")
+	f := newFixture(t, platform.Fixed)
 	no := f.payment()
 	body, h := signedCallback(t, notification(no, "T-race-1", 4200))
 
@@ -167,11 +169,11 @@ func TestFixedCallbackConcurrentCopiesHaveOneWinner(t *testing.T) {
 // TestFixedCallbackReplayAndOutOfOrder: replays after success and an older
 // copy delivered late are acknowledged as duplicates without effect.
 func TestFixedCallbackReplayAndOutOfOrder(t *testing.T) {
-	f := newFixture(t, "fixed")
-	for _, mode := range []string{psp.ModeReplay, psp.ModeOutOfOrder} {
+	f := newFixture(t, platform.Fixed)
+	for _, mode := range []string{pspsim.ModeReplay, pspsim.ModeOutOfOrder} {
 		t.Run(mode, func(t *testing.T) {
 			no := f.payment()
-			c := f.charge(no, 4200, &psp.Simulation{Mode: mode, Replays: 5})
+			c := f.charge(no, 4200, &pspsim.Plan{Mode: mode, Replays: 5})
 			for _, a := range c.Attempts {
 				if a.Status != http.StatusOK {
 					t.Fatalf("statuses %v, want every delivery acknowledged", statuses(c))
@@ -192,7 +194,7 @@ func TestFixedCallbackReplayAndOutOfOrder(t *testing.T) {
 // nothing (a double charge is for a human and a refund, not for a second
 // payment.succeeded).
 func TestFixedCallbackConflict(t *testing.T) {
-	f := newFixture(t, "fixed")
+	f := newFixture(t, platform.Fixed)
 	no := f.payment()
 	body, h := signedCallback(t, notification(no, "T-first", 4200))
 	if status, b := f.post("/payments/callback", body, h); status != http.StatusOK {
@@ -218,11 +220,11 @@ func TestFixedCallbackConflict(t *testing.T) {
 // with several records and events. Three storms, because on a loaded machine
 // an occasional storm arrives too spread out to race (see lab.Storms).
 func TestBrokenCallbackRecordsTheStormTwice(t *testing.T) {
-	f := newFixture(t, "broken")
+	f := newFixture(t, platform.Broken)
 	worst := 0
 	for range 3 {
 		no := f.payment()
-		f.charge(no, 4200, &psp.Simulation{Mode: psp.ModeStorm, Copies: 50, Replays: 10})
+		f.charge(no, 4200, &pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 50, Replays: 10})
 		e := f.effects(no)
 		if e.Records != e.Events {
 			t.Fatalf("broken handler: %d records but %d events", e.Records, e.Events)

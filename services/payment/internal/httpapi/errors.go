@@ -7,13 +7,14 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 )
 
-// writeError maps a use case's error to its status; this is the only place
-// that does. Unexpected errors are logged here, once, and answered 500
+// writeError maps a use case's error to its status, as
+// application/problem+json; this is the only place that does. Unexpected errors are logged here, once, and answered 500
 // without their text.
-func (h *handlers) writeError(c *gin.Context, err error) {
+func (api *API) writeError(c *gin.Context, err error) {
 	var status int
 	switch {
 	case errors.Is(err, payment.ErrNotFound), errors.Is(err, payment.ErrOrderNotFound):
@@ -24,13 +25,29 @@ func (h *handlers) writeError(c *gin.Context, err error) {
 		status = http.StatusUnprocessableEntity
 	case errors.Is(err, payment.ErrPlatformRejected):
 		status = http.StatusBadGateway
-	case errors.Is(err, errBusy):
+	case errors.Is(err, app.ErrBusy):
 		c.Header("Retry-After", "1")
 		status = http.StatusServiceUnavailable
 	default:
-		h.opts.Log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
+		api.opts.Log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
 		problem.Abort(c, http.StatusInternalServerError, "internal error")
 		return
 	}
 	problem.Abort(c, status, err.Error())
+}
+
+// callbackOutcome maps a callback use case's error to the outcome label
+// of payment_callbacks_total, beside its status above.
+func callbackOutcome(err error) string {
+	switch {
+	case errors.Is(err, payment.ErrNotFound):
+		return "unknown_payment"
+	case errors.Is(err, payment.ErrAmountMismatch):
+		return "amount_mismatch"
+	case errors.Is(err, payment.ErrConflict):
+		return "conflict"
+	case errors.Is(err, app.ErrBusy):
+		return "locked"
+	}
+	return "error"
 }

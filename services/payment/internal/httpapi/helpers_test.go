@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 	"github.com/oncemall/oncemall/services/payment/psp"
@@ -30,14 +31,14 @@ type fixture struct {
 	logs *testenv.SyncBuffer
 }
 
-func newFixture(t *testing.T, mode string) *fixture {
+func newFixture(t *testing.T, mode platform.Mode) *fixture {
 	return buildFixture(t, paymentlab.RigConfig{Mode: mode})
 }
 
 // newFixtureWithPlatform is a fixed-mode fixture whose POST /payments
 // reaches the order service at orderURL and the simulator.
 func newFixtureWithPlatform(t *testing.T, orderURL string) *fixture {
-	return buildFixture(t, paymentlab.RigConfig{Mode: "fixed", OrderURL: orderURL})
+	return buildFixture(t, paymentlab.RigConfig{Mode: platform.Fixed, OrderURL: orderURL})
 }
 
 func buildFixture(t *testing.T, rc paymentlab.RigConfig) *fixture {
@@ -92,13 +93,19 @@ func (f *fixture) payment() string {
 	return no
 }
 
-// charge makes the simulator charge outTradeNo and waits until every
-// delivery is over; it returns the charge with its attempts.
-func (f *fixture) charge(outTradeNo string, amount int64, sim *psp.Simulation) pspsim.Charge {
+// charge makes the simulator charge outTradeNo, delivered by plan when it is
+// not nil, and waits until every delivery is over; it returns the charge
+// with its attempts.
+func (f *fixture) charge(outTradeNo string, amount int64, plan *pspsim.Plan) pspsim.Charge {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := f.psp.Charge(ctx, psp.ChargeRequest{OutTradeNo: outTradeNo, Amount: amount, NotifyURL: f.rig.CallbackURL, Simulate: sim})
+	if plan != nil {
+		if err := f.sim.SetPlan(outTradeNo, *plan); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	resp, err := f.psp.Charge(ctx, psp.ChargeRequest{OutTradeNo: outTradeNo, Amount: amount, NotifyURL: f.rig.CallbackURL})
 	if err != nil {
 		f.t.Fatal(err)
 	}

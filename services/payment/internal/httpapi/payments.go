@@ -35,15 +35,15 @@ func toPaymentResponse(p payment.Payment) paymentResponse {
 
 // createPayment answers 201 with a new payment, or 200 with the order's
 // existing one.
-func (h *handlers) createPayment(c *gin.Context) {
+func (api *API) createPayment(c *gin.Context) {
 	var req createPaymentRequest
 	if err := c.ShouldBindJSON(&req); err != nil || req.OrderNo == "" || len(req.OrderNo) > 64 {
 		problem.Abort(c, http.StatusBadRequest, "want a JSON body with order_no")
 		return
 	}
-	p, created, err := h.opts.App.CreatePayment(c.Request.Context(), req.OrderNo)
+	p, created, err := api.app.CreatePayment(c.Request.Context(), req.OrderNo)
 	if err != nil {
-		h.writeError(c, err)
+		api.writeError(c, err)
 		return
 	}
 	status := http.StatusOK
@@ -53,19 +53,19 @@ func (h *handlers) createPayment(c *gin.Context) {
 	c.JSON(status, toPaymentResponse(p))
 }
 
-func (h *handlers) getPayment(c *gin.Context) {
-	p, err := h.opts.App.GetPayment(c.Request.Context(), c.Param("no"))
+func (api *API) getPayment(c *gin.Context) {
+	p, err := api.app.GetPayment(c.Request.Context(), c.Param("no"))
 	if err != nil {
-		h.writeError(c, err)
+		api.writeError(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, toPaymentResponse(p))
 }
 
-func (h *handlers) reconcile(c *gin.Context) {
-	rep, err := h.opts.App.Reconcile(c.Request.Context())
+func (api *API) reconcile(c *gin.Context) {
+	rep, err := api.app.Reconcile(c.Request.Context())
 	if err != nil {
-		h.writeError(c, err)
+		api.writeError(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"empty": rep.Empty(), "report": rep})

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/platform"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
-	"github.com/oncemall/oncemall/services/payment/psp"
+	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
 
 type reconcileJSON struct {
@@ -45,7 +46,7 @@ func (f *fixture) reconcile() reconcileJSON {
 // report lists each; after the same on the fixed handler it is empty.
 func TestReconcileFindsWhatTheBrokenHandlerLeaves(t *testing.T) {
 	t.Run("broken", func(t *testing.T) {
-		f := newFixture(t, "broken")
+		f := newFixture(t, platform.Broken)
 		if status, _ := f.get("/admin/reconcile", nil); status != http.StatusUnauthorized {
 			t.Fatalf("without the admin token: %d, want 401", status)
 		}
@@ -53,7 +54,7 @@ func TestReconcileFindsWhatTheBrokenHandlerLeaves(t *testing.T) {
 		var stormed string
 		for i := 0; i < 5 && stormed == ""; i++ {
 			no := f.payment()
-			f.charge(no, 4200, &psp.Simulation{Mode: psp.ModeStorm, Copies: 50})
+			f.charge(no, 4200, &pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 50})
 			if e := f.effects(no); e.Records > 1 {
 				stormed = no
 			}
@@ -62,7 +63,7 @@ func TestReconcileFindsWhatTheBrokenHandlerLeaves(t *testing.T) {
 			t.Fatal("five storms never raced on the broken handler")
 		}
 		mismatched, silent := f.payment(), f.payment()
-		f.charge(mismatched, 4200, &psp.Simulation{Mode: psp.ModeWrongAmount})
+		f.charge(mismatched, 4200, &pspsim.Plan{Mode: pspsim.ModeWrongAmount})
 		// A payment set PAID behind the handler's back: no event exists.
 		if err := f.rig.DB.Exec("UPDATE payments SET status = 'PAID', paid_at = ? WHERE out_trade_no = ?", time.Now().UTC(), silent).Error; err != nil {
 			t.Fatal(err)
@@ -79,10 +80,10 @@ func TestReconcileFindsWhatTheBrokenHandlerLeaves(t *testing.T) {
 		}
 	})
 	t.Run("fixed", func(t *testing.T) {
-		f := newFixture(t, "fixed")
+		f := newFixture(t, platform.Fixed)
 		stormed, mismatched := f.payment(), f.payment()
-		f.charge(stormed, 4200, &psp.Simulation{Mode: psp.ModeStorm, Copies: 30, Replays: 5})
-		f.charge(mismatched, 4200, &psp.Simulation{Mode: psp.ModeWrongAmount})
+		f.charge(stormed, 4200, &pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 30, Replays: 5})
+		f.charge(mismatched, 4200, &pspsim.Plan{Mode: pspsim.ModeWrongAmount})
 		if r := f.reconcile(); !r.Empty {
 			t.Fatalf("fixed handler leaves findings: %+v", r.Report)
 		}

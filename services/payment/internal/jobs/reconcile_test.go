@@ -1,14 +1,12 @@
 package jobs_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/oncemall/oncemall/services/payment/internal/jobs"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
@@ -18,41 +16,34 @@ type reportFunc func(context.Context) (payment.Report, error)
 
 func (f reportFunc) Reconcile(ctx context.Context) (payment.Report, error) { return f(ctx) }
 
-// TestReconcileSetsFindingsGauges: the job exposes each kind's count, and a
-// failed run leaves the last counts in place rather than reporting zero.
-func TestReconcileSetsFindingsGauges(t *testing.T) {
-	fail := false
-	rep := payment.Report{
-		MultipleRecords:  []payment.RecordCount{{OutTradeNo: "P1", Records: 3}, {OutTradeNo: "P2", Records: 2}},
-		MissingEvents:    []string{"P3"},
-		AmountMismatches: nil,
+// TestReconcileAlertsOnFindings: the job is the platform.Job the service
+// declares; a run with findings logs the alert with each kind's count, a
+// clean run logs nothing, and a failed run returns its error for the
+// platform to log and count.
+func TestReconcileAlertsOnFindings(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	var rep payment.Report
+	var fail error
+	j := jobs.Reconcile(reportFunc(func(context.Context) (payment.Report, error) { return rep, fail }), "@every 1m", log)
+	if j.Name == "" || j.Schedule != "@every 1m" || j.EveryReplica {
+		t.Fatalf("job %+v: want a named job on the schedule, on one replica at a time", j)
 	}
-	reg := prometheus.NewRegistry()
-	j, err := jobs.NewReconcile(reportFunc(func(context.Context) (payment.Report, error) {
-		if fail {
-			return payment.Report{}, errors.New("database down")
-		}
-		return rep, nil
-	}), slog.New(slog.DiscardHandler), reg)
-	if err != nil {
+
+	if err := j.Run(context.Background()); err != nil || logs.Len() != 0 {
+		t.Fatalf("clean run: err %v, logged %q; want neither", err, logs.String())
+	}
+	rep = payment.Report{MultipleRecords: []payment.RecordCount{{OutTradeNo: "P1", Records: 3}}, MissingEvents: []string{"P2", "P3"}}
+	if err := j.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	check := func(when string) {
-		t.Helper()
-		want := `
-# HELP payment_reconcile_findings Findings of the last reconciliation by kind: multiple_records, missing_events, amount_mismatches.
-# TYPE payment_reconcile_findings gauge
-payment_reconcile_findings{kind="amount_mismatches"} 0
-payment_reconcile_findings{kind="missing_events"} 1
-payment_reconcile_findings{kind="multiple_records"} 2
-`
-		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "payment_reconcile_findings"); err != nil {
-			t.Fatalf("%s: %v", when, err)
+	for _, want := range []string{`"alert":"payment_reconcile"`, `"multiple_records":1`, `"missing_events":2`, `"amount_mismatches":0`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("alert %q lacks %s", logs.String(), want)
 		}
 	}
-	j.Run()
-	check("after a run")
-	fail = true
-	j.Run()
-	check("after a failed run")
+	fail = errors.New("database down")
+	if err := j.Run(context.Background()); !errors.Is(err, fail) {
+		t.Fatalf("failed run: %v, want the use case's error", err)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/oncemall/oncemall/pkg/events"
 )
 
 // Status is a payment's state.
@@ -62,13 +64,6 @@ type Transaction struct {
 	PaidAt         time.Time
 }
 
-// Event is an outgoing event, written to the outbox.
-type Event struct {
-	ID      string // message number; the consumers' dedup key
-	Subject string
-	Body    []byte
-}
-
 // Order is what the payment service needs to know about an order.
 type Order struct {
 	OrderNo string
@@ -88,45 +83,53 @@ const (
 	Duplicate Outcome = "duplicate" // already processed earlier: nothing done
 )
 
-// Store keeps payments. Implementations must make Transact atomic.
+// Store keeps payments. Every method is safe for concurrent use.
 type Store interface {
 	// Create inserts p unless a payment for the same order exists, in
 	// which case it returns that one and created=false.
 	Create(ctx context.Context, p Payment) (_ Payment, created bool, _ error)
 	// Get returns the payment with out_trade_no, or ErrNotFound.
 	Get(ctx context.Context, outTradeNo string) (Payment, error)
-	// Transact runs fn in one database transaction, committed when fn
-	// returns nil and rolled back otherwise.
-	Transact(ctx context.Context, fn func(Tx) error) error
+	// InTx runs fn in one database transaction, committed when fn returns
+	// nil and rolled back otherwise; the commit's error is returned as is.
+	// The events fn added are published after the commit.
+	InTx(ctx context.Context, fn func(Tx) error) error
+	// Reconcile lists, among the payment records created and the payments
+	// paid since since, the inconsistencies of Report, at most limit of
+	// each kind. It reads every record table the database has: the lab's
+	// payment_transaction_broken too, where the lab schema is applied.
+	Reconcile(ctx context.Context, since time.Time, limit int) (Report, error)
 
 	// The steps of the broken callback handler, each its own statement
-	// outside any transaction. Only HandlePaidBroken uses them.
+	// outside any transaction. Only handlePaidBroken uses them.
 
-	// InsertBrokenRecord inserts into payment_transaction_broken, which has
-	// no unique key.
+	// InsertBrokenRecord inserts into payment_transaction_broken, the lab
+	// table without a unique key.
 	InsertBrokenRecord(ctx context.Context, t Transaction) error
 	// SetPaid sets the payment PAID without any condition on its status.
 	SetPaid(ctx context.Context, t Transaction) error
-	// AddEvent writes an outbox row in its own implicit transaction.
-	AddEvent(ctx context.Context, e Event) error
-
-	// Reconcile lists the inconsistencies the admin endpoint reports.
-	Reconcile(ctx context.Context, limit int) (Report, error)
+	// AddEvent writes e to the outbox in its own statement and has it
+	// published.
+	AddEvent(ctx context.Context, e events.Event) error
+	// CheckBrokenRecords reports an error, saying what to do, unless the
+	// lab table InsertBrokenRecord writes exists.
+	CheckBrokenRecords(ctx context.Context) error
 }
 
-// Tx is the Store inside one transaction.
+// Tx is what a use case does inside one transaction of Store.InTx.
 type Tx interface {
 	// InsertTransaction records a platform transaction under the unique key
 	// (channel, platform_serial); a second insert of the same key returns
 	// ErrDuplicateTxn.
-	InsertTransaction(t Transaction) error
+	InsertTransaction(ctx context.Context, t Transaction) error
 	// MarkPaid moves the payment WAIT_PAY → PAID with a conditional update
 	// and reports whether this call made the transition (rows affected = 1).
-	MarkPaid(t Transaction) (bool, error)
+	MarkPaid(ctx context.Context, t Transaction) (bool, error)
 	// Get re-reads a payment inside the transaction.
-	Get(outTradeNo string) (Payment, error)
-	// AddEvent writes an outbox row in this transaction.
-	AddEvent(e Event) error
+	Get(ctx context.Context, outTradeNo string) (Payment, error)
+	// AddEvent writes e to the outbox in this transaction; it is published
+	// once the transaction commits.
+	AddEvent(ctx context.Context, e events.Event) error
 }
 
 // Report is the reconciliation's findings.

@@ -18,34 +18,22 @@ import (
 
 // Store is the gorm implementation of payment.Store.
 type Store struct {
-	db  *gorm.DB
-	now func() time.Time
-	// lookback bounds the reconciliation to recently paid payments, so it
-	// never reports events the outbox cleanup deleted long after they were
-	// sent.
-	lookback time.Duration
-	// subject is the payment.succeeded subject the outbox rows carry.
-	subject string
+	db *gorm.DB
+	// wake tells the outbox relay that rows were committed, so that it
+	// publishes them at once rather than at its next poll.
+	wake func()
+	now  func() time.Time
 }
 
-var _ payment.Store = (*Store)(nil)
+var (
+	_ payment.Store = (*Store)(nil)
+	_ payment.Tx    = (*tx)(nil)
+)
 
-// Config tunes a Store.
-type Config struct {
-	// ReconcileLookback is how far back Reconcile looks.
-	ReconcileLookback time.Duration
-	// SubjectPrefix is put before events.PaymentSucceeded, as in
-	// app.Config; empty in production.
-	SubjectPrefix string
-}
-
-// New returns a store over db.
-func New(db *gorm.DB, cfg Config) *Store {
-	if cfg.ReconcileLookback <= 0 {
-		cfg.ReconcileLookback = 72 * time.Hour
-	}
-	return &Store{db: db, now: func() time.Time { return time.Now().UTC() },
-		lookback: cfg.ReconcileLookback, subject: cfg.SubjectPrefix + events.PaymentSucceeded}
+// New returns a store over db. wake is called after every commit that added
+// events (the relay's Wake; platform.Wiring.Outbox.Wake).
+func New(db *gorm.DB, wake func()) *Store {
+	return &Store{db: db, wake: wake, now: func() time.Time { return time.Now().UTC() }}
 }
 
 // paymentRow is the payments table.
@@ -104,8 +92,16 @@ func (s *Store) toDBTransaction(t payment.Transaction) transactionRow {
 	}
 }
 
-func toOutbox(e payment.Event) outbox.Message {
-	return outbox.Message{ID: e.ID, Subject: e.Subject, Body: e.Body}
+// addEvent writes e to the outbox through db, a transaction or the pool.
+func addEvent(db *gorm.DB, e events.Event) error {
+	msg, err := outbox.JSON(e.ID, e.Subject, e.Payload)
+	if err == nil {
+		err = outbox.Add(db, msg)
+	}
+	if err != nil {
+		return fmt.Errorf("add %s to outbox: %w", e.Subject, err)
+	}
+	return nil
 }
 
 // Create inserts p; the unique key on order_no turns a second create for the
@@ -152,34 +148,38 @@ func get(db *gorm.DB, outTradeNo string) (payment.Payment, error) {
 	return toPayment(row), nil
 }
 
-// Transact runs fn in one transaction and checks the commit.
-func (s *Store) Transact(ctx context.Context, fn func(payment.Tx) error) error {
-	tx := s.db.WithContext(ctx).Begin()
-	if tx.Error != nil {
-		return fmt.Errorf("begin: %w", tx.Error)
-	}
-	if err := fn(&txStore{s: s, tx: tx}); err != nil {
-		tx.Rollback()
+// InTx runs fn in one transaction and checks the commit; after a commit
+// that added events it wakes the relay.
+func (s *Store) InTx(ctx context.Context, fn func(payment.Tx) error) error {
+	t := &tx{s: s}
+	err := s.db.WithContext(ctx).Transaction(func(db *gorm.DB) error {
+		t.db = db
+		return fn(t)
+	})
+	if err != nil {
 		return err
 	}
-	if err := tx.Commit().Error; err != nil {
-		return fmt.Errorf("commit: %w", err)
+	if t.events > 0 {
+		s.wake()
 	}
 	return nil
 }
 
-// txStore is the Store inside one transaction.
-type txStore struct {
+// tx is the Store inside one transaction.
+type tx struct {
 	s  *Store
-	tx *gorm.DB
+	db *gorm.DB
+	// events counts the outbox rows added, so that InTx wakes the relay
+	// only when there is something to publish.
+	events int
 }
 
-func (t *txStore) InsertTransaction(tr payment.Transaction) error {
+func (t *tx) InsertTransaction(ctx context.Context, tr payment.Transaction) error {
 	row := t.s.toDBTransaction(tr)
 	// A duplicate key is the expected answer to every redelivered
 	// notification, so gorm must not log it as an error; any other error is
 	// returned and logged once at the edge.
-	err := quiet(t.tx).Table(tableTransaction).Create(&row).Error
+	err := quiet(t.db.WithContext(ctx)).Table(tableTransaction).Create(&row).Error
 	if database.IsDuplicateKey(err) {
 		return payment.ErrDuplicateTxn
 	}
@@ -189,9 +189,9 @@ func (t *txStore) InsertTransaction(tr payment.Transaction) error {
 	return nil
 }
 
-func (t *txStore) MarkPaid(tr payment.Transaction) (bool, error) {
+func (t *tx) MarkPaid(ctx context.Context, tr payment.Transaction) (bool, error) {
 	paidAt := tr.PaidAt.UTC()
-	res := t.tx.Model(&paymentRow{}).
+	res := t.db.WithContext(ctx).Model(&paymentRow{}).
 		Where("out_trade_no = ? AND status = ?", tr.OutTradeNo, string(payment.StatusWaitPay)).
 		Updates(map[string]any{
 			"status":          string(payment.StatusPaid),
@@ -206,17 +206,22 @@ func (t *txStore) MarkPaid(tr payment.Transaction) (bool, error) {
 	return res.RowsAffected == 1, nil
 }
 
-func (t *txStore) Get(outTradeNo string) (payment.Payment, error) { return get(t.tx, outTradeNo) }
+func (t *tx) Get(ctx context.Context, outTradeNo string) (payment.Payment, error) {
+	return get(t.db.WithContext(ctx), outTradeNo)
+}
 
-func (t *txStore) AddEvent(e payment.Event) error {
-	if err := outbox.Add(t.tx, toOutbox(e)); err != nil {
-		return fmt.Errorf("add %s to outbox: %w", e.Subject, err)
+func (t *tx) AddEvent(ctx context.Context, e events.Event) error {
+	if err := addEvent(t.db.WithContext(ctx), e); err != nil {
+		return err
 	}
+	t.events++
 	return nil
 }
 
 // InsertBrokenRecord is a step of the broken handler: a plain insert into a
-// table with no unique key, so every concurrent copy gets its own row.
+// table with no unique key, so every concurrent copy gets its own row. The
+// table is lab schema (services/payment/lab), which the production
+// migrations never create.
 func (s *Store) InsertBrokenRecord(ctx context.Context, tr payment.Transaction) error {
 	row := s.toDBTransaction(tr)
 	if err := s.db.WithContext(ctx).Table(tableTransactionBroken).Create(&row).Error; err != nil {
@@ -243,24 +248,58 @@ func (s *Store) SetPaid(ctx context.Context, tr payment.Transaction) error {
 	return nil
 }
 
-// AddEvent writes an outbox row on its own, outside any business
-// transaction (the broken handler's last step).
-func (s *Store) AddEvent(ctx context.Context, e payment.Event) error {
-	if err := outbox.Add(s.db.WithContext(ctx), toOutbox(e)); err != nil {
-		return fmt.Errorf("add %s to outbox: %w", e.Subject, err)
+// CheckBrokenRecords reports an error unless the database has
+// payment_transaction_broken, the broken handler's table, which only the lab
+// schema (services/payment/lab/migrations) creates.
+func (s *Store) CheckBrokenRecords(ctx context.Context) error {
+	ok, err := s.hasBrokenRecords(s.db.WithContext(ctx))
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return fmt.Errorf("the broken callback handler writes %s, lab schema that the service's migrations do not create: apply services/payment/lab/migrations to database %s first",
+			tableTransactionBroken, s.db.Migrator().CurrentDatabase())
 	}
 	return nil
 }
 
-// Reconcile reads both payment record tables and the outbox. It only reads.
-func (s *Store) Reconcile(ctx context.Context, limit int) (payment.Report, error) {
+func (s *Store) hasBrokenRecords(db *gorm.DB) (bool, error) {
+	var n int
+	err := db.Raw(`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`, tableTransactionBroken).
+		Scan(&n).Error
+	if err != nil {
+		return false, fmt.Errorf("look for %s: %w", tableTransactionBroken, err)
+	}
+	return n > 0, nil
+}
+
+// AddEvent writes an outbox row on its own, outside any business
+// transaction (the broken handler's last step), and wakes the relay.
+func (s *Store) AddEvent(ctx context.Context, e events.Event) error {
+	if err := addEvent(s.db.WithContext(ctx), e); err != nil {
+		return err
+	}
+	s.wake()
+	return nil
+}
+
+// Reconcile reads the payment record tables and the outbox. It only reads.
+func (s *Store) Reconcile(ctx context.Context, since time.Time, limit int) (payment.Report, error) {
 	db := s.db.WithContext(ctx)
-	since := s.now().Add(-s.lookback)
 	rep := payment.Report{MultipleRecords: []payment.RecordCount{}, MissingEvents: []string{}, AmountMismatches: []payment.AmountMismatch{}}
 
-	records := `SELECT out_trade_no, channel, platform_serial, amount, created_at FROM ` + tableTransaction +
-		` UNION ALL SELECT out_trade_no, channel, platform_serial, amount, created_at FROM ` + tableTransactionBroken
-	err := db.Raw(`SELECT r.out_trade_no, COUNT(*) AS records FROM (`+records+`) r
+	// The broken handler's table exists only where the lab schema is
+	// applied; where it does, its rows are payment records too, and the
+	// damage they show is what reconciliation is for.
+	lab, err := s.hasBrokenRecords(db)
+	if err != nil {
+		return payment.Report{}, fmt.Errorf("reconcile: %w", err)
+	}
+	records := `SELECT out_trade_no, channel, platform_serial, amount, created_at FROM ` + tableTransaction
+	if lab {
+		records += ` UNION ALL SELECT out_trade_no, channel, platform_serial, amount, created_at FROM ` + tableTransactionBroken
+	}
+	err = db.Raw(`SELECT r.out_trade_no, COUNT(*) AS records FROM (`+records+`) r
 		WHERE r.created_at >= ? GROUP BY r.out_trade_no HAVING COUNT(*) > 1 ORDER BY r.out_trade_no LIMIT ?`, since, limit).
 		Scan(&rep.MultipleRecords).Error
 	if err != nil {
@@ -273,7 +312,7 @@ func (s *Store) Reconcile(ctx context.Context, limit int) (payment.Report, error
 		WHERE p.status = ? AND p.paid_at >= ? AND NOT EXISTS (
 			SELECT 1 FROM local_message m WHERE m.topic = ?
 			AND JSON_UNQUOTE(JSON_EXTRACT(CONVERT(m.body USING utf8mb4), '$.payment_no')) = p.out_trade_no)
-		ORDER BY p.out_trade_no LIMIT ?`, string(payment.StatusPaid), since, s.subject, limit).
+		ORDER BY p.out_trade_no LIMIT ?`, string(payment.StatusPaid), since, events.PaymentSucceeded, limit).
 		Scan(&rep.MissingEvents).Error
 	if err != nil {
 		return payment.Report{}, fmt.Errorf("reconcile events: %w", err)
