@@ -37,9 +37,9 @@ func (f *fixture) landB(b *testing.B, messageID, orderNo string, userID, couponI
 
 // BenchmarkDeduct measures deductions per second of distinct orders, 16
 // goroutines per core, for both code paths: the cost of the fix (one
-// transaction with a locking read, the guarded ledger row and the message
-// update inside) against the broken path (plain read, then a transaction,
-// then a separate message update).
+// transaction with a locking read, the ledger row under its unique key and
+// the message update inside) against the broken path (plain read, then a
+// transaction, then a separate message update), each on its own schema.
 func BenchmarkDeduct(b *testing.B) {
 	for _, mode := range app.DeductionModes {
 		b.Run(string(mode), func(b *testing.B) {
