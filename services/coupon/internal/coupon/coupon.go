@@ -1,8 +1,9 @@
 // Package coupon is the coupon service's domain: templates, coupons issued to
 // users with their state machine (UNUSED -> USED), the deduction ledger, the
 // local message table entries that drive deductions, and the Store the domain
-// needs (Store and Tx). It imports no web, database or messaging library: the
-// events it has written are pkg/events values, the contract between services.
+// needs (Store and Tx). It imports no web, database or messaging library; the
+// events a use case writes through Tx are pkg/events values, the contract
+// between the services.
 package coupon
 
 import (

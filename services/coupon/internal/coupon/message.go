@@ -55,10 +55,10 @@ type RetryPolicy struct {
 	Cap  time.Duration
 }
 
-// AfterFailure returns the state a message moves to, and when it is next
-// due, once its attempt number attempts has failed transiently at now: the
-// caller decides that the failure was transient (a permanent one fails the
-// message whatever the count).
+// AfterFailure returns the status a message moves to, and when it is next
+// due, once attempt number attempts (counted from 1) has failed transiently
+// at now. Whether a failure is transient is the caller's to decide: a
+// permanent one fails the message whatever the count.
 func (p RetryPolicy) AfterFailure(attempts int, now time.Time) (status MessageStatus, next time.Time) {
 	if attempts >= p.Max {
 		return MessageFailed, now

@@ -22,7 +22,8 @@ type Options struct {
 	// Log receives the errors the API answers with 500 (logged once, here).
 	Log *slog.Logger
 	// Admin guards the operator routes under /admin: the platform's
-	// ADMIN_TOKEN check (platform.Wiring.Admin).
+	// ADMIN_TOKEN check (platform.Wiring.Admin). Without it they refuse
+	// every request: an operator route is never left open by omission.
 	Admin gin.HandlerFunc
 }
 
@@ -42,7 +43,11 @@ func (h *API) Register(r gin.IRouter) {
 	r.POST("/coupons", h.issueCoupon)
 	r.GET("/coupons/:id", h.getCoupon)
 	r.GET("/users/:id/coupons", h.userCoupons)
-	admin := r.Group("/admin", h.opts.Admin)
+	guard := h.opts.Admin
+	if guard == nil {
+		guard = func(c *gin.Context) { problem.Abort(c, http.StatusForbidden, "operator routes are not enabled") }
+	}
+	admin := r.Group("/admin", guard)
 	admin.GET("/reconcile", h.reconcile)
 }
 

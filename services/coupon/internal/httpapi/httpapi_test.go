@@ -171,6 +171,17 @@ func TestReconcileNeedsTheAdminTokenAndListsAnomalies(t *testing.T) {
 	}
 }
 
+// TestOperatorRoutesWithoutAGuardRefuseEverything: an API built without
+// Options.Admin fails closed.
+func TestOperatorRoutesWithoutAGuardRefuseEverything(t *testing.T) {
+	_, _, a := newServer(t)
+	e := gin.New()
+	httpapi.New(a, httpapi.Options{Log: testenv.Logger(t)}).Register(e)
+	if w := do(t, e, http.MethodGet, "/admin/reconcile", "", "Authorization", "Bearer "+adminToken); w.Code != http.StatusForbidden {
+		t.Fatalf("reconcile without a guard: %d %s, want 403", w.Code, w.Body)
+	}
+}
+
 func itoa(n uint64) string {
 	b, _ := json.Marshal(n)
 	return string(b)

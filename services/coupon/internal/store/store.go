@@ -173,12 +173,11 @@ func (s *Store) MarkMessage(ctx context.Context, id uint64, status coupon.Messag
 // commit that added events it wakes the relay; after a lost acknowledgement
 // the relay's poll finds them instead.
 func (s *Store) InTx(ctx context.Context, fn func(coupon.Tx) error) error {
-	t := &Tx{}
+	added := false
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		t.db = tx
-		return fn(t)
+		return fn(&Tx{db: tx, eventAdded: func(context.Context) { added = true }})
 	})
-	if err == nil && t.addedEvents {
+	if err == nil && added {
 		s.wake()
 	}
 	return err
@@ -283,11 +282,9 @@ func (s *Store) ArchiveIdempotentRecords(ctx context.Context, now time.Time, bat
 // Tx is coupon.Tx on one gorm transaction.
 type Tx struct {
 	db *gorm.DB
-	// addedEvents tells InTx to wake the relay after the commit.
-	addedEvents bool
-	// afterCommit, on a transaction someone else commits (BindTx), is
-	// where AddEvent asks for the relay to be woken instead.
-	afterCommit func(ctx context.Context)
+	// eventAdded is called by AddEvent: it arranges for the relay to be
+	// woken once the transaction has committed, by whoever commits it.
+	eventAdded func(ctx context.Context)
 }
 
 var _ coupon.Tx = (*Tx)(nil)
@@ -296,7 +293,7 @@ var _ coupon.Tx = (*Tx)(nil)
 // which the consumer commits: an event added in it wakes the relay after
 // that commit (inbox.OnCommit).
 func (s *Store) BindTx(tx *gorm.DB) coupon.Tx {
-	return &Tx{db: tx, afterCommit: func(ctx context.Context) { inbox.OnCommit(ctx, s.wake) }}
+	return &Tx{db: tx, eventAdded: func(ctx context.Context) { inbox.OnCommit(ctx, s.wake) }}
 }
 
 // Template implements coupon.Tx.
@@ -394,11 +391,7 @@ func (t *Tx) AddEvent(ctx context.Context, e events.Event) error {
 	if err := outbox.Add(t.db.WithContext(ctx), msg); err != nil {
 		return err
 	}
-	if t.afterCommit != nil {
-		t.afterCommit(ctx)
-	} else {
-		t.addedEvents = true
-	}
+	t.eventAdded(ctx)
 	return nil
 }
 
