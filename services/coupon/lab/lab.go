@@ -3,10 +3,12 @@
 // assert that the broken deduction reproduces the incident and the fixed one
 // holds, and the `make lab` runner, which prints the same results.
 //
-// Every scenario builds a fresh coupon database, issues one coupon, lands one
-// order.paid message for it, injects a failure, runs the deduction as the
-// service would, and counts the ledger rows of the order in the database. The
-// invariant is one deduction per order. Walkthrough: docs/incidents/
+// Every scenario builds a fresh coupon database on the incident's schema
+// (the lab's own migration, lab/migrations, takes the ledger's per-order
+// unique key away), issues one coupon, lands one order.paid message for it,
+// injects a failure, runs the deduction as the service would, and counts the
+// ledger rows of the order in the database. The invariant is one deduction
+// per order. Walkthrough: docs/incidents/
 // (incident 1); the code under test is services/coupon/internal/app
 // (deduct_broken.go beside deduct_fixed.go).
 package lab
@@ -24,9 +26,11 @@ import (
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/lab/fault"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
+	labmigrations "github.com/oncemall/oncemall/services/coupon/lab/migrations"
 	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
 
@@ -47,9 +51,9 @@ const LostAckBrokenCount = 2
 // Scenarios lists the variants of incident 1.
 func Scenarios() []lab.Scenario {
 	var out []lab.Scenario
-	for _, mode := range coupon.Modes {
+	for _, mode := range app.DeductionModes {
 		variant, holds, lostAckCount := lab.Fixed, true, 0
-		if mode == coupon.ModeBroken {
+		if mode == platform.Broken {
 			variant, holds, lostAckCount = lab.Broken, false, LostAckBrokenCount
 		}
 		out = append(out,
@@ -66,7 +70,7 @@ func Scenarios() []lab.Scenario {
 					return ConcurrentOrders(ctx, env, mode, RivalOrders)
 				}},
 		)
-		if mode == coupon.ModeBroken {
+		if mode == platform.Broken {
 			// The control of broken/concurrent-orders: the broken code
 			// without the race holds.
 			out = append(out, lab.Scenario{Incident: Incident, Variant: variant + "/sequential-orders", WantHolds: true,
@@ -92,18 +96,26 @@ type Fixture struct {
 // Setup opens a fresh coupon database on env (with env.MySQL as given, so a
 // caller can route it through a fault driver or proxy first), builds the use
 // cases in mode with retries due almost at once, and lands one message.
-func Setup(ctx context.Context, env lab.Env, suffix string, mode coupon.Mode) (*Fixture, error) {
-	db, drop, err := env.OpenDB(ctx, suffix, migrations.Source, outbox.Migrations)
+//
+// Every variant runs on the incident's schema (labmigrations: the ledger
+// without its per-order unique key), so that the broken and the fixed
+// deduction differ by their code alone: the broken one reproduces the
+// incident instead of being refused by the key, and the fixed one holds
+// without it.
+func Setup(ctx context.Context, env lab.Env, suffix string, mode platform.Mode) (*Fixture, error) {
+	db, drop, err := env.OpenDB(ctx, suffix, migrations.Source, outbox.Migrations, labmigrations.Source)
 	if err != nil {
 		return nil, err
 	}
 	cfg := app.DefaultConfig()
-	cfg.Mode = mode
+	cfg.Deduction = mode
 	// The scheduled retry is made due after a millisecond, so the lab does
 	// not wait for the production backoff.
 	cfg.Retry = coupon.RetryPolicy{Max: 5, Base: time.Millisecond, Cap: time.Millisecond}
-	st := store.New(db)
-	a, err := app.New(st, nil, cfg, env.Log, prometheus.NewRegistry())
+	// Nothing relays the events of a lab database: there is no relay to
+	// wake.
+	st := store.New(db, func() {})
+	a, err := app.New(st, cfg, env.Log, prometheus.NewRegistry())
 	if err != nil {
 		drop()
 		return nil, err
@@ -183,9 +195,9 @@ func drainRetries(ctx context.Context, a *app.App) error {
 	return nil
 }
 
-func result(mode coupon.Mode, sub, injected string, n int) lab.Result {
+func result(mode platform.Mode, sub, injected string, n int) lab.Result {
 	variant := lab.Fixed + "/" + sub
-	if mode == coupon.ModeBroken {
+	if mode == platform.Broken {
 		variant = lab.Broken + "/" + sub
 	}
 	return lab.Result{Incident: Incident, Title: title, Variant: variant, Injected: injected,
@@ -195,7 +207,7 @@ func result(mode coupon.Mode, sub, injected string, n int) lab.Result {
 // LostAckDriver loses the acknowledgement of the deduction's COMMIT with the
 // fault-injecting database/sql driver (pkg/lab/fault), then lets the retry job
 // run as it would in production.
-func LostAckDriver(ctx context.Context, env lab.Env, mode coupon.Mode) (lab.Result, error) {
+func LostAckDriver(ctx context.Context, env lab.Env, mode platform.Mode) (lab.Result, error) {
 	driverName := env.Name("fault_" + string(mode))
 	inj, err := fault.Register(driverName)
 	if err != nil {
@@ -261,7 +273,7 @@ func loseOneAckThenRetry(ctx context.Context, env lab.Env, f *Fixture, la lostAc
 // one after another deduct n times too. ConcurrentOrders is the scenario
 // whose only way to a second deduction is the check outside the
 // transaction.
-func ConcurrentRetry(ctx context.Context, env lab.Env, mode coupon.Mode, n int) (lab.Result, error) {
+func ConcurrentRetry(ctx context.Context, env lab.Env, mode platform.Mode, n int) (lab.Result, error) {
 	f, err := Setup(ctx, env, "i1_concurrent_"+string(mode), mode)
 	if err != nil {
 		return lab.Result{}, err

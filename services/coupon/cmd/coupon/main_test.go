@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,30 +18,51 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
+	"github.com/oncemall/oncemall/pkg/testkit/configtest"
 	"github.com/oncemall/oncemall/pkg/testkit/outboxtest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
-// TestRunServesConsumesDeductsAndShutsDown starts the whole service as
-// `coupon` would (own database, streams and consumer names), issues a coupon
-// over HTTP, publishes order.paid, waits for the cron to deduct and the relay
-// to publish coupon.used, then stops it with the context, as SIGTERM does.
-func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
+// run is the command line as main runs it.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	return platform.Run(ctx, service, args, stdout)
+}
+
+// labEnv sets the environment of a coupon service of its own: the lab
+// environment, a fresh database, a free address, and a unique event prefix
+// whose streams are deleted when the test ends. It returns the prefix.
+func labEnv(t *testing.T) (events.Config, string) {
+	t.Helper()
 	mysqlCfg, dbName := testenv.NewDatabase(t)
+	ev := events.Config{SubjectPrefix: strings.ToLower(testenv.UniqueName(t, "coupon")) + "."}
 	conn := testenv.NATS(t)
-	orderStream, eventStream := testenv.UniqueName(t, "ORDER"), testenv.UniqueName(t, "COUPON")
-	orderPrefix, eventPrefix := testenv.UniqueName(t, "order"), testenv.UniqueName(t, "coupon")
-	testenv.DeleteStreamAtCleanup(t, conn.JS, orderStream)
-	testenv.DeleteStreamAtCleanup(t, conn.JS, eventStream)
+	for _, root := range service.Streams {
+		testenv.DeleteStreamAtCleanup(t, conn.JS, ev.StreamName(root))
+	}
 	addr := testenv.FreeAddr(t)
 	for k, v := range map[string]string{
+		"ONCEMALL_ENV": "lab", "EVENT_SUBJECT_PREFIX": ev.SubjectPrefix,
 		"MYSQL_ADDR": mysqlCfg.Addr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr,
-		"COUPON_ORDER_STREAM": orderStream, "COUPON_ORDER_SUBJECT_PREFIX": orderPrefix,
-		"COUPON_EVENT_STREAM": eventStream, "COUPON_EVENT_SUBJECT_PREFIX": eventPrefix,
-		"COUPON_CONSUMER_NAME": testenv.UniqueName(t, "coupon"), "COUPON_RETRY_SCHEDULE": "@every 1s",
+		// The jobs' Redis locks are named the same in every coupon process
+		// on this Redis; a short expiry bounds how long a killed run holds
+		// one.
+		"JOB_LOCK_TTL": "5s",
 	} {
 		t.Setenv(k, v)
 	}
+	return ev, addr
+}
+
+// TestRunServesConsumesDeductsAndShutsDown starts the whole service as
+// `coupon` would, issues a coupon over HTTP, publishes order.paid, waits for
+// the retry job to deduct and the relay to publish coupon.used, then stops
+// it with the context, as SIGTERM does.
+func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
+	ev, addr := labEnv(t)
+	t.Setenv("COUPON_RETRY_SCHEDULE", "@every 1s")
+	conn := testenv.NATS(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -45,8 +70,8 @@ func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 	go func() { done <- run(ctx, nil, io.Discard) }()
 
 	base := "http://" + addr
-	testenv.WaitFor(t, 30*time.Second, "the service to answer /healthz", func() bool {
-		resp, err := http.Get(base + "/healthz")
+	testenv.WaitFor(t, 30*time.Second, "the service to answer /readyz", func() bool {
+		resp, err := http.Get(base + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -58,7 +83,7 @@ func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 	post(t, base+"/coupons", fmt.Sprintf(`{"template_id":%d,"user_id":7}`, tpl.ID), &cp)
 
 	body, _ := json.Marshal(events.OrderPaidV1{OrderNo: "ORDER-1", UserID: 7, Amount: 5000, CouponID: &cp.ID, PaymentNo: "P1", PaidAt: time.Now().UTC()})
-	_, err := conn.JS.Publish(ctx, orderPrefix+".paid", body, jetstream.WithMsgID("evt-1"))
+	_, err := conn.JS.Publish(ctx, ev.Subject(events.OrderPaid), body, jetstream.WithMsgID("evt-1"))
 	testenv.Must(t, err)
 
 	testenv.WaitFor(t, 15*time.Second, "the coupon to be USED by ORDER-1", func() bool {
@@ -70,14 +95,22 @@ func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return strings.Contains(string(b), `"status":"USED"`) && strings.Contains(string(b), `"used_order_no":"ORDER-1"`)
 	})
-	testenv.WaitFor(t, 15*time.Second, "coupon.used on the event stream", func() bool {
-		s, err := conn.JS.Stream(ctx, eventStream)
+	var used jetstream.RawStreamMsg
+	testenv.WaitFor(t, 15*time.Second, "coupon.used on the coupon stream", func() bool {
+		s, err := conn.JS.Stream(ctx, ev.StreamName(events.CouponUsed))
 		if err != nil {
 			return false
 		}
-		info, err := s.Info(ctx)
-		return err == nil && info.State.Msgs == 1
+		msg, err := s.GetLastMsgForSubject(ctx, ev.Subject(events.CouponUsed))
+		if err != nil {
+			return false
+		}
+		used = *msg
+		return true
 	})
+	if id := used.Header.Get(jetstream.MsgIDHeader); id != "coupon-used-ORDER-1" {
+		t.Errorf("coupon.used has Nats-Msg-Id %q, want the order's coupon-used-ORDER-1", id)
+	}
 
 	cancel()
 	select {
@@ -91,25 +124,21 @@ func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 }
 
 // TestOutboxOperatorPaths runs `coupon outbox stats|redrive` and then the
-// whole service as `coupon` would, checking that its engine serves the
-// outbox redrive behind the admin token.
+// whole service as `coupon` would, checking that it serves the outbox
+// redrive behind the admin token.
 func TestOutboxOperatorPaths(t *testing.T) {
-	mysqlCfg, dbName := testenv.NewDatabase(t)
-	addr, token := testenv.FreeAddr(t), "admin-"+testenv.RandomSuffix(12)
-	for k, v := range uniqueEnv(t, mysqlCfg.Addr, dbName, addr) {
-		t.Setenv(k, v)
-	}
+	labEnv(t)
+	mysqlCfg := testenv.Config(t).MySQL
+	token := "admin-" + testenv.RandomSuffix(12)
 	t.Setenv("ADMIN_TOKEN", token)
-	outboxtest.CheckOperatorPaths(t, outboxtest.Service{Run: run, Addr: addr, AdminToken: token, MySQL: mysqlCfg, DBName: dbName})
+	outboxtest.CheckOperatorPaths(t, outboxtest.Service{Run: run, Addr: os.Getenv("HTTP_ADDR"), AdminToken: token,
+		MySQL: mysqlCfg, DBName: os.Getenv("MYSQL_DATABASE")})
 }
 
 // The relay takes the OUTBOX_* settings: an unusable poll schedule stops
-// the start-up (with the relay's defaults hard-wired, it was ignored).
+// the start-up, naming it.
 func TestRunReadsTheOutboxSettings(t *testing.T) {
-	mysqlCfg, dbName := testenv.NewDatabase(t)
-	for k, v := range uniqueEnv(t, mysqlCfg.Addr, dbName, testenv.FreeAddr(t)) {
-		t.Setenv(k, v)
-	}
+	labEnv(t)
 	t.Setenv("OUTBOX_POLL_SCHEDULE", "every now and then")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -119,19 +148,113 @@ func TestRunReadsTheOutboxSettings(t *testing.T) {
 	}
 }
 
-// uniqueEnv is the environment of a coupon service on its own database,
-// address, streams, subjects and consumer, whose streams are deleted when
-// the test ends.
-func uniqueEnv(t *testing.T, mysqlAddr, dbName, addr string) map[string]string {
-	conn := testenv.NATS(t)
-	orderStream, eventStream := testenv.UniqueName(t, "ORDER"), testenv.UniqueName(t, "COUPON")
-	testenv.DeleteStreamAtCleanup(t, conn.JS, orderStream)
-	testenv.DeleteStreamAtCleanup(t, conn.JS, eventStream)
-	return map[string]string{
-		"MYSQL_ADDR": mysqlAddr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr,
-		"COUPON_ORDER_STREAM": orderStream, "COUPON_ORDER_SUBJECT_PREFIX": testenv.UniqueName(t, "order"),
-		"COUPON_EVENT_STREAM": eventStream, "COUPON_EVENT_SUBJECT_PREFIX": testenv.UniqueName(t, "coupon"),
-		"COUPON_CONSUMER_NAME": testenv.UniqueName(t, "coupon"),
+// TestLoadDefaults: the declaration gives the service its port and its
+// database.
+func TestLoadDefaults(t *testing.T) {
+	t.Setenv("ONCEMALL_ENV", "lab")
+	c, err := service.Load(os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != ":8082" || c.Database != "oncemall_coupon" {
+		t.Fatalf("defaults: HTTP_ADDR=%q MYSQL_DATABASE=%q", c.HTTPAddr, c.Database)
+	}
+}
+
+func TestLoadNamesTheBadVariable(t *testing.T) {
+	t.Setenv("ONCEMALL_ENV", "lab")
+	configtest.BadValuesNamed(t, func() error { _, err := service.Load(os.LookupEnv); return err }, configtest.With(map[string]string{
+		"COUPON_DEDUCTION_MODE": "sometimes",
+		"COUPON_RETRY_SCHEDULE": "often",
+		"COUPON_RETRY_MAX":      "0",
+	}))
+}
+
+// TestBrokenDeductionRunsOnlyInTheLab: the incident's deduction is refused
+// everywhere but ONCEMALL_ENV=lab, with an error naming its variable.
+func TestBrokenDeductionRunsOnlyInTheLab(t *testing.T) {
+	t.Setenv("COUPON_DEDUCTION_MODE", "broken")
+	for env, allowed := range map[string]bool{"lab": true, "dev": false, "production": false} {
+		t.Setenv("ONCEMALL_ENV", env)
+		t.Setenv("ADMIN_TOKEN", "a-real-secret-of-some-length")
+		_, err := service.Load(os.LookupEnv)
+		switch {
+		case allowed && err != nil:
+			t.Errorf("ONCEMALL_ENV=%s: %v, want the broken deduction allowed", env, err)
+		case !allowed && (err == nil || !strings.Contains(err.Error(), "COUPON_DEDUCTION_MODE")):
+			t.Errorf("ONCEMALL_ENV=%s: %v, want a refusal naming COUPON_DEDUCTION_MODE", env, err)
+		}
+	}
+}
+
+func TestHelpListsTheCouponVariables(t *testing.T) {
+	var out bytes.Buffer
+	testenv.Must(t, run(context.Background(), []string{"--help"}, &out))
+	for _, want := range []string{"COUPON_DEDUCTION_MODE", "COUPON_RETRY_SCHEDULE", "COUPON_ARCHIVE_SCHEDULE", ":8082", "oncemall_coupon"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help does not mention %s", want)
+		}
+	}
+}
+
+// TestComposeDockerfileAndDocsMatch is the drift test: see
+// pkg/testkit/composecheck for the rules.
+func TestComposeDockerfileAndDocsMatch(t *testing.T) {
+	composecheck.Run(t, composecheck.Program{
+		Service:  "coupon",
+		Dir:      "services/coupon/cmd/coupon",
+		Vars:     service.Vars(),
+		AddrVars: []string{"HTTP_ADDR"},
+	})
+
+	// Beyond the generic rules: the coupon service reaches MySQL through
+	// the fault proxy, so that an operator can lose a COMMIT reply of the
+	// running stack through the proxy's admin API (incident 1).
+	f := composecheck.RepoCompose(t)
+	if got := f.Services["coupon"].Environment["MYSQL_ADDR"]; got != "faultproxy:3307" {
+		t.Errorf("coupon: MYSQL_ADDR = %q, want %q (through the fault proxy)", got, "faultproxy:3307")
+	}
+	if got := f.Services["faultproxy"].Environment["FAULTPROXY_ADDR"]; got != ":3307" {
+		t.Errorf("faultproxy: FAULTPROXY_ADDR = %q, want %q, where the coupon service connects", got, ":3307")
+	}
+}
+
+// TestRunScriptRoutesCouponThroughTheFaultProxy is the same check for
+// scripts/run.sh (`make run`, no Docker): it runs the script's programs
+// function and reads the environment it gives the coupon service and the
+// proxy.
+func TestRunScriptRoutesCouponThroughTheFaultProxy(t *testing.T) {
+	root := composecheck.RepoRoot(t)
+	script, err := os.ReadFile(filepath.Join(root, "scripts", "run.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// programs() runs to the first line that is a lone "}"; the rest of
+	// the script would start the programs.
+	body := string(script)
+	start := strings.Index(body, "\nprograms() {\n")
+	end := strings.Index(body[max(start, 0):], "\n}\n")
+	if start < 0 || end < 0 {
+		t.Fatal("scripts/run.sh has no programs() function")
+	}
+	cmd := exec.Command("bash", "-c", body[start:start+end+3]+"programs\n")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("run.sh programs: %v", err)
+	}
+	env := map[string][]string{} // program name → its extra environment
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Split(strings.TrimSpace(line), "|")
+		if len(fields) == 4 {
+			env[fields[0]] = strings.Fields(fields[3])
+		}
+	}
+	if !slices.Contains(env["coupon"], "MYSQL_ADDR=127.0.0.1:3307") {
+		t.Errorf("run.sh starts coupon with %q, want MYSQL_ADDR=127.0.0.1:3307 (through the fault proxy)", env["coupon"])
+	}
+	if !slices.Contains(env["faultproxy"], "FAULTPROXY_ADDR=:3307") {
+		t.Errorf("run.sh starts the fault proxy with %q, want FAULTPROXY_ADDR=:3307", env["faultproxy"])
 	}
 }
 

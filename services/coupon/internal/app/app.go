@@ -5,7 +5,7 @@
 //	queries:  Template, Coupon, UserCoupons, Reconcile
 //
 // The deduction of incident 1 lives in deduct_fixed.go and, side by side,
-// deduct_broken.go; Config.Mode picks one.
+// deduct_broken.go; Config.Deduction picks one.
 package app
 
 import (
@@ -16,15 +16,21 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
+// DeductionModes lists the deductions once: broken reproduces incident 1,
+// fixed is the fix. It is what Config.Deduction accepts, the labels of
+// coupon_deductions_total and the lab's variants, broken first because the
+// lab reports the reproduction before the fix.
+var DeductionModes = []platform.Mode{platform.Broken, platform.Fixed}
+
 // Config tunes the use cases.
 type Config struct {
-	// Mode selects the deduction: coupon.ModeFixed (default) or the
-	// incident's coupon.ModeBroken.
-	Mode coupon.Mode
+	// Deduction selects the deduction: platform.Fixed, or the incident's
+	// platform.Broken (lab only).
+	Deduction platform.Mode
 	// Retry is the backoff and retry limit of the local message table.
 	Retry coupon.RetryPolicy
 	// ClaimBatch is how many due messages one pass of the retry job claims.
@@ -42,7 +48,7 @@ type Config struct {
 // DefaultConfig returns working defaults.
 func DefaultConfig() Config {
 	return Config{
-		Mode:            coupon.ModeFixed,
+		Deduction:       platform.Fixed,
 		Retry:           coupon.RetryPolicy{Max: 5, Base: 2 * time.Second, Cap: 5 * time.Minute},
 		ClaimBatch:      100,
 		ClaimLease:      time.Minute,
@@ -51,25 +57,24 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every unusable setting.
+// Validate reports every unusable setting. (The configuration names the
+// variables; see internal/config.)
 func (c Config) Validate() error {
-	return errors.Join(
-		pkgconfig.CheckOneOf("COUPON_DEDUCTION_MODE", c.Mode, coupon.Modes...),
-		pkgconfig.CheckPositive("COUPON_RETRY_MAX", c.Retry.Max),
-		pkgconfig.CheckPositive("COUPON_RETRY_BACKOFF", c.Retry.Base),
-		checkNotLess("COUPON_RETRY_BACKOFF_MAX", c.Retry.Cap, c.Retry.Base),
-		pkgconfig.CheckPositive("COUPON_RETRY_BATCH", c.ClaimBatch),
-		pkgconfig.CheckPositive("COUPON_RETRY_LEASE", c.ClaimLease),
-		pkgconfig.CheckPositive("COUPON_NOTICE_RETENTION", c.NoticeRetention),
-		pkgconfig.CheckPositive("COUPON_ARCHIVE_BATCH", c.ArchiveBatch),
-	)
-}
-
-func checkNotLess(name string, v, min time.Duration) error {
-	if v < min {
-		return &pkgconfig.Error{Var: name, Value: v.String(), Err: fmt.Errorf("must not be less than the base backoff %s", min)}
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("app: "+format, args...))
+		}
 	}
-	return nil
+	check(c.Deduction == platform.Fixed || c.Deduction == platform.Broken, "unknown deduction %q", c.Deduction)
+	check(c.Retry.Max > 0, "Retry.Max must be positive")
+	check(c.Retry.Base > 0, "Retry.Base must be positive")
+	check(c.Retry.Cap >= c.Retry.Base, "Retry.Cap must not be less than Retry.Base")
+	check(c.ClaimBatch > 0, "ClaimBatch must be positive")
+	check(c.ClaimLease > 0, "ClaimLease must be positive")
+	check(c.NoticeRetention > 0, "NoticeRetention must be positive")
+	check(c.ArchiveBatch > 0, "ArchiveBatch must be positive")
+	return errors.Join(errs...)
 }
 
 // App is the coupon service's use cases over a Store.
@@ -79,14 +84,11 @@ type App struct {
 	log     *slog.Logger
 	metrics *metrics
 	now     func() time.Time
-	wake    func()
 }
 
-// New returns the use cases. wake, if not nil, is called after a transaction
-// that queued an outbox event committed (the relay's Wake), so the event is
-// published at once instead of at the relay's next poll. Metrics are
-// registered on reg.
-func New(store coupon.Store, wake func(), cfg Config, log *slog.Logger, reg prometheus.Registerer) (*App, error) {
+// New returns the use cases over store, with their metrics registered on
+// reg.
+func New(store coupon.Store, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -94,11 +96,5 @@ func New(store coupon.Store, wake func(), cfg Config, log *slog.Logger, reg prom
 	if err != nil {
 		return nil, err
 	}
-	if wake == nil {
-		wake = func() {}
-	}
-	return &App{store: store, cfg: cfg, log: log, metrics: m, wake: wake, now: func() time.Time { return time.Now().UTC() }}, nil
+	return &App{store: store, cfg: cfg, log: log, metrics: m, now: func() time.Time { return time.Now().UTC() }}, nil
 }
-
-// Mode reports which deduction the app runs.
-func (a *App) Mode() coupon.Mode { return a.cfg.Mode }

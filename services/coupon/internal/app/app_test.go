@@ -11,11 +11,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
+	labmigrations "github.com/oncemall/oncemall/services/coupon/lab/migrations"
 	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
 
@@ -28,29 +31,36 @@ type fixture struct {
 	tpl   coupon.Template
 }
 
-func newFixture(t *testing.T, mode coupon.Mode) *fixture {
+func newFixture(t *testing.T, mode platform.Mode) *fixture {
 	t.Helper()
 	return newFixtureOn(t, mode, nil)
 }
 
-func newFixtureB(b *testing.B, mode coupon.Mode) *fixture {
+func newFixtureB(b *testing.B, mode platform.Mode) *fixture {
 	b.Helper()
 	return newFixtureOn(b, mode, nil)
 }
 
 // newFixtureOn builds the app on a fresh database, through wrap when given.
-func newFixtureOn(t testing.TB, mode coupon.Mode, wrap func(*store.Store) coupon.Store) *fixture {
+// The broken deduction runs on the incident's schema (the lab's migration),
+// without the per-order key that would refuse its second ledger row, as the
+// lab runs it; the fixed one on the service's own.
+func newFixtureOn(t testing.TB, mode platform.Mode, wrap func(*store.Store) coupon.Store) *fixture {
 	t.Helper()
-	st := store.New(testenv.DB(t, migrations.Source, outbox.Migrations))
+	sources := []migrate.Source{migrations.Source, outbox.Migrations}
+	if mode == platform.Broken {
+		sources = append(sources, labmigrations.Source)
+	}
+	st := store.New(testenv.DB(t, sources...), func() {})
 	var s coupon.Store = st
 	if wrap != nil {
 		s = wrap(st)
 	}
 	cfg := app.DefaultConfig()
-	cfg.Mode = mode
+	cfg.Deduction = mode
 	cfg.Retry = coupon.RetryPolicy{Max: 3, Base: time.Millisecond, Cap: time.Millisecond}
 	reg := prometheus.NewRegistry()
-	a, err := app.New(s, nil, cfg, testenv.Logger(t), reg)
+	a, err := app.New(s, cfg, testenv.Logger(t), reg)
 	testenv.Must(t, err)
 	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
 	testenv.Must(t, err)
@@ -112,7 +122,7 @@ func hasLabelValue(m *dto.Metric, v string) bool {
 }
 
 func TestRetryPassDeductsALandedMessageOnce(t *testing.T) {
-	f := newFixture(t, coupon.ModeFixed)
+	f := newFixture(t, platform.Fixed)
 	c := f.issue(t, 7)
 	m := f.land(t, "m1", "ORDER-1", 7, c.ID)
 	r, err := f.app.ProcessDueMessages(ctx)
@@ -127,8 +137,8 @@ func TestRetryPassDeductsALandedMessageOnce(t *testing.T) {
 	if n := f.count(t, "coupon_deduction", "order_no = ? AND amount = ?", "ORDER-1", 1000); n != 1 {
 		t.Fatalf("%d ledger rows", n)
 	}
-	if n := f.count(t, "local_message", "topic = ?", "coupon.used"); n != 1 {
-		t.Fatalf("%d coupon.used events queued, want 1", n)
+	if n := f.count(t, "local_message", "topic = ? AND message_no = ?", "coupon.used", app.CouponUsedEventID("ORDER-1")); n != 1 {
+		t.Fatalf("%d coupon.used events queued under the order's event id, want 1", n)
 	}
 	if n := f.count(t, "biz_idempotent_record", "idempotent_key = ?", coupon.NoticeKey("ORDER-1")); n != 1 {
 		t.Fatalf("%d idempotent records, want 1", n)
@@ -146,11 +156,11 @@ func TestRetryPassDeductsALandedMessageOnce(t *testing.T) {
 // failure reason, so dashboards and alerts read 0 rather than no data.
 func TestFreshAppExposesItsLabelledCountersAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	if _, err := app.New(nil, nil, app.DefaultConfig(), testenv.Logger(t), reg); err != nil {
+	if _, err := app.New(nil, app.DefaultConfig(), testenv.Logger(t), reg); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"coupon_deductions_total":      {string(coupon.ModeFixed), string(coupon.ModeBroken)},
+		"coupon_deductions_total":      {string(platform.Fixed), string(platform.Broken)},
 		"coupon_messages_failed_total": coupon.FailureReasons(),
 	}
 	mfs, err := reg.Gather()
@@ -180,7 +190,7 @@ func TestFreshAppExposesItsLabelledCountersAtZero(t *testing.T) {
 }
 
 func TestOrderWithoutCouponLandsNothing(t *testing.T) {
-	f := newFixture(t, coupon.ModeFixed)
+	f := newFixture(t, platform.Fixed)
 	testenv.Must(t, f.store.InTx(ctx, func(tx coupon.Tx) error {
 		return f.app.LandOrderPaid(ctx, tx, app.OrderPaid{MessageID: "m1", OrderNo: "O", UserID: 1})
 	}))
@@ -193,7 +203,7 @@ func TestOrderWithoutCouponLandsNothing(t *testing.T) {
 // gets a FAILED message naming the first order, at once (no retries), and the
 // first order's deduction is untouched.
 func TestCouponUsedByAnotherOrderFailsTheMessageWithItsReason(t *testing.T) {
-	for _, mode := range coupon.Modes {
+	for _, mode := range app.DeductionModes {
 		t.Run(string(mode), func(t *testing.T) {
 			f := newFixture(t, mode)
 			c := f.issue(t, 7)
@@ -229,7 +239,7 @@ func TestCouponUsedByAnotherOrderFailsTheMessageWithItsReason(t *testing.T) {
 // after a lost acknowledgement that reached the coupon anyway (a second
 // message for the same order, say): success without a second effect.
 func TestRetryOfADeductedOrderIsAbsorbed(t *testing.T) {
-	f := newFixture(t, coupon.ModeFixed)
+	f := newFixture(t, platform.Fixed)
 	c := f.issue(t, 7)
 	first := f.land(t, "m1", "ORDER", 7, c.ID)
 	again := f.land(t, "m2", "ORDER", 7, c.ID)
@@ -264,7 +274,7 @@ func raceRetries(f *fixture, m coupon.Message, n int) {
 // TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix runs the same 20
 // concurrent retries against both deductions and asks the reconciler.
 func TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix(t *testing.T) {
-	broken := newFixture(t, coupon.ModeBroken)
+	broken := newFixture(t, platform.Broken)
 	c := broken.issue(t, 7)
 	raceRetries(broken, broken.land(t, "m1", "ORDER", 7, c.ID), 20)
 	as, err := broken.app.Reconcile(ctx)
@@ -281,7 +291,7 @@ func TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix(t *testing.T) {
 		t.Fatalf("broken: %v notices deduplicated, want %d", v, as[0].Count-1)
 	}
 
-	fixed := newFixture(t, coupon.ModeFixed)
+	fixed := newFixture(t, platform.Fixed)
 	c = fixed.issue(t, 7)
 	raceRetries(fixed, fixed.land(t, "m1", "ORDER", 7, c.ID), 20)
 	as, err = fixed.app.Reconcile(ctx)
@@ -305,7 +315,7 @@ func (flakyStore) InTx(context.Context, func(coupon.Tx) error) error {
 }
 
 func TestTransientFailuresRetryThenFailAtTheLimit(t *testing.T) {
-	f := newFixtureOn(t, coupon.ModeFixed, func(s *store.Store) coupon.Store { return flakyStore{s} })
+	f := newFixtureOn(t, platform.Fixed, func(s *store.Store) coupon.Store { return flakyStore{s} })
 	c := f.issue(t, 7)
 	testenv.Must(t, f.store.InTx(ctx, func(tx coupon.Tx) error {
 		m, _ := coupon.NewMessage("m1", "ORDER", 7, c.ID, time.Now().UTC())

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
@@ -36,11 +37,11 @@ func (f *fixture) landB(b *testing.B, messageID, orderNo string, userID, couponI
 
 // BenchmarkDeduct measures deductions per second of distinct orders, 16
 // goroutines per core, for both code paths: the cost of the fix (one
-// transaction with a locking read, the guarded ledger row and the message
-// update inside) against the broken path (plain read, then a transaction,
-// then a separate message update).
+// transaction with a locking read, the ledger row under its unique key and
+// the message update inside) against the broken path (plain read, then a
+// transaction, then a separate message update), each on its own schema.
 func BenchmarkDeduct(b *testing.B) {
-	for _, mode := range coupon.Modes {
+	for _, mode := range app.DeductionModes {
 		b.Run(string(mode), func(b *testing.B) {
 			f := newFixtureB(b, mode)
 			msgs := f.prepare(b, b.N)
@@ -65,7 +66,7 @@ func BenchmarkDeduct(b *testing.B) {
 // BenchmarkAbsorbRetry measures how fast the fixed path answers a retry of
 // an order already deducted (the state machine's "already done").
 func BenchmarkAbsorbRetry(b *testing.B) {
-	f := newFixtureB(b, coupon.ModeFixed)
+	f := newFixtureB(b, platform.Fixed)
 	m := f.prepare(b, 1)[0]
 	if out, err := f.app.ProcessMessage(ctx, m); out != app.Deducted {
 		b.Fatalf("%s, %v", out, err)

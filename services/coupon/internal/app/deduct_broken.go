@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
@@ -27,9 +28,13 @@ import (
 //     statement fails), the effect is durable but the message stays PENDING,
 //     so the retry job runs the whole deduction again.
 //
-// The ledger row is written without the per-order unique key (order_guard
-// stays NULL), as in the incident's schema, so nothing in the database stops
-// the second row. The "coupon used" notification, on the other hand, goes
+// It reproduces the incident on the incident's schema, whose ledger has no
+// per-order unique key, so nothing in the database stops the second row: the
+// lab runs it there (services/coupon/lab/migrations drops the key). On this
+// service's own schema the key refuses the second row, and the retry after a
+// lost COMMIT acknowledgement fails the message as "order already deducted"
+// although its deduction committed: a unique key alone tells "refused", not
+// "done by me". The "coupon used" notification, on the other hand, goes
 // through biz_idempotent_record even here: the broken path writes several
 // ledger rows for one order but queues one coupon.used event
 // (TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix counts both).
@@ -62,8 +67,8 @@ func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, erro
 			return err
 		}
 		d := coupon.Deduction{OrderNo: m.OrderNo, CouponID: c.ID, UserID: c.UserID, Amount: t.DiscountAmount,
-			MessageID: m.MessageID, Mode: coupon.ModeBroken, CreatedAt: now}
-		if err := tx.InsertDeduction(ctx, &d, false); err != nil {
+			MessageID: m.MessageID, CreatedAt: now}
+		if err := tx.InsertDeduction(ctx, &d); err != nil {
 			return err
 		}
 		return a.notifyCouponUsed(ctx, tx, d)
@@ -73,8 +78,7 @@ func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, erro
 		// is in the database; the caller leaves the message PENDING.
 		return "", fmt.Errorf("deduct coupon %d for order %s: %w", c.ID, m.OrderNo, err)
 	}
-	a.metrics.deductions.WithLabelValues(string(coupon.ModeBroken)).Inc()
-	a.wake()
+	a.metrics.deductions.WithLabelValues(string(platform.Broken)).Inc()
 
 	// BROKEN (3): the message status is not part of the deduction's
 	// transaction.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
@@ -22,8 +23,8 @@ import (
 //   - A coupon USED by another order is a permanent refusal: the message goes
 //     to FAILED with the reason, and the other order's deduction is untouched.
 //
-// Behind the state machine, the ledger row carries the per-order unique key
-// (order_guard) and the conditional update's rows affected are checked, so a
+// Behind the state machine, the conditional update's rows affected are
+// checked and the ledger's unique key on order_no refuses a second row, so a
 // mistake in the check above still cannot write a second deduction.
 // Walkthrough: docs/incidents/ (incident 1); proof: services/coupon/lab.
 func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error) {
@@ -57,8 +58,8 @@ func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error
 			return err
 		}
 		d := coupon.Deduction{OrderNo: m.OrderNo, CouponID: c.ID, UserID: c.UserID, Amount: t.DiscountAmount,
-			MessageID: m.MessageID, Mode: coupon.ModeFixed, CreatedAt: now}
-		if err := tx.InsertDeduction(ctx, &d, true); err != nil {
+			MessageID: m.MessageID, CreatedAt: now}
+		if err := tx.InsertDeduction(ctx, &d); err != nil {
 			return err
 		}
 		if err := a.notifyCouponUsed(ctx, tx, d); err != nil {
@@ -85,8 +86,7 @@ func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error
 		a.log.InfoContext(ctx, "coupon already used by this order, nothing to do", "order_no", m.OrderNo,
 			"coupon_id", m.CouponID, "message_id", m.MessageID)
 	case Deducted:
-		a.metrics.deductions.WithLabelValues(string(coupon.ModeFixed)).Inc()
-		a.wake()
+		a.metrics.deductions.WithLabelValues(string(platform.Fixed)).Inc()
 	}
 	return out, nil
 }

@@ -2,14 +2,19 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
-// IssueCoupon gives userID a new UNUSED coupon of templateID.
+// IssueCoupon gives userID a new UNUSED coupon of templateID, or
+// coupon.ErrUnknownTemplate when there is no such template.
 func (a *App) IssueCoupon(ctx context.Context, templateID, userID uint64) (coupon.Coupon, error) {
 	t, err := a.store.Template(ctx, templateID)
+	if errors.Is(err, coupon.ErrNotFound) {
+		return coupon.Coupon{}, fmt.Errorf("%w %d", coupon.ErrUnknownTemplate, templateID)
+	}
 	if err != nil {
 		return coupon.Coupon{}, fmt.Errorf("issue coupon: %w", err)
 	}

@@ -60,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	// dashboard or an alert such as increase(coupon_messages_failed_total[5m])
 	// would see "no data" instead of 0 on a healthy service. Every known
 	// label value is created at zero up front.
-	for _, mode := range coupon.Modes {
+	for _, mode := range DeductionModes {
 		m.deductions.WithLabelValues(string(mode))
 	}
 	for _, reason := range coupon.FailureReasons() {

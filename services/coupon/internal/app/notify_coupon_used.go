@@ -2,9 +2,16 @@ package app
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
+
+// CouponUsedEventID is the id of an order's coupon.used event (its
+// Nats-Msg-Id), derived from the order so that the event has the same id
+// whichever attempt writes it, and a consumer can deduplicate it.
+func CouponUsedEventID(orderNo string) string { return "coupon-used-" + orderNo }
 
 // notifyCouponUsed queues the "coupon used" notification for d's order inside
 // the deduction's transaction, at most once per order. A notification is a
@@ -29,9 +36,10 @@ func (a *App) notifyCouponUsed(ctx context.Context, tx coupon.Tx, d coupon.Deduc
 		a.log.InfoContext(ctx, "coupon used notice already sent", "order_no", d.OrderNo)
 		return nil
 	}
-	if err := tx.PublishCouponUsed(ctx, coupon.CouponUsed{OrderNo: d.OrderNo, CouponID: d.CouponID,
-		UserID: d.UserID, Amount: d.Amount, UsedAt: now}); err != nil {
-		return err
+	if err := tx.AddEvent(ctx, events.Event{ID: CouponUsedEventID(d.OrderNo), Subject: events.CouponUsed,
+		Payload: events.CouponUsedV1{OrderNo: d.OrderNo, CouponID: d.CouponID, UserID: d.UserID,
+			Amount: d.Amount, UsedAt: now}}); err != nil {
+		return fmt.Errorf("queue coupon.used for order %s: %w", d.OrderNo, err)
 	}
 	a.metrics.noticesSent.Inc()
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
@@ -31,7 +32,7 @@ const (
 func (a *App) ProcessMessage(ctx context.Context, m coupon.Message) (Outcome, error) {
 	var out Outcome
 	var err error
-	if a.cfg.Mode == coupon.ModeBroken {
+	if a.cfg.Deduction == platform.Broken {
 		out, err = a.deductBroken(ctx, m)
 	} else {
 		out, err = a.deductFixed(ctx, m)

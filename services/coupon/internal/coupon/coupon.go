@@ -1,7 +1,9 @@
 // Package coupon is the coupon service's domain: templates, coupons issued to
 // users with their state machine (UNUSED -> USED), the deduction ledger, the
 // local message table entries that drive deductions, and the Store the domain
-// needs. It imports no web, database or messaging library.
+// needs (Store and Tx). It imports no web, database or messaging library; the
+// events a use case writes through Tx are pkg/events values, the contract
+// between the services.
 package coupon
 
 import (
@@ -102,30 +104,17 @@ type Deduction struct {
 	UserID    uint64
 	Amount    int64
 	MessageID string
-	Mode      Mode
 	CreatedAt time.Time
 }
-
-// Mode selects the deduction code path.
-type Mode string
-
-// The fixed deduction is the default; the broken one reproduces incident 1
-// and exists for the lab and its tests.
-const (
-	ModeFixed  Mode = "fixed"
-	ModeBroken Mode = "broken"
-)
-
-// Modes lists every Mode once: the values COUPON_DEDUCTION_MODE accepts, the
-// deduction metric's labels and the lab's variants, broken first because the
-// lab reports the reproduction before the fix.
-var Modes = []Mode{ModeBroken, ModeFixed}
 
 // Sentinel errors. The permanent ones (see IsPermanent) send a message to
 // FAILED at once: retrying cannot change the answer.
 var (
-	ErrInvalid              = errors.New("invalid input")
-	ErrNotFound             = errors.New("not found")
+	ErrInvalid  = errors.New("invalid input")
+	ErrNotFound = errors.New("not found")
+	// ErrUnknownTemplate refuses to issue a coupon of a template that does
+	// not exist: a reference in the request, not the resource asked for.
+	ErrUnknownTemplate      = errors.New("unknown template")
 	ErrWrongOwner           = errors.New("coupon belongs to another user")
 	ErrUsedByAnotherOrder   = errors.New("coupon already used by another order")
 	ErrOrderAlreadyDeducted = errors.New("order already has a deduction")

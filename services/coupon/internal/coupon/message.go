@@ -55,8 +55,10 @@ type RetryPolicy struct {
 	Cap  time.Duration
 }
 
-// AfterFailure returns the message's next state after its attempt number
-// attempts failed transiently with err at now.
+// AfterFailure returns the status a message moves to, and when it is next
+// due, once attempt number attempts (counted from 1) has failed transiently
+// at now. Whether a failure is transient is the caller's to decide: a
+// permanent one fails the message whatever the count.
 func (p RetryPolicy) AfterFailure(attempts int, now time.Time) (status MessageStatus, next time.Time) {
 	if attempts >= p.Max {
 		return MessageFailed, now

@@ -3,6 +3,8 @@ package coupon
 import (
 	"context"
 	"time"
+
+	"github.com/oncemall/oncemall/pkg/events"
 )
 
 // Store is the persistence the coupon domain needs. Reads outside a
@@ -37,7 +39,8 @@ type Store interface {
 	ArchiveIdempotentRecords(ctx context.Context, now time.Time, batch int) (int, error)
 }
 
-// Tx is what the deduction does inside its transaction.
+// Tx is what a use case does inside one transaction (Store.InTx, or the
+// inbox consumer's transaction for a landing).
 type Tx interface {
 	// Template reads a template (templates never change once created).
 	Template(ctx context.Context, id uint64) (Template, error)
@@ -50,19 +53,20 @@ type Tx interface {
 	// UseCouponUnconditionally sets USED whatever the current state. Only
 	// the broken deduction calls it.
 	UseCouponUnconditionally(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
-	// InsertDeduction writes a ledger row. With guarded, the row carries the
-	// per-order unique key and a second row for the order returns
-	// ErrOrderAlreadyDeducted; without, nothing stops a duplicate.
-	InsertDeduction(ctx context.Context, d *Deduction, guarded bool) error
+	// InsertDeduction writes a ledger row. The schema keeps one row per
+	// order: a second one returns ErrOrderAlreadyDeducted. (The lab runs
+	// the broken deduction on the incident's schema, which has no such key;
+	// there the second row goes in.)
+	InsertDeduction(ctx context.Context, d *Deduction) error
 	// SettleMessage moves a PENDING message to SUCCESS and returns the rows
 	// affected (0 when it was no longer PENDING).
 	SettleMessage(ctx context.Context, id uint64, now time.Time) (int64, error)
 	// InsertIdempotentRecord inserts r and reports false, without error, if
 	// its key already exists.
 	InsertIdempotentRecord(ctx context.Context, r IdempotentRecord) (bool, error)
-	// PublishCouponUsed queues the coupon.used event in the transaction
-	// (outbox), so it is sent if and only if the transaction commits.
-	PublishCouponUsed(ctx context.Context, e CouponUsed) error
+	// AddEvent queues e in the transaction (the outbox), so it is published
+	// if and only if the transaction commits.
+	AddEvent(ctx context.Context, e events.Event) error
 	// InsertMessage lands a message; false, without error, when its
 	// message id is already there.
 	InsertMessage(ctx context.Context, m *Message) (bool, error)
@@ -82,15 +86,6 @@ type BizType uint8
 
 // BizCouponUsedNotice guards the one "coupon used" notification per order.
 const BizCouponUsedNotice BizType = 1
-
-// CouponUsed is the stateless notification sent once per deducted order.
-type CouponUsed struct {
-	OrderNo  string
-	CouponID uint64
-	UserID   uint64
-	Amount   int64
-	UsedAt   time.Time
-}
 
 // NoticeKey is the idempotent key of the coupon used notification of an
 // order: stable across retries and replicas, unlike a generated id.

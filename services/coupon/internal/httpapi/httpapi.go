@@ -1,9 +1,9 @@
 // Package httpapi is the coupon service's HTTP interface: templates, issuing
-// and reading coupons, and the admin reconciliation report.
+// and reading coupons, and the admin reconciliation report. Errors are
+// answered in problem+json, mapped to their status in errors.go.
 package httpapi
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,21 +17,37 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
-// Handlers serves the coupon endpoints.
-type Handlers struct {
-	app *app.App
-	log *slog.Logger
+// Options are what the routes need besides the use cases.
+type Options struct {
+	// Log receives the errors the API answers with 500 (logged once, here).
+	Log *slog.Logger
+	// Admin guards the operator routes under /admin: the platform's
+	// ADMIN_TOKEN check (platform.Wiring.Admin). Without it they refuse
+	// every request: an operator route is never left open by omission.
+	Admin gin.HandlerFunc
 }
 
-// Register installs the routes on e. Admin routes require adminToken.
-func Register(e *gin.Engine, a *app.App, adminToken string, log *slog.Logger) {
-	h := &Handlers{app: a, log: log}
-	e.POST("/coupon-templates", h.createTemplate)
-	e.GET("/coupon-templates/:id", h.getTemplate)
-	e.POST("/coupons", h.issueCoupon)
-	e.GET("/coupons/:id", h.getCoupon)
-	e.GET("/users/:id/coupons", h.userCoupons)
-	admin := e.Group("/admin", httpserver.AdminAuth(adminToken))
+// API serves the coupon endpoints.
+type API struct {
+	app  *app.App
+	opts Options
+}
+
+// New returns the API over a's use cases.
+func New(a *app.App, opts Options) *API { return &API{app: a, opts: opts} }
+
+// Register installs the routes on r, the operator ones behind Options.Admin.
+func (h *API) Register(r gin.IRouter) {
+	r.POST("/coupon-templates", h.createTemplate)
+	r.GET("/coupon-templates/:id", h.getTemplate)
+	r.POST("/coupons", h.issueCoupon)
+	r.GET("/coupons/:id", h.getCoupon)
+	r.GET("/users/:id/coupons", h.userCoupons)
+	guard := h.opts.Admin
+	if guard == nil {
+		guard = func(c *gin.Context) { problem.Abort(c, http.StatusForbidden, "operator routes are not enabled") }
+	}
+	admin := r.Group("/admin", guard)
 	admin.GET("/reconcile", h.reconcile)
 }
 
@@ -87,7 +103,7 @@ type reconcileResponse struct {
 
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-func (h *Handlers) createTemplate(c *gin.Context) {
+func (h *API) createTemplate(c *gin.Context) {
 	var req templateRequest
 	if !httpserver.DecodeJSON(c, &req) {
 		return
@@ -100,7 +116,7 @@ func (h *Handlers) createTemplate(c *gin.Context) {
 	c.JSON(http.StatusCreated, toTemplateResponse(t))
 }
 
-func (h *Handlers) getTemplate(c *gin.Context) {
+func (h *API) getTemplate(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
 		return
@@ -113,7 +129,7 @@ func (h *Handlers) getTemplate(c *gin.Context) {
 	c.JSON(http.StatusOK, toTemplateResponse(t))
 }
 
-func (h *Handlers) issueCoupon(c *gin.Context) {
+func (h *API) issueCoupon(c *gin.Context) {
 	var req issueRequest
 	if !httpserver.DecodeJSON(c, &req) {
 		return
@@ -124,17 +140,13 @@ func (h *Handlers) issueCoupon(c *gin.Context) {
 	}
 	cp, err := h.app.IssueCoupon(c.Request.Context(), req.TemplateID, req.UserID)
 	if err != nil {
-		if errors.Is(err, coupon.ErrNotFound) {
-			problem.Abort(c, http.StatusUnprocessableEntity, fmt.Sprintf("template %d does not exist", req.TemplateID))
-			return
-		}
 		h.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusCreated, toCouponResponse(cp))
 }
 
-func (h *Handlers) getCoupon(c *gin.Context) {
+func (h *API) getCoupon(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
 		return
@@ -147,7 +159,7 @@ func (h *Handlers) getCoupon(c *gin.Context) {
 	c.JSON(http.StatusOK, toCouponResponse(cp))
 }
 
-func (h *Handlers) userCoupons(c *gin.Context) {
+func (h *API) userCoupons(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
 		return
@@ -164,7 +176,7 @@ func (h *Handlers) userCoupons(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"coupons": out})
 }
 
-func (h *Handlers) reconcile(c *gin.Context) {
+func (h *API) reconcile(c *gin.Context) {
 	as, err := h.app.Reconcile(c.Request.Context())
 	if err != nil {
 		h.fail(c, err)
@@ -184,17 +196,4 @@ func pathID(c *gin.Context) (uint64, bool) {
 		return 0, false
 	}
 	return id, true
-}
-
-// fail maps a use case error to its status, in one place.
-func (h *Handlers) fail(c *gin.Context, err error) {
-	switch {
-	case errors.Is(err, coupon.ErrInvalid):
-		problem.Abort(c, http.StatusBadRequest, err.Error())
-	case errors.Is(err, coupon.ErrNotFound):
-		problem.Abort(c, http.StatusNotFound, err.Error())
-	default:
-		h.log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
-		problem.Abort(c, http.StatusInternalServerError, "internal error")
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
@@ -28,10 +29,10 @@ func newServer(t *testing.T) (http.Handler, *gorm.DB, *app.App) {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
 	db := testenv.DB(t, migrations.Source, outbox.Migrations)
-	a, err := app.New(store.New(db), nil, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
+	a, err := app.New(store.New(db, func() {}), app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	e := gin.New()
-	httpapi.Register(e, a, adminToken, testenv.Logger(t))
+	httpapi.New(a, httpapi.Options{Log: testenv.Logger(t), Admin: httpserver.AdminAuth(adminToken)}).Register(e)
 	return e, db, a
 }
 
@@ -167,6 +168,17 @@ func TestReconcileNeedsTheAdminTokenAndListsAnomalies(t *testing.T) {
 	want := `{"anomalies":[{"kind":"used_coupon_without_deduction","order_no":"LOST","coupon_id":` + itoa(c.ID) + `}]}`
 	if w.Code != http.StatusOK || strings.TrimSpace(w.Body.String()) != want {
 		t.Fatalf("anomaly: %d %s, want %s", w.Code, w.Body, want)
+	}
+}
+
+// TestOperatorRoutesWithoutAGuardRefuseEverything: an API built without
+// Options.Admin fails closed.
+func TestOperatorRoutesWithoutAGuardRefuseEverything(t *testing.T) {
+	_, _, a := newServer(t)
+	e := gin.New()
+	httpapi.New(a, httpapi.Options{Log: testenv.Logger(t)}).Register(e)
+	if w := do(t, e, http.MethodGet, "/admin/reconcile", "", "Authorization", "Bearer "+adminToken); w.Code != http.StatusForbidden {
+		t.Fatalf("reconcile without a guard: %d %s, want 403", w.Code, w.Body)
 	}
 }
 

@@ -3,6 +3,7 @@ package messaging_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,31 +26,36 @@ import (
 // incident 1 against real NATS and MariaDB: order.paid events are consumed by
 // the inbox into coupon_message, and a retry pass deducts. A second event for
 // the same order (another message id) lands too, and is absorbed by the state
-// machine; an order without coupon and a malformed event land nothing.
+// machine; an order without coupon and a malformed event land nothing. The
+// consumer runs as the platform runs the declaration: under a unique event
+// prefix, on the stream and subject it derives from it.
 func TestOrderPaidFlowsFromJetStreamToOneDeduction(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn := testenv.NATS(t)
-	streamName := testenv.UniqueName(t, "ORDER")
-	prefix := testenv.UniqueName(t, "order")
-	_, err := natsjs.EnsureStream(ctx, conn.JS, events.StreamConfig(streamName, prefix))
+	ev := events.Config{SubjectPrefix: strings.ToLower(testenv.UniqueName(t, "coupon")) + "."}
+	_, err := natsjs.EnsureStream(ctx, conn.JS, ev.Stream(events.OrderPaid))
 	testenv.Must(t, err)
-	testenv.DeleteStreamAtCleanup(t, conn.JS, streamName)
+	testenv.DeleteStreamAtCleanup(t, conn.JS, ev.StreamName(events.OrderPaid))
 
 	db := testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations)
-	st := store.New(db)
-	a, err := app.New(st, nil, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
+	st := store.New(db, func() {})
+	a, err := app.New(st, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
 	testenv.Must(t, err)
 	c, err := a.IssueCoupon(ctx, tpl.ID, 7)
 	testenv.Must(t, err)
 
-	subject := prefix + ".paid"
+	decl := messaging.OrderPaid(a, st)
+	if decl.Subject != events.OrderPaid {
+		t.Fatalf("the consumer reads %q, want %q", decl.Subject, events.OrderPaid)
+	}
+	subject := ev.Subject(decl.Subject)
 	cons, err := inbox.NewConsumer(db, conn.JS, inbox.Config{
-		Name: testenv.UniqueName(t, "coupon"), Stream: streamName, FilterSubjects: []string{subject},
+		Name: decl.Name, Stream: ev.StreamName(decl.Subject), FilterSubjects: []string{subject},
 		Workers: 2, MaxDeliver: 3, AckWait: 5 * time.Second,
-	}, messaging.OrderPaidHandler(a, st, subject), testenv.Logger(t), prometheus.NewRegistry())
+	}, decl.Handle, testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)

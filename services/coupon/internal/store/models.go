@@ -59,15 +59,13 @@ func (r couponRow) toDomain() coupon.Coupon {
 }
 
 type deductionRow struct {
-	ID         uint64 `gorm:"primaryKey"`
-	OrderNo    string
-	CouponID   uint64
-	UserID     uint64
-	Amount     int64
-	MessageID  string
-	Mode       string
-	OrderGuard *string
-	CreatedAt  time.Time
+	ID        uint64 `gorm:"primaryKey"`
+	OrderNo   string
+	CouponID  uint64
+	UserID    uint64
+	Amount    int64
+	MessageID string
+	CreatedAt time.Time
 }
 
 func (deductionRow) TableName() string { return "coupon_deduction" }

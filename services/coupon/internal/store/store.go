@@ -4,7 +4,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -14,30 +13,23 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
 // Store is the MySQL coupon.Store.
 type Store struct {
-	db          *gorm.DB
-	usedSubject string
+	db   *gorm.DB
+	wake func()
 }
 
 var _ coupon.Store = (*Store)(nil)
 
-// New returns a Store over db that queues coupon.used events under
-// events.CouponUsed.
-func New(db *gorm.DB) *Store { return &Store{db: db, usedSubject: events.CouponUsed} }
-
-// WithEventPrefix returns a copy of s that queues its events under prefix
-// instead of "coupon" (prefix + ".used"), for a service or test running on
-// its own stream.
-func (s *Store) WithEventPrefix(prefix string) *Store {
-	c := *s
-	c.usedSubject = prefix + ".used"
-	return &c
-}
+// New returns a Store over db. wake is called after every transaction that
+// added events has committed (the outbox relay's Wake), so they are
+// published at once rather than at the relay's next poll.
+func New(db *gorm.DB, wake func()) *Store { return &Store{db: db, wake: wake} }
 
 // CreateTemplate inserts t and sets its ID.
 func (s *Store) CreateTemplate(ctx context.Context, t *coupon.Template) error {
@@ -177,11 +169,18 @@ func (s *Store) MarkMessage(ctx context.Context, id uint64, status coupon.Messag
 }
 
 // InTx implements coupon.Store. gorm's Transaction returns the Commit error,
-// which is the one that a lost COMMIT acknowledgement produces.
+// which is the one that a lost COMMIT acknowledgement produces. After a
+// commit that added events it wakes the relay; after a lost acknowledgement
+// the relay's poll finds them instead.
 func (s *Store) InTx(ctx context.Context, fn func(coupon.Tx) error) error {
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return fn(&Tx{db: tx, usedSubject: s.usedSubject})
+	added := false
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return fn(&Tx{db: tx, eventAdded: func(context.Context) { added = true }})
 	})
+	if err == nil && added {
+		s.wake()
+	}
+	return err
 }
 
 // Reconcile implements coupon.Store with three queries, one per invariant.
@@ -282,15 +281,20 @@ func (s *Store) ArchiveIdempotentRecords(ctx context.Context, now time.Time, bat
 
 // Tx is coupon.Tx on one gorm transaction.
 type Tx struct {
-	db          *gorm.DB
-	usedSubject string
+	db *gorm.DB
+	// eventAdded is called by AddEvent: it arranges for the relay to be
+	// woken once the transaction has committed, by whoever commits it.
+	eventAdded func(ctx context.Context)
 }
 
 var _ coupon.Tx = (*Tx)(nil)
 
-// BindTx returns the coupon.Tx view of a transaction someone else opened,
-// such as the inbox consumer's.
-func (s *Store) BindTx(tx *gorm.DB) *Tx { return &Tx{db: tx, usedSubject: s.usedSubject} }
+// BindTx returns the coupon.Tx view of the inbox consumer's transaction,
+// which the consumer commits: an event added in it wakes the relay after
+// that commit (inbox.OnCommit).
+func (s *Store) BindTx(tx *gorm.DB) coupon.Tx {
+	return &Tx{db: tx, eventAdded: func(ctx context.Context) { inbox.OnCommit(ctx, s.wake) }}
+}
 
 // Template implements coupon.Tx.
 func (t *Tx) Template(ctx context.Context, id uint64) (coupon.Template, error) {
@@ -336,13 +340,11 @@ func (t *Tx) UseCouponUnconditionally(ctx context.Context, id uint64, orderNo st
 	return res.RowsAffected, nil
 }
 
-// InsertDeduction implements coupon.Tx.
-func (t *Tx) InsertDeduction(ctx context.Context, d *coupon.Deduction, guarded bool) error {
+// InsertDeduction implements coupon.Tx: the unique key on order_no turns a
+// second row for the order into coupon.ErrOrderAlreadyDeducted.
+func (t *Tx) InsertDeduction(ctx context.Context, d *coupon.Deduction) error {
 	row := deductionRow{OrderNo: d.OrderNo, CouponID: d.CouponID, UserID: d.UserID, Amount: d.Amount,
-		MessageID: d.MessageID, Mode: string(d.Mode), CreatedAt: d.CreatedAt}
-	if guarded {
-		row.OrderGuard = &d.OrderNo
-	}
+		MessageID: d.MessageID, CreatedAt: d.CreatedAt}
 	if err := t.db.WithContext(ctx).Create(&row).Error; err != nil {
 		if database.IsDuplicateKey(err) {
 			return fmt.Errorf("%w: order %s", coupon.ErrOrderAlreadyDeducted, d.OrderNo)
@@ -378,15 +380,18 @@ func (t *Tx) InsertIdempotentRecord(ctx context.Context, r coupon.IdempotentReco
 	return true, nil
 }
 
-// PublishCouponUsed implements coupon.Tx through the outbox.
-func (t *Tx) PublishCouponUsed(ctx context.Context, e coupon.CouponUsed) error {
-	body, err := json.Marshal(events.CouponUsedV1{OrderNo: e.OrderNo, CouponID: e.CouponID, UserID: e.UserID, Amount: e.Amount, UsedAt: e.UsedAt})
+// AddEvent implements coupon.Tx through the outbox: the row commits or
+// rolls back with the transaction, and the relay publishes it under the
+// deployment's subject prefix.
+func (t *Tx) AddEvent(ctx context.Context, e events.Event) error {
+	msg, err := outbox.JSON(e.ID, e.Subject, e.Payload)
 	if err != nil {
-		return fmt.Errorf("encode coupon.used: %w", err)
+		return err
 	}
-	if err := outbox.Add(t.db.WithContext(ctx), outbox.Message{Subject: t.usedSubject, Body: body}); err != nil {
-		return fmt.Errorf("queue coupon.used for order %s: %w", e.OrderNo, err)
+	if err := outbox.Add(t.db.WithContext(ctx), msg); err != nil {
+		return err
 	}
+	t.eventAdded(ctx)
 	return nil
 }
 

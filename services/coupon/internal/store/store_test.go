@@ -4,20 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
+	labmigrations "github.com/oncemall/oncemall/services/coupon/lab/migrations"
 	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
 
 func newStore(t *testing.T) *store.Store {
 	t.Helper()
-	return store.New(testenv.DB(t, migrations.Source, outbox.Migrations))
+	return store.New(testenv.DB(t, migrations.Source, outbox.Migrations), func() {})
+}
+
+// newIncidentStore is a store on the incident's schema (the lab's
+// migration), whose ledger takes a second row for an order.
+func newIncidentStore(t *testing.T) *store.Store {
+	t.Helper()
+	return store.New(testenv.DB(t, migrations.Source, outbox.Migrations, labmigrations.Source), func() {})
 }
 
 var ctx = context.Background()
@@ -154,28 +164,70 @@ func TestMarkMessageOnlyMovesPending(t *testing.T) {
 	}
 }
 
-// TestDeductionGuardOnlyBindsTheFixedPath proves the schema choice of
-// migration 000002: guarded rows are unique per order, unguarded rows (the
-// broken path) are not, so the shared schema keeps the broken path broken.
-func TestDeductionGuardOnlyBindsTheFixedPath(t *testing.T) {
-	s := newStore(t)
+// TestDeductionIsUniquePerOrder proves the last line of the fix: the
+// service's schema refuses a second ledger row for an order, inside the
+// transaction that tries it, while the incident's schema (the lab's) takes
+// it, so the lab's broken deduction reproduces the incident.
+func TestDeductionIsUniquePerOrder(t *testing.T) {
 	now := time.Now().UTC()
-	insert := func(orderNo string, guarded bool) error {
+	insert := func(s *store.Store, orderNo string) error {
 		return s.InTx(ctx, func(tx coupon.Tx) error {
-			d := coupon.Deduction{OrderNo: orderNo, CouponID: 1, UserID: 1, Amount: 100, MessageID: "m", Mode: coupon.ModeFixed, CreatedAt: now}
-			return tx.InsertDeduction(ctx, &d, guarded)
+			d := coupon.Deduction{OrderNo: orderNo, CouponID: 1, UserID: 1, Amount: 100, MessageID: "m", CreatedAt: now}
+			return tx.InsertDeduction(ctx, &d)
 		})
 	}
-	testenv.Must(t, insert("guarded", true))
-	if err := insert("guarded", true); !errors.Is(err, coupon.ErrOrderAlreadyDeducted) {
-		t.Fatalf("second guarded row: err = %v, want ErrOrderAlreadyDeducted", err)
+	s := newStore(t)
+	testenv.Must(t, insert(s, "O1"))
+	if err := insert(s, "O1"); !errors.Is(err, coupon.ErrOrderAlreadyDeducted) {
+		t.Fatalf("second row for the order: err = %v, want ErrOrderAlreadyDeducted", err)
 	}
-	testenv.Must(t, insert("unguarded", false))
-	testenv.Must(t, insert("unguarded", false))
+	testenv.Must(t, insert(s, "O2"))
+
+	incident := newIncidentStore(t)
+	testenv.Must(t, insert(incident, "O1"))
+	testenv.Must(t, insert(incident, "O1"))
 	var n int64
-	testenv.Must(t, s.DB().Table("coupon_deduction").Where("order_no = ?", "unguarded").Count(&n).Error)
+	testenv.Must(t, incident.DB().Table("coupon_deduction").Where("order_no = ?", "O1").Count(&n).Error)
 	if n != 2 {
-		t.Fatalf("%d unguarded rows, want 2", n)
+		t.Fatalf("the incident's schema holds %d rows for the order, want 2", n)
+	}
+}
+
+// TestAddEventWakesTheRelayAfterTheCommitOnly: an event is an outbox row
+// under its own id, subject and JSON payload, and the relay is woken once
+// the transaction that added it has committed, never for a rollback or a
+// transaction without events.
+func TestAddEventWakesTheRelayAfterTheCommitOnly(t *testing.T) {
+	db := testenv.DB(t, migrations.Source, outbox.Migrations)
+	wakes := 0
+	s := store.New(db, func() { wakes++ })
+	add := func(id string, fail error) error {
+		return s.InTx(ctx, func(tx coupon.Tx) error {
+			if err := tx.AddEvent(ctx, events.Event{ID: id, Subject: events.CouponUsed, Payload: events.CouponUsedV1{OrderNo: id}}); err != nil {
+				return err
+			}
+			return fail
+		})
+	}
+	testenv.Must(t, add("e1", nil))
+	if wakes != 1 {
+		t.Fatalf("%d wakes after one commit with an event, want 1", wakes)
+	}
+	if err := add("e2", errors.New("rolled back")); err == nil || wakes != 1 {
+		t.Fatalf("rollback: err %v, %d wakes; want the error and no wake", err, wakes)
+	}
+	testenv.Must(t, s.InTx(ctx, func(coupon.Tx) error { return nil }))
+	if wakes != 1 {
+		t.Fatalf("%d wakes after a transaction without events, want 1", wakes)
+	}
+	var rows []struct {
+		MessageNo string
+		Topic     string
+		Body      string
+	}
+	testenv.Must(t, db.Table("local_message").Select("message_no, topic, body").Scan(&rows).Error)
+	if len(rows) != 1 || rows[0].MessageNo != "e1" || rows[0].Topic != events.CouponUsed || !strings.Contains(rows[0].Body, `"order_no":"e1"`) {
+		t.Fatalf("outbox rows %+v, want e1 on %s with its JSON payload", rows, events.CouponUsed)
 	}
 }
 
@@ -248,7 +300,9 @@ func TestArchiveMovesOnlyExpiredRecords(t *testing.T) {
 }
 
 func TestReconcileFindsEachAnomaly(t *testing.T) {
-	s := newStore(t)
+	// The incident's schema: the duplicate deduction below is what the
+	// reconciler exists to find, and the service's schema would refuse it.
+	s := newIncidentStore(t)
 	as, err := s.Reconcile(ctx)
 	if err != nil || as == nil || len(as) != 0 {
 		t.Fatalf("clean database: %+v, %v; want an empty, non-nil list", as, err)
@@ -271,8 +325,8 @@ func TestReconcileFindsEachAnomaly(t *testing.T) {
 			{OrderNo: "TWICE", CouponID: twice.ID}, {OrderNo: "TWICE", CouponID: twice.ID},
 			{OrderNo: "UNUSED", CouponID: unusedRow.ID}, {OrderNo: "CLEAN", CouponID: clean.ID},
 		} {
-			d.UserID, d.Amount, d.MessageID, d.Mode, d.CreatedAt = 1, 100, "m", coupon.ModeBroken, now
-			if err := tx.InsertDeduction(ctx, &d, false); err != nil {
+			d.UserID, d.Amount, d.MessageID, d.CreatedAt = 1, 100, "m", now
+			if err := tx.InsertDeduction(ctx, &d); err != nil {
 				return err
 			}
 		}
