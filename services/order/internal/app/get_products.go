@@ -1,23 +1,27 @@
-package catalogapp
+package app
 
 import (
 	"context"
 
-	"github.com/oncemall/oncemall/services/order/internal/catalog"
+	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
-// Product returns a live product.
-func (a *App) Product(ctx context.Context, id uint64) (catalog.Product, error) {
-	return a.store.Product(ctx, id)
+// MaxPageSize bounds a page of GET /products?brand=.
+const MaxPageSize = 500
+
+// Product returns a live product, or product.ErrNotFound.
+func (a *App) Product(ctx context.Context, id uint64) (product.Product, error) {
+	return a.products.Product(ctx, id)
 }
 
-// ProductsByBrand returns a page of a brand's live products after afterID.
-func (a *App) ProductsByBrand(ctx context.Context, brand string, afterID uint64, limit int) ([]catalog.Product, error) {
+// ProductsByBrand returns a page of a brand's live products after afterID;
+// a limit out of 1..MaxPageSize means MaxPageSize.
+func (a *App) ProductsByBrand(ctx context.Context, brand string, afterID uint64, limit int) ([]product.Product, error) {
 	if brand == "" {
-		return nil, catalog.ErrInvalidf("brand is required")
+		return nil, product.Invalidf("brand is required")
 	}
-	if limit <= 0 || limit > a.cfg.MaxPageSize {
-		limit = a.cfg.MaxPageSize
+	if limit <= 0 || limit > MaxPageSize {
+		limit = MaxPageSize
 	}
-	return a.store.ProductsByBrand(ctx, brand, afterID, limit)
+	return a.products.ProductsByBrand(ctx, brand, afterID, limit)
 }

@@ -1,59 +1,76 @@
-package catalogapp
+package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
-	"time"
 
-	"github.com/oncemall/oncemall/services/order/internal/catalog"
+	"github.com/google/uuid"
+
+	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
 // StartCopy accepts a batch copy: it resolves the templates, then stores the
-// job, its chunks and one queued message per chunk in one transaction, and
-// wakes the relay. The copy itself runs on the workers. A request id seen
-// before returns the job it created (existed = true).
-func (a *App) StartCopy(ctx context.Context, r catalog.CopyRequest) (_ catalog.CopyJob, existed bool, err error) {
+// job, its chunks and one product.batch_copy event per chunk in one
+// transaction, so the job exists if and only if its work is queued. The copy
+// itself runs on the workers (CopyChunk). A request id seen before returns
+// the job it created (existed = true).
+func (a *App) StartCopy(ctx context.Context, r product.CopyRequest) (_ product.CopyJob, existed bool, err error) {
 	r.TargetBrand = strings.TrimSpace(r.TargetBrand)
 	if err := r.Validate(); err != nil {
-		return catalog.CopyJob{}, false, err
+		return product.CopyJob{}, false, err
 	}
-	onDup, _ := catalog.ParseOnDuplicate(string(r.OnDuplicate))
-	ids, missing, err := a.store.TemplateIDs(ctx, r)
+	onDup, _ := product.ParseOnDuplicate(string(r.OnDuplicate))
+	ids, missing, err := a.products.TemplateIDs(ctx, r)
 	if err != nil {
-		return catalog.CopyJob{}, false, err
+		return product.CopyJob{}, false, err
 	}
 	if len(missing) > 0 {
-		return catalog.CopyJob{}, false, catalog.ErrInvalidf("unknown template ids: %s", formatIDs(missing, 20))
+		return product.CopyJob{}, false, product.Invalidf("unknown template ids: %s", formatIDs(missing, 20))
 	}
 	if len(ids) == 0 {
-		return catalog.CopyJob{}, false, catalog.ErrInvalidf("brand %q has no templates to copy", r.SourceBrand)
+		return product.CopyJob{}, false, product.Invalidf("brand %q has no templates to copy", r.SourceBrand)
 	}
-	job := catalog.CopyJob{
-		ID:          a.newID(),
+	job := product.CopyJob{
+		ID:          uuid.NewString(),
 		RequestID:   r.RequestID,
 		TargetBrand: r.TargetBrand,
 		OnDuplicate: onDup,
 		Total:       len(ids),
-		CreatedAt:   time.Now().UTC(),
+		CreatedAt:   a.now(),
 	}
 	size := a.cfg.ChunkSize
-	if onDup == catalog.FailOnDuplicate {
+	if onDup == product.FailOnDuplicate {
 		// All or nothing is one transaction over the whole batch, hence one
 		// message; its size is bounded so that transaction stays short.
 		if len(ids) > a.cfg.MaxAllOrNothing {
-			return catalog.CopyJob{}, false, catalog.ErrInvalidf("an all-or-nothing batch copies at most %d products, this one has %d: split it or use on_duplicate=skip", a.cfg.MaxAllOrNothing, len(ids))
+			return product.CopyJob{}, false, product.Invalidf("an all-or-nothing batch copies at most %d products, this one has %d: split it or use on_duplicate=skip", a.cfg.MaxAllOrNothing, len(ids))
 		}
 		size = len(ids)
 	}
-	chunks := catalog.SplitChunks(job, ids, size)
+	chunks := product.SplitChunks(job, ids, size)
 	job.Chunks = len(chunks)
-	job, existed, err = a.store.CreateCopyJob(ctx, job, chunks)
-	if err != nil {
-		return catalog.CopyJob{}, false, err
+	err = a.products.InTx(ctx, func(tx product.Tx) error {
+		if err := tx.InsertCopyJob(ctx, job, chunks); err != nil {
+			return err
+		}
+		for _, c := range chunks {
+			if err := tx.AddEvent(ctx, events.Event{ID: c.MessageID(), Subject: events.ProductBatchCopy, Payload: c}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, product.ErrJobExists) {
+		// The caller resubmitted a request id: answer with the job it
+		// created.
+		existed = true
+		job, err = a.products.CopyJobByRequest(ctx, r.RequestID)
 	}
-	if !existed && a.waker != nil {
-		a.waker.Wake()
+	if err != nil {
+		return product.CopyJob{}, false, fmt.Errorf("start copy for request %q: %w", r.RequestID, err)
 	}
 	a.log.InfoContext(ctx, "batch copy accepted", "job_id", job.ID, "request_id", job.RequestID, "total", job.Total, "chunks", job.Chunks, "existed", existed)
 	return job, existed, nil
