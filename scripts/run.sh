@@ -30,7 +30,7 @@ programs() {
   if [ -d services/payment/cmd/psp-sim ]; then
     echo "psp-sim|services/payment/cmd/psp-sim|http://127.0.0.1:8090/healthz|PSP_HTTP_ADDR=:8090"
   fi
-  echo "order|services/order/cmd/order|http://127.0.0.1:8081/readyz|HTTP_ADDR=:8081 MYSQL_DATABASE=oncemall_order"
+  echo "order|services/order/cmd/order|http://127.0.0.1:8081/readyz|"
   local coupon_db=""
   if [ -d scripts/cmd/faultproxy ]; then coupon_db="MYSQL_ADDR=127.0.0.1:3307"; fi
   echo "coupon|services/coupon/cmd/coupon|http://127.0.0.1:8082/readyz|HTTP_ADDR=:8082 MYSQL_DATABASE=oncemall_coupon $coupon_db"

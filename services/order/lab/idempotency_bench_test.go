@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/idempotency"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 )
@@ -40,7 +41,10 @@ func BenchmarkCreateOrderAPI(b *testing.B) {
 		inFlight = 32
 	)
 	ctx := context.Background()
-	variants := []struct{ name, guard string }{{"without", ""}, {"with", idempotency.GuardFixed}}
+	variants := []struct {
+		name  string
+		guard platform.Mode
+	}{{"without", NoGuard}, {"with", platform.Fixed}}
 	apis := make([]*OrderAPI, len(variants))
 	for i, v := range variants {
 		api, err := StartOrderAPI(ctx, labEnv(b), "bench_"+v.name, v.guard)

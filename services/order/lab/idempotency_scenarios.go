@@ -3,10 +3,11 @@ package lab
 // Incident 4, client retries and double submits: a network timeout or a
 // double click sends POST /orders again while the first request is still
 // running. The order API is wired as cmd/order wires it (the platform's gin
-// server, the Idempotency-Key guard and the form-token check in front of
-// POST /orders, the record completed inside the order's transaction) on a
-// throwaway database and Redis prefix, served by an in-process HTTP server,
-// and 50 clients send one request with one Idempotency-Key at once.
+// server, the Idempotency-Key guard chosen by its mode and the form-token
+// check in front of POST /orders, the record completed inside the order's
+// transaction by store.CompleteInTx) on a throwaway database and Redis
+// prefix, served by an in-process HTTP server, and 50 clients send one
+// request with one Idempotency-Key at once.
 
 import (
 	"bytes"
@@ -24,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/formtoken"
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/idempotency"
@@ -31,8 +33,10 @@ import (
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/lab/dupproof"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/redisclient"
 	"github.com/oncemall/oncemall/services/order/internal/app"
+	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/store"
 	"github.com/oncemall/oncemall/services/order/migrations"
@@ -56,8 +60,8 @@ const incident4Title = "client retries / double submit"
 // seed-004 table (check-then-set, SET NX, sliding window on Redis).
 func IdempotencyScenarios() []lab.Scenario {
 	return []lab.Scenario{
-		{Incident: 4, Variant: lab.Broken, WantHolds: false, Run: doubleSubmitScenario(lab.Broken, "i4b", idempotency.GuardBroken)},
-		{Incident: 4, Variant: lab.Fixed, WantHolds: true, Run: doubleSubmitScenario(lab.Fixed, "i4f", idempotency.GuardFixed)},
+		{Incident: 4, Variant: lab.Broken, WantHolds: false, Run: doubleSubmitScenario(lab.Broken, "i4b", platform.Broken)},
+		{Incident: 4, Variant: lab.Fixed, WantHolds: true, Run: doubleSubmitScenario(lab.Fixed, "i4f", platform.Fixed)},
 		{Incident: 4, Variant: VariantCheckThenSet, WantHolds: false, Run: redisGuardScenario(VariantCheckThenSet, dupproof.CheckThenSet, 100, 1)},
 		{Incident: 4, Variant: VariantSetNX, WantHolds: true, Run: redisGuardScenario(VariantSetNX, dupproof.SetNX, 100, 1)},
 		{Incident: 4, Variant: VariantSlidingWindow, WantHolds: true, Run: redisGuardScenario(VariantSlidingWindow, dupproof.SlidingWindow, 200, 5)},
@@ -65,8 +69,7 @@ func IdempotencyScenarios() []lab.Scenario {
 }
 
 // OrderAPI is the order service's HTTP API on a throwaway database, with the
-// entry guard chosen by guard (idempotency.GuardFixed or GuardBroken; ""
-// for none, the benchmark's baseline).
+// entry guard of the mode StartOrderAPI was given.
 type OrderAPI struct {
 	URL    string
 	Client *http.Client
@@ -80,18 +83,24 @@ type OrderAPI struct {
 	gate arrivalGate
 }
 
-// StartOrderAPI wires the order API as cmd/order does and serves it on an
-// in-process HTTP server. The outbox relay is not run: its order.created
-// rows would be published to the shared ORDER subjects, which a running
-// order service consumes; they stay in the throwaway database, where the
-// scenario counts them. Close drops everything.
-func StartOrderAPI(ctx context.Context, env lab.Env, suffix, guard string) (_ *OrderAPI, err error) {
+// StartOrderAPI wires the order API as cmd/order does, with the service's
+// defaults and guard as ORDER_IDEMPOTENCY_MODE (platform.Fixed or
+// platform.Broken; NoGuard, the benchmark's baseline, for none), and serves
+// it on an in-process HTTP server. The outbox relay is not run: its
+// order.created rows would be published to the shared ORDER subjects, which
+// a running order service consumes; they stay in the throwaway database,
+// where the scenario counts them. Close drops everything.
+func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, guard platform.Mode) (_ *OrderAPI, err error) {
 	api := &OrderAPI{}
 	defer func() {
 		if err != nil {
 			api.Close()
 		}
 	}()
+	cfg, err := serviceConfig(config.Modes{OrderIdempotency: guard, ProductCopy: platform.Fixed})
+	if err != nil {
+		return nil, err
+	}
 	db, drop, err := env.OpenDB(ctx, suffix, migrations.Source, outbox.Migrations, inbox.Migrations, idempotency.Migrations)
 	if err != nil {
 		return nil, err
@@ -105,27 +114,32 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix, guard string) (_ *O
 	api.close = append(api.close, func() { deleteKeys(rdb, redisPrefix) })
 
 	reg := prometheus.NewRegistry()
-	cfg := idempotency.DefaultConfig()
-	cfg.EntryPrefix = redisPrefix + "idem:"
-	idem, err := idempotency.New(db, rdb, cfg, env.Log, reg)
+	orders := store.New(db, noRelay)
+	a, err := app.New(orders, store.NewProducts(db, noRelay), cfg.App(), env.Log, reg)
 	if err != nil {
 		return nil, err
 	}
-	tokens, err := formtoken.New(rdb, formtoken.Config{Prefix: redisPrefix + "formtoken:", TTL: time.Minute})
+	tokensCfg := cfg.FormTokens()
+	tokensCfg.Prefix = redisPrefix + "formtoken:"
+	tokens, err := formtoken.New(rdb, tokensCfg)
 	if err != nil {
 		return nil, err
+	}
+	opts := httpapi.Options{Log: env.Log, Tokens: tokens, CompleteInTx: store.CompleteInTx}
+	if guard != NoGuard {
+		idemCfg := cfg.Idempotency
+		idemCfg.EntryPrefix = redisPrefix + "idem:"
+		idem, err := idempotency.New(db, rdb, idemCfg, env.Log, reg)
+		if err != nil {
+			return nil, err
+		}
+		opts.Guard = idem.HandlerInTxFor(string(guard))
 	}
 	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 20}, Logger: env.Log, Registry: reg})
-	orders := app.New(store.New(db), noRelay{}, env.Log)
-	entry := []gin.HandlerFunc{api.gate.hold, tokens.Require(httpapi.UserIDHeader, false)}
-	if guard != "" {
-		entry = []gin.HandlerFunc{api.gate.hold, idem.HandlerInTxFor(guard), tokens.Require(httpapi.UserIDHeader, false)}
-	}
-	httpapi.New(orders, env.Log, httpapi.Options{
-		CompleteInTx: idempotency.CompleteInTx,
-		Entry:        entry,
-		IssueToken:   tokens.IssueHandler(httpapi.UserIDHeader),
-	}).Register(srv.Engine())
+	// The gate goes in front of every route registered after it, so it is
+	// the first thing a POST /orders meets.
+	srv.Engine().Use(api.gate.hold)
+	httpapi.New(a, opts).Register(srv.Engine())
 	api.Handler = srv.Handler()
 	ts := httptest.NewServer(api.Handler)
 	api.close = append(api.close, ts.Close)
@@ -137,6 +151,10 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix, guard string) (_ *O
 	api.close = append(api.close, api.Client.CloseIdleConnections)
 	return api, nil
 }
+
+// NoGuard is StartOrderAPI's guard for none: POST /orders without the
+// Idempotency-Key middleware.
+const NoGuard platform.Mode = ""
 
 // Close stops the server and drops the database and Redis keys.
 func (a *OrderAPI) Close() {
@@ -242,7 +260,7 @@ func Summarise(rs []Reply) Answers {
 // they all answered, and counts the orders and order.created events in the
 // database. The invariant: one order and one event for the key, every 201
 // the same body, and the late retry replayed with that body.
-func doubleSubmitScenario(variant, suffix, guard string) func(context.Context, lab.Env) (lab.Result, error) {
+func doubleSubmitScenario(variant, suffix string, guard platform.Mode) func(context.Context, lab.Env) (lab.Result, error) {
 	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
 		res := lab.Result{
 			Incident: 4,
@@ -354,11 +372,20 @@ func (g *arrivalGate) hold(c *gin.Context) {
 	c.Next()
 }
 
-// noRelay stands in for the outbox relay, which the lab does not run (see
-// StartOrderAPI).
-type noRelay struct{}
+// noRelay stands in for the outbox relay's Wake, which the lab does not run
+// (see StartOrderAPI).
+func noRelay() {}
 
-func (noRelay) Wake() {}
+// serviceConfig is the order service's configuration when nothing is set,
+// with modes: what cmd/order runs with in the lab.
+func serviceConfig(modes config.Modes) (config.Config, error) {
+	var cfg config.Config
+	if err := pkgconfig.LoadFrom(&cfg, func(string) (string, bool) { return "", false }); err != nil {
+		return config.Config{}, err
+	}
+	cfg.Modes = modes
+	return cfg, nil
+}
 
 // deleteKeys removes the run's Redis keys (idempotency entries, form tokens).
 func deleteKeys(rdb *redis.Client, prefix string) {

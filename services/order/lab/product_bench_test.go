@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/services/order/internal/catalog"
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/services/order/internal/config"
+	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
 // BenchmarkProductCopy10k copies 10,000 products with one batch-copy request
@@ -24,15 +26,15 @@ func BenchmarkProductCopy10k(b *testing.B) {
 	const products = 10000
 	modes := []struct {
 		name    string
-		mode    catalog.Mode
+		mode    platform.Mode
 		workers int
 	}{
-		{"fixed", catalog.ModeFixed, 16},
-		{"orderly", catalog.ModeOrderly, 16}, // orderly runs one worker whatever is configured
-		{"broken", catalog.ModeBroken, 16},
+		{"fixed", platform.Fixed, 16},
+		{"orderly", config.Orderly, 16}, // orderly runs one worker whatever is configured
+		{"broken", platform.Broken, 16},
 		// Not a target: the fix with fewer workers, to show what sixteen
 		// cost on a machine with two cores (see docs/benchmarks/products.md).
-		{"fixed4", catalog.ModeFixed, 4},
+		{"fixed4", platform.Fixed, 4},
 	}
 	ctx := context.Background()
 	rigs := make([]*ProductRig, len(modes))
@@ -57,7 +59,7 @@ func BenchmarkProductCopy10k(b *testing.B) {
 			}
 			b.StartTimer()
 			start := time.Now()
-			job, _, err := rig.App.StartCopy(ctx, catalog.CopyRequest{RequestID: brand, SourceBrand: brand, TargetBrand: "shop"})
+			job, _, err := rig.App.StartCopy(ctx, product.CopyRequest{RequestID: brand, SourceBrand: brand, TargetBrand: "shop"})
 			if err != nil {
 				b.Fatal(err)
 			}

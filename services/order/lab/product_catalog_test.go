@@ -10,14 +10,16 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/inbox"
-	"github.com/oncemall/oncemall/services/order/internal/catalog"
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/services/order/internal/config"
+	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
 // TestProductCRUD checks the catalog's endpoints in every mode: bad input is
 // refused with 400 and writes nothing, reads skip deleted products, and a
 // sequential duplicate is refused with 409 naming the existing product.
 func TestProductCRUD(t *testing.T) {
-	for _, mode := range []catalog.Mode{catalog.ModeFixed, catalog.ModeOrderly, catalog.ModeBroken} {
+	for _, mode := range []platform.Mode{platform.Fixed, config.Orderly, platform.Broken} {
 		t.Run(string(mode), func(t *testing.T) {
 			rig := startRig(t, mode, 4, 100)
 			for _, body := range []string{
@@ -85,7 +87,7 @@ func TestProductCRUD(t *testing.T) {
 // same (name, model), each create raced by 20 concurrent requests: exactly
 // one wins every time, and there is never more than one live product.
 func TestCreateDeleteCycle(t *testing.T) {
-	rig := startRig(t, catalog.ModeFixed, 4, 100)
+	rig := startRig(t, platform.Fixed, 4, 100)
 	up := Upstream{BaseURL: rig.URL}
 	ctx := context.Background()
 	p := NewProduct{Brand: "acme", Name: "Kettle", Model: "K-7", Price: 2500}
@@ -141,7 +143,7 @@ func TestCreateDeleteCycle(t *testing.T) {
 // ends with exactly one live product, and every answer names it.
 func TestCreateRacingBatchCopy(t *testing.T) {
 	const races = 50
-	rig := startRig(t, catalog.ModeFixed, 16, 100)
+	rig := startRig(t, platform.Fixed, 16, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ids, err := rig.SeedTemplates(ctx, "default", "race", races)
@@ -228,7 +230,7 @@ func TestCreateRacingBatchCopy(t *testing.T) {
 // duplicate; skip-duplicates creates the nine others and returns the
 // existing product's id.
 func TestAllOrNothingAndSkipDuplicates(t *testing.T) {
-	rig := startRig(t, catalog.ModeFixed, 4, 3)
+	rig := startRig(t, platform.Fixed, 4, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ids, err := rig.SeedTemplates(ctx, "default", "aon", 10)
@@ -249,7 +251,7 @@ func TestAllOrNothingAndSkipDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, job := call(t, http.MethodGet, rig.URL+"/products/batch-copy/"+acc["job_id"].(string), "")
-	if job["status"] != catalog.JobCompletedWithFailures || job["done"] != true || num(job["created"]) != 0 || num(job["failed"]) != 10 || num(job["total"]) != 10 {
+	if job["status"] != product.JobCompletedWithFailures || job["done"] != true || num(job["created"]) != 0 || num(job["failed"]) != 10 || num(job["total"]) != 10 {
 		t.Fatalf("all-or-nothing job: %v", job)
 	}
 	errs := fmt.Sprint(job["errors"])
@@ -272,7 +274,7 @@ func TestAllOrNothingAndSkipDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, job = call(t, http.MethodGet, rig.URL+"/products/batch-copy/"+acc["job_id"].(string), "")
-	if job["status"] != catalog.JobCompleted || num(job["created"]) != 9 || num(job["skipped"]) != 1 || num(job["failed"]) != 0 {
+	if job["status"] != product.JobCompleted || num(job["created"]) != 9 || num(job["skipped"]) != 1 || num(job["failed"]) != 0 {
 		t.Fatalf("skip job: %v", job)
 	}
 	if dups := job["duplicates"].([]any); len(dups) != 1 || num(dups[0].(map[string]any)["existing_id"]) != existingID {
@@ -289,7 +291,7 @@ func TestAllOrNothingAndSkipDuplicates(t *testing.T) {
 // TestBatchCopyRequests checks the batch-copy API's refusals (nothing
 // written) and that a resubmitted request id returns its job.
 func TestBatchCopyRequests(t *testing.T) {
-	rig := startRig(t, catalog.ModeFixed, 4, 100)
+	rig := startRig(t, platform.Fixed, 4, 100)
 	ctx := context.Background()
 	ids, err := rig.SeedTemplates(ctx, "default", "req", 3)
 	if err != nil {
@@ -326,25 +328,26 @@ func TestBatchCopyRequests(t *testing.T) {
 // TestChunkRedeliveryCountsOnce processes a finished chunk again, as a
 // redelivery past the inbox would: nothing is created or counted twice.
 func TestChunkRedeliveryCountsOnce(t *testing.T) {
-	rig := startRig(t, catalog.ModeFixed, 4, 100)
+	rig := startRig(t, platform.Fixed, 4, 100)
 	ctx := context.Background()
 	ids, err := rig.SeedTemplates(ctx, "default", "redo", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, _, err := rig.App.StartCopy(ctx, catalog.CopyRequest{RequestID: "redo", TemplateIDs: ids, TargetBrand: "shop"})
+	job, _, err := rig.App.StartCopy(ctx, product.CopyRequest{RequestID: "redo", TemplateIDs: ids, TargetBrand: "shop"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rig.WaitJobs(ctx, 30*time.Second, job.ID); err != nil {
 		t.Fatal(err)
 	}
-	chunk := catalog.SplitChunks(job, ids, 100)[0]
-	tx := rig.DB.Begin()
-	_, done, err := rig.Store.WithTx(tx).CopyChunk(ctx, chunk)
-	if err := tx.Commit().Error; err != nil {
-		t.Fatal(err)
-	}
+	chunk := product.SplitChunks(job, ids, 100)[0]
+	var done bool
+	err = rig.Store.InTx(ctx, func(tx product.Tx) error {
+		var err error
+		done, err = rig.App.CopyChunk(ctx, tx, chunk)
+		return err
+	})
 	if err != nil || done {
 		t.Fatalf("second processing: done=%v err=%v, want a no-op", done, err)
 	}
@@ -362,7 +365,7 @@ func TestChunkRedeliveryCountsOnce(t *testing.T) {
 // anything.
 func TestAllOrNothingLimit(t *testing.T) {
 	const limit = 5000 // the rig's MaxAllOrNothing
-	rig := startRig(t, catalog.ModeFixed, 4, 100)
+	rig := startRig(t, platform.Fixed, 4, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ids, err := rig.SeedTemplates(ctx, "big", "big", limit+1)
@@ -393,7 +396,7 @@ func TestAllOrNothingLimit(t *testing.T) {
 // cannot be read and one for a job that does not exist: redelivery cannot
 // help either, so both are dead at once and create nothing.
 func TestUnusableChunkMessagesAreDead(t *testing.T) {
-	rig := startRig(t, catalog.ModeFixed, 4, 100)
+	rig := startRig(t, platform.Fixed, 4, 100)
 	ctx := context.Background()
 	for id, body := range map[string]string{
 		"garbled":     `{"job_id": 12`,

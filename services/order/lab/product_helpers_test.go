@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/problem"
-	"github.com/oncemall/oncemall/services/order/internal/catalog"
 )
 
 // startRig starts a catalog rig for the test, closed at its end.
-func startRig(t *testing.T, mode catalog.Mode, workers, chunk int) *ProductRig {
+func startRig(t *testing.T, mode platform.Mode, workers, chunk int) *ProductRig {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
@@ -18,31 +17,37 @@ import (
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/services/order/internal/catalog"
-	"github.com/oncemall/oncemall/services/order/internal/catalogapp"
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/services/order/internal/app"
+	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
+	"github.com/oncemall/oncemall/services/order/internal/product"
 	"github.com/oncemall/oncemall/services/order/internal/store"
 	"github.com/oncemall/oncemall/services/order/migrations"
 )
 
 // ProductRigConfig is the catalog set-up one run uses.
 type ProductRigConfig struct {
-	Mode      catalog.Mode
+	// Mode is PRODUCT_COPY_MODE: platform.Fixed, config.Orderly or
+	// platform.Broken.
+	Mode platform.Mode
+	// Workers is PRODUCT_COPY_WORKERS (the orderly mode runs one).
 	Workers   int
 	ChunkSize int
 }
 
-// ProductRig is the order service's catalog wired as in production (HTTP
-// API, outbox relay, JetStream stream, idempotent consumer with its worker
-// pool) on a throwaway database and stream of its own.
+// ProductRig is the order service's catalog wired as cmd/order wires it
+// (HTTP API, outbox relay, JetStream stream, the batch-copy consumer with
+// its worker pool) on a throwaway database, with the service's defaults
+// and its streams and subjects under an event prefix of its own.
 type ProductRig struct {
 	DB    *gorm.DB
-	Store *store.ProductStore
-	App   *catalogapp.App
+	Store *store.Products
+	App   *app.App
 	// Consumer is the batch-copy consumer (running).
 	Consumer *inbox.Consumer
-	// URL is the base URL of the catalog's HTTP API.
+	// URL is the base URL of the service's HTTP API.
 	URL string
 
 	stops []func()
@@ -56,6 +61,12 @@ func StartProductRig(ctx context.Context, env lab.Env, suffix string, cfg Produc
 			r.Close()
 		}
 	}()
+	modes := config.Modes{OrderIdempotency: platform.Fixed, ProductCopy: cfg.Mode}
+	svc, err := serviceConfig(modes)
+	if err != nil {
+		return nil, err
+	}
+	svc.Products.ChunkSize = cfg.ChunkSize
 	db, drop, err := env.OpenDB(ctx, suffix, migrations.Source, outbox.Migrations, inbox.Migrations)
 	if err != nil {
 		return nil, err
@@ -68,47 +79,45 @@ func StartProductRig(ctx context.Context, env lab.Env, suffix string, cfg Produc
 		return nil, err
 	}
 	r.stops = append(r.stops, conn.NC.Close)
-	// The stream and its subjects are the production ones with a run-unique
-	// prefix, so runs never see each other's messages.
-	streamName := env.Name(suffix + "_" + events.ProductStream)
-	prefix := env.Name(suffix) + "_product"
-	subject := prefix + strings.TrimPrefix(events.ProductBatchCopy, "product")
-	if _, err := natsjs.EnsureStream(ctx, conn.JS, events.StreamConfig(streamName, prefix)); err != nil {
+	// The production stream and subjects under a run-unique event prefix
+	// (EVENT_SUBJECT_PREFIX), so runs never see each other's messages.
+	ev := events.Config{SubjectPrefix: strings.ToLower(env.Name(suffix)) + "."}
+	stream := ev.Stream(events.ProductBatchCopy)
+	if _, err := natsjs.EnsureStream(ctx, conn.JS, stream); err != nil {
 		return nil, err
 	}
 	r.stops = append(r.stops, func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = conn.JS.DeleteStream(dctx, streamName)
+		_ = conn.JS.DeleteStream(dctx, stream.Name)
 	})
 
 	reg := prometheus.NewRegistry()
-	relay, err := outbox.NewRelay(db, conn.JS, outbox.Config{}, env.Log, reg)
+	relay, err := outbox.NewRelay(db, conn.JS, outbox.Config{SubjectPrefix: ev.SubjectPrefix}, env.Log, reg)
 	if err != nil {
 		return nil, err
 	}
-	if r.Store, err = store.NewProductStore(db, store.ProductConfig{Mode: cfg.Mode, CopySubject: subject}); err != nil {
+	r.Store = store.NewProducts(db, relay.Wake)
+	if r.App, err = app.New(store.New(db, relay.Wake), r.Store, svc.App(), env.Log, reg); err != nil {
 		return nil, err
 	}
-	if r.App, err = catalogapp.New(r.Store, relay, catalogapp.Config{ChunkSize: cfg.ChunkSize, MaxAllOrNothing: 5000, MaxPageSize: 1000}, env.Log, reg, uuid.NewString); err != nil {
-		return nil, err
-	}
-	consumer, err := messaging.NewProductCopyConsumer(db, conn.JS, messaging.ProductCopyConfig{
-		Name: "product-batch-copy", Stream: streamName, Subject: subject,
-		Mode: cfg.Mode, Workers: cfg.Workers,
-		Backoff: []time.Duration{50 * time.Millisecond, 200 * time.Millisecond},
-	}, r.App, func(tx *gorm.DB) catalog.ChunkStore { return r.Store.WithTx(tx) }, env.Log, reg)
+	// The consumer as the platform builds it from the declaration, with
+	// short redelivery delays.
+	c := messaging.ProductCopy(r.App, r.Store, modes.CopyWorkers(cfg.Workers))
+	r.Consumer, err = inbox.NewConsumer(db, conn.JS, inbox.Config{
+		Name: c.Name, Stream: ev.StreamName(c.Subject), FilterSubjects: []string{ev.Subject(c.Subject)},
+		Workers: c.Workers, Backoff: []time.Duration{50 * time.Millisecond, 200 * time.Millisecond},
+	}, c.Handle, env.Log, reg)
 	if err != nil {
 		return nil, err
 	}
-	r.Consumer = consumer
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = relay.Run(runCtx) })
-	wg.Go(func() { _ = consumer.Run(runCtx) })
-	// The production service wakes the relay from cron as a safety net; a
-	// ticker does it here.
+	wg.Go(func() { _ = r.Consumer.Run(runCtx) })
+	// The service polls the relay from a job as a safety net; a ticker
+	// does it here.
 	wg.Go(func() {
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
@@ -124,7 +133,7 @@ func StartProductRig(ctx context.Context, env lab.Env, suffix string, cfg Produc
 	r.stops = append(r.stops, func() { cancel(); wg.Wait() })
 
 	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 4 << 20}, Logger: env.Log, Registry: reg})
-	httpapi.RegisterProducts(srv.Engine(), r.App, env.Log)
+	httpapi.New(r.App, httpapi.Options{Log: env.Log}).Register(srv.Engine())
 	ts := httptest.NewServer(srv.Handler())
 	r.URL = ts.URL
 	r.stops = append(r.stops, ts.Close)
@@ -142,9 +151,9 @@ func (r *ProductRig) Close() {
 // SeedTemplates creates n templates of brand, named prefix-0000… with
 // models M-prefix-0000…, and returns their ids.
 func (r *ProductRig) SeedTemplates(ctx context.Context, brand, prefix string, n int) ([]uint64, error) {
-	ts := make([]catalog.Template, n)
+	ts := make([]product.Template, n)
 	for i := range ts {
-		ts[i] = catalog.Template{Brand: brand, Name: fmt.Sprintf("%s-%05d", prefix, i), Model: fmt.Sprintf("M-%s-%05d", prefix, i), Price: int64(1000 + i)}
+		ts[i] = product.Template{Brand: brand, Name: fmt.Sprintf("%s-%05d", prefix, i), Model: fmt.Sprintf("M-%s-%05d", prefix, i), Price: int64(1000 + i)}
 	}
 	created, err := r.Store.CreateTemplates(ctx, ts)
 	if err != nil {
@@ -158,9 +167,9 @@ func (r *ProductRig) SeedTemplates(ctx context.Context, brand, prefix string, n 
 }
 
 // WaitJobs waits until every job is done and returns their progress.
-func (r *ProductRig) WaitJobs(ctx context.Context, timeout time.Duration, jobIDs ...string) ([]catalog.CopyProgress, error) {
+func (r *ProductRig) WaitJobs(ctx context.Context, timeout time.Duration, jobIDs ...string) ([]product.CopyProgress, error) {
 	deadline := time.Now().Add(timeout)
-	out := make([]catalog.CopyProgress, len(jobIDs))
+	out := make([]product.CopyProgress, len(jobIDs))
 	for i, id := range jobIDs {
 		for {
 			p, err := r.App.CopyProgress(ctx, id)

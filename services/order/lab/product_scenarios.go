@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/services/order/internal/catalog"
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/services/order/internal/config"
+	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
 // Scenarios lists the order service's incident scenarios.
@@ -40,10 +42,10 @@ const (
 // the broken, orderly and fixed (both batch modes) catalog.
 func ProductScenarios() []lab.Scenario {
 	return []lab.Scenario{
-		{Incident: 3, Variant: lab.Broken, WantHolds: false, Run: duplicateBatchScenario(lab.Broken, "p3b", catalog.ModeBroken, catalog.SkipDuplicates)},
-		{Incident: 3, Variant: lab.Orderly, WantHolds: true, Run: duplicateBatchScenario(lab.Orderly, "p3o", catalog.ModeOrderly, catalog.SkipDuplicates)},
-		{Incident: 3, Variant: lab.Fixed, WantHolds: true, Run: duplicateBatchScenario(lab.Fixed, "p3f", catalog.ModeFixed, catalog.SkipDuplicates)},
-		{Incident: 3, Variant: VariantFixedAllOrNothing, WantHolds: true, Run: duplicateBatchScenario(VariantFixedAllOrNothing, "p3fa", catalog.ModeFixed, catalog.FailOnDuplicate)},
+		{Incident: 3, Variant: lab.Broken, WantHolds: false, Run: duplicateBatchScenario(lab.Broken, "p3b", platform.Broken, product.SkipDuplicates)},
+		{Incident: 3, Variant: lab.Orderly, WantHolds: true, Run: duplicateBatchScenario(lab.Orderly, "p3o", config.Orderly, product.SkipDuplicates)},
+		{Incident: 3, Variant: lab.Fixed, WantHolds: true, Run: duplicateBatchScenario(lab.Fixed, "p3f", platform.Fixed, product.SkipDuplicates)},
+		{Incident: 3, Variant: VariantFixedAllOrNothing, WantHolds: true, Run: duplicateBatchScenario(VariantFixedAllOrNothing, "p3fa", platform.Fixed, product.FailOnDuplicate)},
 	}
 }
 
@@ -51,9 +53,9 @@ func ProductScenarios() []lab.Scenario {
 // database names are limited to 64 characters): the upstream job sends its batch of
 // copy requests in a tight loop, each one twice (its duplicate records), and
 // the catalog's workers copy them concurrently (one worker when orderly).
-func duplicateBatchScenario(variant, suffix string, mode catalog.Mode, onDup catalog.OnDuplicate) func(context.Context, lab.Env) (lab.Result, error) {
+func duplicateBatchScenario(variant, suffix string, mode platform.Mode, onDup product.OnDuplicate) func(context.Context, lab.Env) (lab.Result, error) {
 	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
-		workers := mode.Workers(scenarioWorkers)
+		workers := config.Modes{ProductCopy: mode}.CopyWorkers(scenarioWorkers)
 		res := lab.Result{
 			Incident: 3,
 			Title:    "batch product duplication",

@@ -1,103 +1,114 @@
-// Package app holds the order service's use cases, one file each:
+// Package app holds the order service's use cases, one file each.
 //
-//   - CreateOrder (create_order.go): validate, insert the order and its
-//     order.created event in one transaction, wake the relay.
-//   - GetOrder (get_order.go): read one order.
-//   - MarkOrderPaid (mark_order_paid.go): apply a payment.succeeded event
-//     inside the consumer's transaction: WAIT_PAY → PAID by conditional
-//     update, plus the order.paid event.
-//   - Reconcile (reconcile.go): list the orders, order.paid events and
-//     dead-lettered payments that break the payment chain's invariants
-//     (GET /admin/reconcile).
+// Orders:
 //
-// The use cases see the database only through Store. Transactions are
-// passed as *gorm.DB: that is the one gorm type this layer names, because
-// the outbox row, the consumer's dedup row and an Idempotency-Key record
-// must all join the same transaction as the business change.
+//	create_order.go     validate, insert the order and its order.created event in one transaction
+//	get_order.go        read one order
+//	mark_order_paid.go  apply payment.succeeded in the consumer's transaction: WAIT_PAY → PAID and order.paid
+//	reconcile.go        list what breaks the payment chain's invariants (GET /admin/reconcile)
+//
+// Products (incident 3; services/order/PRODUCTS.md):
+//
+//	create_product.go   POST /products, the fixed way (create_product_fixed.go) or the broken one (create_product_broken.go)
+//	get_products.go     a live product, and a brand's live products by page
+//	delete_product.go   logical deletion that frees the product's key
+//	create_templates.go the default product data batch copies start from
+//	start_copy.go       accept a batch copy: job, chunks and their events in one transaction
+//	copy_chunk.go       a worker's share of a batch copy in the message's transaction, fixed (copy_chunk_fixed.go) or broken (copy_chunk_broken.go)
+//	copy_progress.go    a job's counters and completion
+//
+// The use cases see the database only through the order and product
+// Store and Tx interfaces; which way products are created is
+// Config.ProductCopy, the service's PRODUCT_COPY_MODE.
 package app
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"gorm.io/gorm"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/metrics"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/order/internal/order"
+	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
-// Store is what the use cases need from persistence.
-type Store interface {
-	// Transaction runs fn in one transaction and commits it (a failed
-	// commit is an error); an error from fn rolls back.
-	Transaction(ctx context.Context, fn func(tx *gorm.DB) error) error
-	// Insert writes a new order with its items.
-	Insert(tx *gorm.DB, o order.Order) error
-	// Get reads an order through db (nil: the pool); forUpdate takes the
-	// row lock, which also reads the latest committed version.
-	Get(ctx context.Context, db *gorm.DB, no string, forUpdate bool) (order.Order, error)
-	// MarkPaid is the conditional update WAIT_PAY → PAID; it reports
-	// whether this call changed the row.
-	MarkPaid(tx *gorm.DB, no, paymentNo string, paidAt time.Time) (bool, error)
-	// Reconcile reads, and only reads, up to q.Limit anomalies of each kind
-	// (see order.AnomalyKind).
-	Reconcile(ctx context.Context, q order.ReconcileQuery) ([]order.Anomaly, error)
+// Config tunes the use cases.
+type Config struct {
+	// ProductCopy is how products are created: platform.Fixed, the dedup
+	// keys (create_product_fixed.go, copy_chunk_fixed.go), or any lab
+	// variant, which creates them with incident 3's check-then-insert
+	// (create_product_broken.go, copy_chunk_broken.go). The lab's orderly
+	// variant is that broken code consumed by one worker, which the
+	// service's wiring decides, not the use cases.
+	ProductCopy platform.Mode
+	// ChunkSize is how many products one batch-copy message carries when
+	// duplicates are skipped: the unit of one worker's transaction (1..1000).
+	ChunkSize int
+	// MaxAllOrNothing bounds an all-or-nothing (on_duplicate=fail) job,
+	// which travels as one message and is created in one transaction, so
+	// that one duplicate anywhere fails the whole batch (1..5000).
+	MaxAllOrNothing int
+	// ReconcileLookback is how far back Reconcile looks for paid orders and
+	// dead letters: the outbox retention (OUTBOX_RETENTION), after which
+	// sent order.paid rows are deleted and a paid order has no event to
+	// show. A dead letter older than it is no longer reported, so one dead
+	// letter cannot keep the reconciler from ever being empty again.
+	ReconcileLookback time.Duration
 }
 
-// Waker is the outbox relay as the use cases see it.
-type Waker interface{ Wake() }
-
-// TxHook runs last inside CreateOrder's transaction, after the order and
-// its event are written, with the order as created; an error rolls the whole
-// transaction back. The HTTP handler uses it to build its response and
-// complete the Idempotency-Key record atomically with the order.
-type TxHook func(tx *gorm.DB, o order.Order) error
+// Validate reports every unusable setting.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ProductCopy == "" {
+		errs = append(errs, errors.New("app: ProductCopy is required"))
+	}
+	if c.ChunkSize < 1 || c.ChunkSize > 1000 {
+		errs = append(errs, fmt.Errorf("app: ChunkSize must be in 1..1000, got %d", c.ChunkSize))
+	}
+	if c.MaxAllOrNothing < 1 || c.MaxAllOrNothing > 5000 {
+		errs = append(errs, fmt.Errorf("app: MaxAllOrNothing must be in 1..5000, got %d", c.MaxAllOrNothing))
+	}
+	if c.ReconcileLookback <= 0 {
+		errs = append(errs, fmt.Errorf("app: ReconcileLookback must be positive, got %s", c.ReconcileLookback))
+	}
+	return errors.Join(errs...)
+}
 
 // App is the set of use cases.
 type App struct {
-	store Store
-	relay Waker
-	log   *slog.Logger
-	now   func() time.Time
-	// subjectPrefix is put before order.created and order.paid; empty in
-	// production (see WithSubjectPrefix).
-	subjectPrefix string
-	// reconcileLookback is how far back Reconcile looks for paid orders and
-	// dead letters (see WithReconcileLookback).
-	reconcileLookback time.Duration
+	orders   order.Store
+	products product.Store
+	cfg      Config
+	log      *slog.Logger
+	now      func() time.Time
+	// copied counts the products the batch-copy workers handled, by
+	// outcome.
+	copied *prometheus.CounterVec
 }
 
-// New returns the use cases over store, waking relay after commits that
-// wrote outbox rows.
-func New(store Store, relay Waker, log *slog.Logger) *App {
-	return &App{store: store, relay: relay, log: log, now: func() time.Time { return time.Now().UTC() },
-		reconcileLookback: outbox.DefaultRetention}
-}
-
-// WithSubjectPrefix makes the use cases publish order.created and order.paid
-// as prefix+subject, so that a test's services use their own stream
-// (EVENT_SUBJECT_PREFIX). It returns a.
-func (a *App) WithSubjectPrefix(prefix string) *App {
-	a.subjectPrefix = prefix
-	return a
-}
-
-// WithReconcileLookback makes Reconcile check the orders this service marked
-// paid, and the payment.succeeded dead letters recorded, within d: pass the
-// outbox retention (OUTBOX_RETENTION), after which sent order.paid rows are
-// deleted and a paid order has no event to show. A dead letter older than d
-// is no longer reported: nothing deletes dead_message rows, so without the
-// bound one dead letter would keep the reconciler from ever being empty
-// again. The default is the outbox's default retention. It returns a.
-func (a *App) WithReconcileLookback(d time.Duration) *App {
-	if d > 0 {
-		a.reconcileLookback = d
+// New returns the use cases over the orders' and the catalog's stores,
+// registering their metrics on reg.
+func New(orders order.Store, products product.Store, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*App, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	return a
+	copied, err := metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "order_product_copy_products_total",
+		Help: "Products handled by batch-copy workers, by outcome (created, skipped, failed).",
+	}, []string{"outcome"}))
+	if err != nil {
+		return nil, fmt.Errorf("app metrics: %w", err)
+	}
+	return &App{
+		orders: orders, products: products, cfg: cfg, log: log, copied: copied,
+		now: func() time.Time { return time.Now().UTC() },
+	}, nil
 }
 
 // newOrderNo returns a unique, roughly time-ordered order number:

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"gorm.io/gorm"
-
 	"github.com/oncemall/oncemall/pkg/events"
-	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
 
@@ -20,6 +17,12 @@ type CreateOrder struct {
 	CouponID *uint64
 }
 
+// TxHook runs last inside CreateOrder's transaction, after the order and
+// its event are written, with the order as created; an error rolls the whole
+// transaction back. The HTTP handler uses it to build its response and
+// complete the Idempotency-Key record atomically with the order.
+type TxHook func(ctx context.Context, tx order.Tx, o order.Order) error
+
 // OrderCreatedEventID is the outbox message id of an order's order.created
 // event: derived from the order number, so the event can never be written
 // twice for one order.
@@ -27,8 +30,8 @@ func OrderCreatedEventID(orderNo string) string { return "order-created-" + orde
 
 // CreateOrder validates cmd and, in one transaction, inserts the order (in
 // WAIT_PAY), its order.created event and whatever the hooks write (they run
-// last, in order); then wakes the relay. Invalid input returns
-// order.ErrInvalid with nothing written.
+// last, in order). Invalid input returns order.ErrInvalid with nothing
+// written.
 func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook) (order.Order, error) {
 	now := a.now()
 	no, err := newOrderNo(now)
@@ -39,24 +42,15 @@ func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook)
 	if err != nil {
 		return order.Order{}, err
 	}
-	msg, err := outbox.JSON(OrderCreatedEventID(o.No), a.subjectPrefix+events.OrderCreated, events.OrderCreatedV1{
-		OrderNo: o.No, UserID: o.UserID, Amount: o.Amount, CouponID: o.CouponID, CreatedAt: o.CreatedAt,
-	})
-	if err != nil {
-		return order.Order{}, err
-	}
-	err = a.store.Transaction(ctx, func(tx *gorm.DB) error {
-		if err := a.store.Insert(tx, o); err != nil {
+	err = a.orders.InTx(ctx, func(tx order.Tx) error {
+		if err := tx.Insert(ctx, o); err != nil {
 			return err
 		}
-		if err := outbox.Add(tx, msg); err != nil {
+		if err := tx.AddEvent(ctx, orderCreated(o)); err != nil {
 			return err
 		}
 		for _, h := range hooks {
-			if h == nil {
-				continue
-			}
-			if err := h(tx, o); err != nil {
+			if err := h(ctx, tx, o); err != nil {
 				return err
 			}
 		}
@@ -65,6 +59,12 @@ func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook)
 	if err != nil {
 		return order.Order{}, fmt.Errorf("create order: %w", err)
 	}
-	a.relay.Wake()
 	return o, nil
+}
+
+// orderCreated is o's order.created event.
+func orderCreated(o order.Order) events.Event {
+	return events.Event{ID: OrderCreatedEventID(o.No), Subject: events.OrderCreated, Payload: events.OrderCreatedV1{
+		OrderNo: o.No, UserID: o.UserID, Amount: o.Amount, CouponID: o.CouponID, CreatedAt: o.CreatedAt,
+	}}
 }

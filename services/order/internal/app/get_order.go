@@ -8,5 +8,5 @@ import (
 
 // GetOrder returns the order numbered no, or order.ErrNotFound.
 func (a *App) GetOrder(ctx context.Context, no string) (order.Order, error) {
-	return a.store.Get(ctx, nil, no, false)
+	return a.orders.Get(ctx, no)
 }

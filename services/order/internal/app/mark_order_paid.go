@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"gorm.io/gorm"
-
 	"github.com/oncemall/oncemall/pkg/events"
-	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
 
@@ -21,73 +18,53 @@ const orderPaidEventPrefix = "order-paid-"
 // would hit the unique key.
 func OrderPaidEventID(orderNo string) string { return orderPaidEventPrefix + orderNo }
 
-// MarkOrderPaid applies a successful payment to its order inside tx, the
-// consumer's transaction: the conditional update WAIT_PAY → PAID (rows
-// affected checked) and the order.paid outbox row. It reports whether it
-// paid the order now (true: the caller wakes the relay after the commit).
+// MarkOrderPaid applies a successful payment p to order orderNo inside tx,
+// the consumer's transaction: under the order's row lock, WAIT_PAY → PAID
+// (written with a conditional update whose rows affected the store checks)
+// and the order.paid event. It reports whether it paid the order now.
 //
-// Redelivery and duplicate notifications are safe: if the update changes no
-// row, the order is re-read under lock; already PAID by this same payment is
-// success without effect; anything else (cancelled, paid by another
-// payment, amount mismatch, unknown order) is a conflict returned as
-// order.ErrConflict, order.ErrAmountMismatch or order.ErrNotFound, which no
-// retry can fix.
-func (a *App) MarkOrderPaid(ctx context.Context, tx *gorm.DB, ev events.PaymentSucceededV1) (bool, error) {
-	if ev.OrderNo == "" || ev.PaymentNo == "" {
-		return false, fmt.Errorf("%w: payment event without order_no or payment_no", order.ErrInvalid)
+// Redelivery and duplicate notifications are safe: concurrent deliveries
+// wait on the row lock, and an order already PAID by this same payment is
+// success without effect. Anything else (cancelled, paid by another
+// payment, amount mismatch, unknown order) is order.ErrConflict,
+// order.ErrAmountMismatch or order.ErrNotFound, which no retry can fix.
+func (a *App) MarkOrderPaid(ctx context.Context, tx order.Tx, orderNo string, p order.Payment) (bool, error) {
+	if orderNo == "" || p.No == "" {
+		return false, fmt.Errorf("%w: payment without order_no or payment_no", order.ErrInvalid)
 	}
-	o, err := a.store.Get(ctx, tx, ev.OrderNo, false)
-	if err != nil {
-		return false, err
+	if p.PaidAt.IsZero() {
+		p.PaidAt = a.now()
 	}
-	switch out, err := o.CheckPayment(ev.PaymentNo, ev.Amount); {
-	case err != nil:
-		return false, err
-	case out == order.AlreadyPaidBySame:
-		return false, nil
-	}
-	paidAt := ev.PaidAt
-	if paidAt.IsZero() {
-		paidAt = a.now()
-	}
-	changed, err := a.store.MarkPaid(tx, ev.OrderNo, ev.PaymentNo, paidAt)
-	if err != nil {
-		return false, err
-	}
-	if !changed {
-		// Someone else moved the order between our read and our update.
-		// The locking read sees the latest committed state whatever the
-		// transaction's isolation level.
-		now, err := a.store.Get(ctx, tx, ev.OrderNo, true)
-		if err != nil {
-			return false, err
-		}
-		out, err := now.CheckPayment(ev.PaymentNo, ev.Amount)
-		switch {
-		case err != nil:
-			return false, err
-		case out == order.AlreadyPaidBySame:
-			return false, nil
-		default:
-			// WAIT_PAY under lock right after an update that matched no
-			// row cannot happen; refuse rather than guess.
-			return false, fmt.Errorf("%w: order %s is %s after a conditional update that changed nothing", order.ErrConflict, now.No, now.Status)
-		}
-	}
-	msg, err := outbox.JSON(OrderPaidEventID(o.No), a.subjectPrefix+events.OrderPaid, events.OrderPaidV1{
-		OrderNo: o.No, UserID: o.UserID, Amount: o.Amount, CouponID: o.CouponID, PaymentNo: ev.PaymentNo, PaidAt: paidAt,
+	var paid order.Order
+	changed := false
+	err := tx.UpdateOrder(ctx, orderNo, func(o *order.Order) error {
+		var err error
+		changed, err = o.Pay(p, a.now())
+		paid = *o
+		return err
 	})
 	if err != nil {
 		return false, err
 	}
-	if err := outbox.Add(tx, msg); err != nil {
+	if !changed {
+		a.log.InfoContext(ctx, "payment for an order this payment already paid; no effect", "order_no", orderNo, "payment_no", p.No)
+		return false, nil
+	}
+	if err := tx.AddEvent(ctx, orderPaid(paid)); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// IsPermanent reports whether err from a use case is a refusal that no
-// retry will change.
+// orderPaid is the order.paid event of o, just paid.
+func orderPaid(o order.Order) events.Event {
+	return events.Event{ID: OrderPaidEventID(o.No), Subject: events.OrderPaid, Payload: events.OrderPaidV1{
+		OrderNo: o.No, UserID: o.UserID, Amount: o.Amount, CouponID: o.CouponID, PaymentNo: o.PaymentNo, PaidAt: *o.PaidAt,
+	}}
+}
+
+// IsPermanent reports whether err from an order use case is a refusal that
+// no retry will change.
 func IsPermanent(err error) bool {
 	return errors.Is(err, order.ErrInvalid) || errors.Is(err, order.ErrNotFound) ||
 		errors.Is(err, order.ErrConflict) || errors.Is(err, order.ErrAmountMismatch)

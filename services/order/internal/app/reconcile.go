@@ -20,12 +20,12 @@ const reconcileLimit = 1000
 // Reconcile lists the broken invariants of the payment chain on the order
 // side: PAID orders without their order.paid event, order.paid events whose
 // order is not PAID, and payment.succeeded messages the consumer gave up
-// on (dead letters), each within the lookback (see WithReconcileLookback).
-// An empty list is the invariant of incident 2.
+// on (dead letters), each within Config.ReconcileLookback. An empty list is
+// the invariant of incident 2.
 func (a *App) Reconcile(ctx context.Context) ([]order.Anomaly, error) {
-	as, err := a.store.Reconcile(ctx, order.ReconcileQuery{
+	as, err := a.orders.Reconcile(ctx, order.ReconcileQuery{
 		PaidEventPrefix: orderPaidEventPrefix,
-		Since:           a.now().Add(-a.reconcileLookback),
+		Since:           a.now().Add(-a.cfg.ReconcileLookback),
 		DeadConsumer:    PaymentSucceededConsumer,
 		Limit:           reconcileLimit,
 	})

@@ -1,42 +1,62 @@
 package config_test
 
 import (
+	"strings"
 	"testing"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
-	"github.com/oncemall/oncemall/pkg/testkit/configtest"
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 )
 
-func TestLoadDefaults(t *testing.T) {
-	c, err := config.Load()
-	if err != nil {
+// TestDefaultsAreTheFixes: with nothing set, both incidents run their fix,
+// the batch copy its documented sizes, and the use cases get a valid
+// configuration.
+func TestDefaultsAreTheFixes(t *testing.T) {
+	var c config.Config
+	testenv.Must(t, pkgconfig.LoadFrom(&c, func(string) (string, bool) { return "", false }))
+	if c.Modes.OrderIdempotency != platform.Fixed || c.Modes.ProductCopy != platform.Fixed {
+		t.Fatalf("modes %+v, want fixed", c.Modes)
+	}
+	if p := c.Products; p.Workers != 16 || p.ChunkSize != 100 || p.MaxAllOrNothing != 5000 {
+		t.Fatalf("product defaults %+v", p)
+	}
+	if err := c.Modes.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Events.OrderStream != "ORDER" || c.Events.PaymentStream != "PAYMENT" || c.Events.SubjectPrefix != "" {
-		t.Fatalf("event defaults: %+v", c.Events)
+	if err := c.Products.Validate(); err != nil {
+		t.Fatal(err)
 	}
-	if c.HTTPAddr != ":8081" || c.DBName != "oncemall_order" {
-		t.Fatalf("defaults: HTTP_ADDR=%q MYSQL_DATABASE=%q", c.HTTPAddr, c.DBName)
+	if err := c.App().Validate(); err != nil {
+		t.Fatalf("the use cases refuse the defaults: %v", err)
 	}
 }
 
-func TestLoadNamesTheBadVariable(t *testing.T) {
-	configtest.BadValuesNamed(t, func() error { _, err := config.Load(); return err }, configtest.With(map[string]string{
-		"ORDER_STREAM":         "OR*DER",
-		"PAYMENT_STREAM":       "PAY MENT",
-		"EVENT_SUBJECT_PREFIX": ".e2e.",
-	}))
+// TestModesAndProductsNameTheirVariable: each unusable value is refused
+// with its variable named.
+func TestModesAndProductsNameTheirVariable(t *testing.T) {
+	bad := config.Modes{OrderIdempotency: config.Orderly, ProductCopy: "fast"}
+	err := bad.Validate()
+	for _, v := range []string{"ORDER_IDEMPOTENCY_MODE", "PRODUCT_COPY_MODE"} {
+		if err == nil || !strings.Contains(err.Error(), v) {
+			t.Errorf("modes error %v does not name %s", err, v)
+		}
+	}
+	err = config.Products{Workers: 0, ChunkSize: 5000, MaxAllOrNothing: 5001}.Validate()
+	for _, v := range []string{"PRODUCT_COPY_WORKERS", "PRODUCT_COPY_CHUNK_SIZE", "PRODUCT_COPY_MAX_ALL_OR_NOTHING"} {
+		if err == nil || !strings.Contains(err.Error(), v) {
+			t.Errorf("products error %v does not name %s", err, v)
+		}
+	}
 }
 
-// TestComposeDockerfileAndREADMEMatch is the drift test: see pkg/testkit/composecheck
-// for the rules.
-func TestComposeDockerfileAndREADMEMatch(t *testing.T) {
-	composecheck.Run(t, composecheck.Program{
-		Service:  "order",
-		Dir:      "services/order/cmd/order",
-		Vars:     pkgconfig.Vars(&config.Config{}),
-		AddrVars: []string{"HTTP_ADDR"},
-	})
+// TestOrderlyRunsOneWorker: the orderly variant consumes with one worker
+// whatever PRODUCT_COPY_WORKERS says; the others run what it says.
+func TestOrderlyRunsOneWorker(t *testing.T) {
+	for mode, want := range map[platform.Mode]int{config.Orderly: 1, platform.Fixed: 16, platform.Broken: 16} {
+		if got := (config.Modes{ProductCopy: mode}).CopyWorkers(16); got != want {
+			t.Errorf("%s: %d workers, want %d", mode, got, want)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,15 +13,18 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
+	"github.com/oncemall/oncemall/services/order/internal/order"
 	"github.com/oncemall/oncemall/services/order/internal/store"
 	"github.com/oncemall/oncemall/services/order/migrations"
 )
@@ -30,20 +34,33 @@ type wakes struct{ n atomic.Int64 }
 func (w *wakes) Wake() { w.n.Add(1) }
 
 type server struct {
-	db    *gorm.DB
-	wakes *wakes
-	e     *gin.Engine
-	app   *app.App
+	db     *gorm.DB
+	wakes  *wakes
+	e      *gin.Engine
+	app    *app.App
+	orders *store.Store
 }
 
+// appConfig is the use cases' configuration in these tests: the service's
+// defaults.
+var appConfig = app.Config{ProductCopy: platform.Fixed, ChunkSize: 100, MaxAllOrNothing: 5000, ReconcileLookback: outbox.DefaultRetention}
+
 func newServer(t *testing.T, opts httpapi.Options) *server {
-	db := testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations)
+	return newServerOn(t, testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations), opts, appConfig)
+}
+
+// newServerOn serves the routes with opts over db, the use cases
+// configured with cfg.
+func newServerOn(t *testing.T, db *gorm.DB, opts httpapi.Options, cfg app.Config) *server {
 	w := &wakes{}
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
-	a := app.New(store.New(db), w, testenv.Logger(t))
-	httpapi.New(a, testenv.Logger(t), opts).Register(e)
-	return &server{db: db, wakes: w, e: e, app: a}
+	orders := store.New(db, w.Wake)
+	a, err := app.New(orders, store.NewProducts(db, w.Wake), cfg, testenv.Logger(t), prometheus.NewRegistry())
+	testenv.Must(t, err)
+	opts.Log = testenv.Logger(t)
+	httpapi.New(a, opts).Register(e)
+	return &server{db: db, wakes: w, e: e, app: a, orders: orders}
 }
 
 func (s *server) do(method, path, userID, body string) *httptest.ResponseRecorder {
@@ -141,24 +158,24 @@ func TestCreateOrderBadInputWritesNothing(t *testing.T) {
 	}
 }
 
-// The CompleteInTx seam (idempotency.CompleteInTx's signature) runs inside
-// the create transaction with the exact response: its write commits with the
-// order, its failure rolls back the order and the event, and the client gets
-// byte for byte the body it was given.
+// The CompleteInTx seam (store.CompleteInTx plugs the Idempotency-Key
+// record in there) runs inside the create transaction with the exact
+// response: its write commits with the order, its failure rolls back the
+// order and the event, and the client gets byte for byte the body it was
+// given.
 func TestCreateOrderCompleteInTxSharesTheTransaction(t *testing.T) {
 	fail := false
 	var stored []byte
-	s := newServer(t, httpapi.Options{CompleteInTx: func(ctx context.Context, tx *gorm.DB, status int, body []byte) error {
+	s := newServer(t, httpapi.Options{CompleteInTx: func(ctx context.Context, tx order.Tx, status int, body []byte) error {
 		if fail {
 			return errors.New("idempotency claim lost")
 		}
 		stored = body
-		return tx.Exec("INSERT INTO hook_record (status, body) VALUES (?, ?)", status, body).Error
+		return tx.AddEvent(ctx, events.Event{ID: fmt.Sprintf("hook-%d", status), Subject: "hook.record", Payload: json.RawMessage(body)})
 	}})
-	testenv.Must(t, s.db.Exec("CREATE TABLE hook_record (id INT AUTO_INCREMENT PRIMARY KEY, status INT, body BLOB)").Error)
 	rec := s.do(http.MethodPost, "/orders", "1", `{"amount":100}`)
-	if rec.Code != http.StatusCreated || s.count(t, "hook_record") != 1 {
-		t.Fatalf("hook write not committed with the order: %d", rec.Code)
+	if rec.Code != http.StatusCreated || s.count(t, "local_message") != 2 {
+		t.Fatalf("hook write not committed with the order: %d, %d outbox rows", rec.Code, s.count(t, "local_message"))
 	}
 	if !bytes.Equal(rec.Body.Bytes(), stored) || rec.Header().Get("Content-Type") != httpapi.JSONContentType {
 		t.Fatalf("response %q (%s) differs from the stored body %q", rec.Body, rec.Header().Get("Content-Type"), stored)
@@ -167,7 +184,10 @@ func TestCreateOrderCompleteInTxSharesTheTransaction(t *testing.T) {
 	if rec := s.do(http.MethodPost, "/orders", "1", `{"amount":100}`); rec.Code != http.StatusInternalServerError {
 		t.Fatalf("failing hook: %d", rec.Code)
 	}
-	if o, m := s.count(t, "orders"), s.count(t, "local_message"); o != 1 || m != 1 {
-		t.Fatalf("a failing hook left %d orders and %d events, want 1 and 1", o, m)
+	if o, m := s.count(t, "orders"), s.count(t, "local_message"); o != 1 || m != 2 {
+		t.Fatalf("a failing hook left %d orders and %d outbox rows, want 1 and 2", o, m)
+	}
+	if w := s.wakes.n.Load(); w != 1 {
+		t.Fatalf("relay woken %d times, want once, after the one commit", w)
 	}
 }

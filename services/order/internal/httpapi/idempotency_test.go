@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -18,7 +17,6 @@ import (
 	"github.com/oncemall/oncemall/pkg/redisclient"
 	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/store"
 	"github.com/oncemall/oncemall/services/order/migrations"
@@ -41,15 +39,8 @@ func newGuardedServer(t *testing.T, rdb *redis.Client, prefix string) *guardedSe
 	testenv.Must(t, err)
 	tokens, err := formtoken.New(rdb, formtoken.Config{Prefix: prefix + "formtoken:", TTL: time.Minute})
 	testenv.Must(t, err)
-	gin.SetMode(gin.TestMode)
-	e := gin.New()
-	w := &wakes{}
-	httpapi.New(app.New(store.New(db), w, testenv.Logger(t)), testenv.Logger(t), httpapi.Options{
-		CompleteInTx: idempotency.CompleteInTx,
-		Entry:        []gin.HandlerFunc{idem.HandlerInTx(), tokens.Require(httpapi.UserIDHeader, false)},
-		IssueToken:   tokens.IssueHandler(httpapi.UserIDHeader),
-	}).Register(e)
-	return &guardedServer{server: &server{db: db, wakes: w, e: e}, tokens: tokens}
+	s := newServerOn(t, db, httpapi.Options{Guard: idem.HandlerInTx(), Tokens: tokens, CompleteInTx: store.CompleteInTx}, appConfig)
+	return &guardedServer{server: s, tokens: tokens}
 }
 
 func orderTarget(s *guardedServer) idempotencytest.Target {

@@ -12,17 +12,23 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
-	"github.com/oncemall/oncemall/services/order/internal/store"
+	"github.com/oncemall/oncemall/services/order/internal/messaging"
+	"github.com/oncemall/oncemall/services/order/internal/order"
+	"github.com/oncemall/oncemall/services/order/migrations"
 )
 
 const adminToken = "reconcile-test-token"
+
+// adminOptions serve the operator routes behind adminToken, as the
+// platform's Wiring.Admin does.
+var adminOptions = httpapi.Options{Admin: httpserver.AdminAuth(adminToken)}
 
 // reconcile calls GET /admin/reconcile with the given Authorization header
 // value (none when empty).
@@ -76,18 +82,17 @@ func (s *server) pay(t *testing.T, no string, amount int64) {
 // payAt is pay with the payment platform's paid_at.
 func (s *server) payAt(t *testing.T, no string, amount int64, paidAt time.Time) {
 	t.Helper()
-	err := store.New(s.db).Transaction(context.Background(), func(tx *gorm.DB) error {
-		_, err := s.app.MarkOrderPaid(context.Background(), tx, events.PaymentSucceededV1{
-			PaymentNo: "P-" + no, OrderNo: no, Amount: amount, PaidAt: paidAt})
+	ctx := context.Background()
+	err := s.orders.InTx(ctx, func(tx order.Tx) error {
+		_, err := s.app.MarkOrderPaid(ctx, tx, no, order.Payment{No: "P-" + no, Amount: amount, PaidAt: paidAt})
 		return err
 	})
 	testenv.Must(t, err)
 }
 
-// productCopyConsumer is the batch-copy consumer's default name
-// (PRODUCT_COPY_CONSUMER): another consumer recording dead letters in the
-// same table.
-const productCopyConsumer = "order-product-copy"
+// productCopyConsumer is the batch-copy consumer: another consumer
+// recording dead letters in the same table.
+const productCopyConsumer = messaging.ProductCopyConsumer
 
 // deadLetter is a dead_message row as the inbox writes it when consumer
 // gives message id up.
@@ -118,7 +123,7 @@ func sortAnomalies(as []httpapi.AnomalyResponse) {
 // TestReconcileRequiresTheAdminToken: without the token, or with another
 // one, the reconciler answers 401 and reveals nothing.
 func TestReconcileRequiresTheAdminToken(t *testing.T) {
-	s := newServer(t, httpapi.Options{AdminToken: adminToken})
+	s := newServer(t, adminOptions)
 	for _, auth := range []string{"", "Bearer wrong", adminToken} {
 		if rec := s.reconcile(auth); rec.Code != http.StatusUnauthorized || strings.Contains(rec.Body.String(), "anomalies") {
 			t.Errorf("Authorization %q: %d %s, want 401", auth, rec.Code, rec.Body)
@@ -127,7 +132,7 @@ func TestReconcileRequiresTheAdminToken(t *testing.T) {
 	if rec := s.reconcile("Bearer " + adminToken); rec.Code != http.StatusOK {
 		t.Fatalf("with the token: %d %s", rec.Code, rec.Body)
 	}
-	// A service started without ADMIN_TOKEN refuses every caller.
+	// Handlers built without an admin guard refuse every caller.
 	open := newServer(t, httpapi.Options{})
 	if rec := open.reconcile("Bearer "); rec.Code != http.StatusUnauthorized {
 		t.Fatalf("no admin token configured: %d %s, want 401", rec.Code, rec.Body)
@@ -138,7 +143,7 @@ func TestReconcileRequiresTheAdminToken(t *testing.T) {
 // use cases, and dead letters of other consumers, leave the reconciler
 // with exactly {"anomalies":[]}.
 func TestReconcileIsEmptyAfterACleanFlow(t *testing.T) {
-	s := newServer(t, httpapi.Options{AdminToken: adminToken})
+	s := newServer(t, adminOptions)
 	paid := s.createOrder(t, 3000)
 	s.pay(t, paid, 3000)
 	s.pay(t, paid, 3000)  // a duplicate notification changes nothing
@@ -155,7 +160,7 @@ func TestReconcileIsEmptyAfterACleanFlow(t *testing.T) {
 // manual fix or a bug would, and expects the reconciler to list each one,
 // and nothing that holds.
 func TestReconcileFindsEachAnomaly(t *testing.T) {
-	s := newServer(t, httpapi.Options{AdminToken: adminToken})
+	s := newServer(t, adminOptions)
 
 	// Paid through the use case: consistent, not reported.
 	clean := s.createOrder(t, 1000)
@@ -220,8 +225,9 @@ func TestReconcileFindsEachAnomaly(t *testing.T) {
 // whose platform clock runs 2h ahead (its paid_at says now), and a dead
 // letter of 2h ago.
 func TestReconcileLooksBackOnTheOrderServiceClock(t *testing.T) {
-	s := newServer(t, httpapi.Options{AdminToken: adminToken})
-	s.app.WithReconcileLookback(time.Hour)
+	cfg := appConfig
+	cfg.ReconcileLookback = time.Hour
+	s := newServerOn(t, testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations), adminOptions, cfg)
 	now := time.Now().UTC()
 	markPaid := func(no string, paidAt, updatedAt time.Time) {
 		testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'PAID', payment_no = ?, paid_at = ?, updated_at = ? WHERE order_no = ?",

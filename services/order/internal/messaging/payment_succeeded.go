@@ -1,53 +1,53 @@
-// Package messaging connects the order service to the events it consumes.
+// Package messaging holds the order service's consumers: each returns a
+// platform.Consumer whose handler decodes its event, converts it to domain
+// types and calls a use case with the inbox transaction's Tx.
 package messaging
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
 
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/order/internal/app"
+	"github.com/oncemall/oncemall/services/order/internal/order"
 )
 
-// PaymentSucceeded applies payment.succeeded to the paid order. It runs as
-// an inbox.Handler, so its changes commit with the dedup row.
-type PaymentSucceeded struct {
-	app   *app.App
-	relay app.Waker
-	log   *slog.Logger
+// OrderTxs binds an inbox handler's transaction to the orders' Tx
+// (store.Store does).
+type OrderTxs interface {
+	InboxTx(ctx context.Context, tx *gorm.DB) order.Tx
 }
 
-// NewPaymentSucceeded returns the handler; relay is woken after a commit
-// that wrote order.paid.
-func NewPaymentSucceeded(a *app.App, relay app.Waker, log *slog.Logger) *PaymentSucceeded {
-	return &PaymentSucceeded{app: a, relay: relay, log: log}
+// PaymentSucceeded consumes payment.succeeded: the paid order moves to PAID
+// and order.paid is written, in the transaction that records the message
+// as processed. A payment the order cannot take (cancelled, paid by another
+// payment, another amount, unknown) is permanent: the inbox records it dead
+// with the reason and logs it, for a person who may refund the payment.
+func PaymentSucceeded(a *app.App, txs OrderTxs) platform.Consumer {
+	return platform.Consumer{
+		Name:    app.PaymentSucceededConsumer,
+		Subject: events.PaymentSucceeded,
+		Handle: func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+			var ev events.PaymentSucceededV1
+			if err := inbox.DecodeJSON(msg, &ev); err != nil {
+				return err
+			}
+			_, err := a.MarkOrderPaid(ctx, txs.InboxTx(ctx, tx), ev.OrderNo, toPayment(ev))
+			if app.IsPermanent(err) {
+				return inbox.Permanent(err)
+			}
+			if err != nil {
+				return fmt.Errorf("mark order %s paid: %w", ev.OrderNo, err)
+			}
+			return nil
+		},
+	}
 }
 
-// Handle is the inbox.Handler.
-func (h *PaymentSucceeded) Handle(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
-	var ev events.PaymentSucceededV1
-	if err := inbox.DecodeJSON(msg, &ev); err != nil {
-		return err
-	}
-	paid, err := h.app.MarkOrderPaid(ctx, tx, ev)
-	if err != nil {
-		if app.IsPermanent(err) {
-			// A payment the order cannot take is money that needs a human
-			// (refund or investigation): log loudly, and the dead_message
-			// row keeps the event.
-			h.log.Error("payment.succeeded conflicts with the order", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "message_id", msg.ID, "err", err)
-			return inbox.Permanent(err)
-		}
-		return fmt.Errorf("mark order %s paid: %w", ev.OrderNo, err)
-	}
-	if paid {
-		inbox.OnCommit(ctx, h.relay.Wake)
-	} else {
-		h.log.Info("payment.succeeded for an order this payment already paid; no effect", "order_no", ev.OrderNo, "payment_no", ev.PaymentNo, "message_id", msg.ID)
-	}
-	return nil
+func toPayment(ev events.PaymentSucceededV1) order.Payment {
+	return order.Payment{No: ev.PaymentNo, Amount: ev.Amount, PaidAt: ev.PaidAt}
 }

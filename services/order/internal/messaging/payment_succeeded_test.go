@@ -18,6 +18,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
@@ -47,9 +48,13 @@ func newFixture(t *testing.T) *fixture {
 	testenv.Must(t, err)
 	testenv.DeleteStreamAtCleanup(t, nc.JS, stream)
 	w := &wakes{}
-	a := app.New(store.New(db), w, testenv.Logger(t))
-	h := messaging.NewPaymentSucceeded(a, w, testenv.Logger(t))
-	cons, err := inbox.NewConsumer(db, nc.JS, inbox.Config{Name: app.PaymentSucceededConsumer, Stream: stream, FilterSubjects: []string{stream + ".succeeded"}, Workers: 8, Backoff: []time.Duration{50 * time.Millisecond}}, h.Handle, testenv.Logger(t), prometheus.NewRegistry())
+	orders := store.New(db, w.Wake)
+	a, err := app.New(orders, store.NewProducts(db, w.Wake), app.Config{ProductCopy: platform.Fixed, ChunkSize: 100, MaxAllOrNothing: 5000, ReconcileLookback: time.Hour}, testenv.Logger(t), prometheus.NewRegistry())
+	testenv.Must(t, err)
+	// The consumer as the platform builds it from the declaration, on the
+	// test's stream.
+	c := messaging.PaymentSucceeded(a, orders)
+	cons, err := inbox.NewConsumer(db, nc.JS, inbox.Config{Name: c.Name, Stream: stream, FilterSubjects: []string{stream + ".succeeded"}, Workers: 8, Backoff: []time.Duration{50 * time.Millisecond}}, c.Handle, testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	return &fixture{t: t, db: db, nc: nc, app: a, wakes: w, stream: stream, cons: cons}
 }

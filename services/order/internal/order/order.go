@@ -1,5 +1,7 @@
 // Package order is the order service's domain: an order, its items, its
-// status and the transitions allowed between statuses. It does no I/O.
+// status and the transitions allowed between statuses, what a payment means
+// for an order, the invariants the reconciler checks, and the Store and Tx
+// interfaces the use cases need. It does no I/O.
 package order
 
 import (
@@ -120,6 +122,15 @@ func New(no string, userID uint64, items []Item, amount int64, couponID *uint64,
 	return Order{No: no, UserID: userID, Items: items, Amount: amount, CouponID: couponID, Status: StatusWaitPay, CreatedAt: now, UpdatedAt: now}, nil
 }
 
+// Payment is a successful payment of an order, as the payment service
+// announces it.
+type Payment struct {
+	No     string // the payment number (out_trade_no)
+	Amount int64  // cents
+	// PaidAt is when the payment platform says it was paid, on its clock.
+	PaidAt time.Time
+}
+
 // PaymentOutcome is what applying a payment to an order means.
 type PaymentOutcome int
 
@@ -146,4 +157,20 @@ func (o Order) CheckPayment(paymentNo string, amount int64) (PaymentOutcome, err
 		return 0, fmt.Errorf("%w: order %s amount %d, payment %s amount %d", ErrAmountMismatch, o.No, o.Amount, paymentNo, amount)
 	}
 	return PayNow, nil
+}
+
+// Pay applies p to o at now: WAIT_PAY becomes PAID by p (true), an order
+// this payment already paid stays as it is (false, a duplicate
+// notification), anything else is an error from CheckPayment and o is left
+// unchanged.
+func (o *Order) Pay(p Payment, now time.Time) (bool, error) {
+	switch out, err := o.CheckPayment(p.No, p.Amount); {
+	case err != nil:
+		return false, err
+	case out == AlreadyPaidBySame:
+		return false, nil
+	}
+	paidAt := p.PaidAt
+	o.Status, o.PaymentNo, o.PaidAt, o.UpdatedAt = StatusPaid, p.No, &paidAt, now
+	return true, nil
 }

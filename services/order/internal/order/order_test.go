@@ -84,3 +84,22 @@ func TestCheckPayment(t *testing.T) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
+
+func TestPayMovesAWaitingOrderOnce(t *testing.T) {
+	now := time.Now().UTC()
+	paidAt := now.Add(-time.Minute)
+	o := order.Order{No: "O1", Amount: 100, Status: order.StatusWaitPay}
+	if paid, err := o.Pay(order.Payment{No: "P1", Amount: 100, PaidAt: paidAt}, now); err != nil || !paid {
+		t.Fatalf("waiting order: %v %v", paid, err)
+	}
+	if o.Status != order.StatusPaid || o.PaymentNo != "P1" || !o.PaidAt.Equal(paidAt) || !o.UpdatedAt.Equal(now) {
+		t.Fatalf("after Pay: %+v", o)
+	}
+	before := o
+	if paid, err := o.Pay(order.Payment{No: "P1", Amount: 100, PaidAt: now}, now.Add(time.Hour)); err != nil || paid || o.UpdatedAt != before.UpdatedAt {
+		t.Fatalf("the same payment again: paid=%v err=%v, order %+v; want no change", paid, err, o)
+	}
+	if paid, err := o.Pay(order.Payment{No: "P2", Amount: 100}, now); !errors.Is(err, order.ErrConflict) || paid || o.PaymentNo != "P1" {
+		t.Fatalf("another payment: paid=%v err=%v, order %+v", paid, err, o)
+	}
+}

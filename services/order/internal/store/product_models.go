@@ -3,7 +3,7 @@ package store
 import (
 	"time"
 
-	"github.com/oncemall/oncemall/services/order/internal/catalog"
+	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
 // productRow is a row of products.
@@ -21,12 +21,12 @@ type productRow struct {
 
 func (productRow) TableName() string { return "products" }
 
-func toDBProduct(p catalog.Product, now time.Time) productRow {
+func toProductRow(p product.Product, now time.Time) productRow {
 	return productRow{Brand: p.Brand, Name: p.Name, Model: p.Model, Price: p.Price, CreatedAt: now, UpdatedAt: now}
 }
 
-func toCatalogProduct(r productRow) catalog.Product {
-	return catalog.Product{ID: r.ID, Brand: r.Brand, Name: r.Name, Model: r.Model, Price: r.Price, CreatedAt: r.CreatedAt}
+func toProduct(r productRow) product.Product {
+	return product.Product{ID: r.ID, Brand: r.Brand, Name: r.Name, Model: r.Model, Price: r.Price, CreatedAt: r.CreatedAt}
 }
 
 // productDedupRow is a row of product_dedup: one per live product.
@@ -51,8 +51,8 @@ type productTemplateRow struct {
 
 func (productTemplateRow) TableName() string { return "product_templates" }
 
-func toCatalogTemplate(r productTemplateRow) catalog.Template {
-	return catalog.Template{ID: r.ID, Brand: r.Brand, Name: r.Name, Model: r.Model, Price: r.Price}
+func toTemplate(r productTemplateRow) product.Template {
+	return product.Template{ID: r.ID, Brand: r.Brand, Name: r.Name, Model: r.Model, Price: r.Price}
 }
 
 // productCopyJobRow is a row of product_copy_jobs.
@@ -68,12 +68,12 @@ type productCopyJobRow struct {
 
 func (productCopyJobRow) TableName() string { return "product_copy_jobs" }
 
-func toDBCopyJob(j catalog.CopyJob) productCopyJobRow {
+func toCopyJobRow(j product.CopyJob) productCopyJobRow {
 	return productCopyJobRow{ID: j.ID, RequestID: j.RequestID, TargetBrand: j.TargetBrand, OnDuplicate: string(j.OnDuplicate), Total: j.Total, Chunks: j.Chunks, CreatedAt: j.CreatedAt}
 }
 
-func toCatalogCopyJob(r productCopyJobRow) catalog.CopyJob {
-	return catalog.CopyJob{ID: r.ID, RequestID: r.RequestID, TargetBrand: r.TargetBrand, OnDuplicate: catalog.OnDuplicate(r.OnDuplicate), Total: r.Total, Chunks: r.Chunks, CreatedAt: r.CreatedAt}
+func toCopyJob(r productCopyJobRow) product.CopyJob {
+	return product.CopyJob{ID: r.ID, RequestID: r.RequestID, TargetBrand: r.TargetBrand, OnDuplicate: product.OnDuplicate(r.OnDuplicate), Total: r.Total, Chunks: r.Chunks, CreatedAt: r.CreatedAt}
 }
 
 // productCopyChunkRow is a row of product_copy_chunks.

@@ -11,7 +11,7 @@ import (
 // likeEscaper makes a string match itself literally in a LIKE pattern.
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
-// Reconcile implements app.Store: three read-only queries over orders, the
+// Reconcile implements order.Store: three read-only queries over orders, the
 // outbox (local_message) and the inbox's dead letters (dead_message).
 func (s *Store) Reconcile(ctx context.Context, q order.ReconcileQuery) ([]order.Anomaly, error) {
 	db := s.db.WithContext(ctx)

@@ -1,6 +1,8 @@
-// Package store keeps orders in MySQL/MariaDB through gorm. It implements
-// app.Store; the SQL that guards a transition (the conditional UPDATE) lives
-// here, the decision about what a result means lives in app.
+// Package store keeps orders and the product catalog in MySQL/MariaDB
+// through gorm: Store implements order.Store and order.Tx, Products
+// implements product.Store and product.Tx. The SQL that guards a change (a
+// conditional UPDATE, a unique key, a locking read) lives here; what a
+// result means is decided by the use cases in app.
 package store
 
 import (
@@ -12,23 +14,51 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
 
-// Store is the gorm implementation of app.Store.
+// Store is the gorm implementation of order.Store.
 type Store struct {
-	db *gorm.DB
+	db   *gorm.DB
+	wake func()
 }
 
-// New returns a Store over db.
-func New(db *gorm.DB) *Store { return &Store{db: db} }
+var (
+	_ order.Store = (*Store)(nil)
+	_ order.Tx    = (*orderTx)(nil)
+)
 
-// Transaction runs fn in one transaction and commits it, reporting a failed
-// commit; any error from fn rolls back.
-func (s *Store) Transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	// gorm's Transaction checks the Commit error and returns it.
-	return s.db.WithContext(ctx).Transaction(fn)
+// New returns the orders' store over db; wake (the outbox relay's Wake) is
+// called after every commit that added events.
+func New(db *gorm.DB, wake func()) *Store { return &Store{db: db, wake: wake} }
+
+// InTx runs fn in one transaction (see order.Store).
+func (s *Store) InTx(ctx context.Context, fn func(order.Tx) error) error {
+	return inTx(ctx, s.db, s.wake, func(t *txBase) error { return fn(&orderTx{t}) })
 }
+
+// InboxTx returns the order.Tx of tx, the transaction an inbox handler runs
+// in (inbox.Handler): the inbox commits it, and the relay is woken once it
+// has, if it added events.
+func (s *Store) InboxTx(ctx context.Context, tx *gorm.DB) order.Tx {
+	return &orderTx{inboxBase(ctx, tx, s.wake)}
+}
+
+// CompleteInTx is idempotency.CompleteInTx for a transaction of this store:
+// it completes the Idempotency-Key record of the request being served with
+// its response, in the order's own transaction (see
+// httpapi.Options.CompleteInTx). tx must come from Store.InTx.
+func CompleteInTx(ctx context.Context, tx order.Tx, status int, body []byte) error {
+	t, ok := tx.(*orderTx)
+	if !ok {
+		return fmt.Errorf("store: CompleteInTx needs a transaction of this store, got %T", tx)
+	}
+	return idempotency.CompleteInTx(ctx, t.db, status, body)
+}
+
+// orderTx is the gorm implementation of order.Tx.
+type orderTx struct{ *txBase }
 
 // dbOrder is the orders row.
 type dbOrder struct {
@@ -76,10 +106,11 @@ func toOrder(d dbOrder, items []dbItem) order.Order {
 	return o
 }
 
-// Insert writes o and its items in tx.
-func (s *Store) Insert(tx *gorm.DB, o order.Order) error {
+// Insert writes o and its items.
+func (t *orderTx) Insert(ctx context.Context, o order.Order) error {
+	db := t.db.WithContext(ctx)
 	row := toDBOrder(o)
-	if err := tx.Create(&row).Error; err != nil {
+	if err := db.Create(&row).Error; err != nil {
 		return fmt.Errorf("insert order %s: %w", o.No, err)
 	}
 	if len(o.Items) == 0 {
@@ -89,20 +120,60 @@ func (s *Store) Insert(tx *gorm.DB, o order.Order) error {
 	for i, it := range o.Items {
 		items[i] = dbItem{OrderNo: o.No, ProductID: it.ProductID, Quantity: it.Quantity, UnitPrice: it.UnitPrice}
 	}
-	if err := tx.Create(&items).Error; err != nil {
+	if err := db.Create(&items).Error; err != nil {
 		return fmt.Errorf("insert items of order %s: %w", o.No, err)
 	}
 	return nil
 }
 
-// Get reads order no with its items through db (a transaction or the
-// pool). forUpdate locks the order row until the transaction ends.
-func (s *Store) Get(ctx context.Context, db *gorm.DB, no string, forUpdate bool) (order.Order, error) {
-	if db == nil {
-		db = s.db
+// UpdateOrder reads order no under lock, applies fn and writes a changed
+// status with a conditional UPDATE on the status it read (see order.Tx).
+func (t *orderTx) UpdateOrder(ctx context.Context, no string, fn func(*order.Order) error) error {
+	o, err := get(ctx, t.db, no, true)
+	if err != nil {
+		return err
 	}
+	read := o.Status
+	if err := fn(&o); err != nil {
+		return err
+	}
+	if o.Status == read {
+		return nil
+	}
+	var paidAt *time.Time
+	if o.PaidAt != nil {
+		at := o.PaidAt.UTC()
+		paidAt = &at
+	}
+	var paymentNo *string
+	if o.PaymentNo != "" {
+		paymentNo = &o.PaymentNo
+	}
+	res := t.db.WithContext(ctx).Exec("UPDATE orders SET status = ?, payment_no = ?, paid_at = ?, updated_at = ? WHERE order_no = ? AND status = ?",
+		o.Status, paymentNo, paidAt, o.UpdatedAt.UTC(), no, read)
+	if res.Error != nil {
+		return fmt.Errorf("update order %s %s → %s: %w", no, read, o.Status, res.Error)
+	}
+	if res.RowsAffected != 1 {
+		// The row is locked by this transaction, so anything but one row is
+		// a broken assumption (a second row with this number, a lock not
+		// taken), not a race to retry.
+		return fmt.Errorf("update order %s %s → %s: %d rows changed, want 1", no, read, o.Status, res.RowsAffected)
+	}
+	return nil
+}
+
+// Get reads order no with its items.
+func (s *Store) Get(ctx context.Context, no string) (order.Order, error) {
+	return get(ctx, s.db, no, false)
+}
+
+// get reads order no with its items through db (the pool or a
+// transaction); lock takes the row lock until the transaction ends, which
+// also reads the latest committed version.
+func get(ctx context.Context, db *gorm.DB, no string, lock bool) (order.Order, error) {
 	q := db.WithContext(ctx)
-	if forUpdate {
+	if lock {
 		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
 	}
 	var row dbOrder
@@ -117,24 +188,4 @@ func (s *Store) Get(ctx context.Context, db *gorm.DB, no string, forUpdate bool)
 		return order.Order{}, fmt.Errorf("read items of order %s: %w", no, err)
 	}
 	return toOrder(row, items), nil
-}
-
-// MarkPaid moves order no from WAIT_PAY to PAID by paymentNo with one
-// conditional UPDATE and reports whether this call made the transition
-// (rows affected = 1). False means the order was not WAIT_PAY any more, or
-// does not exist; the caller re-reads to tell which.
-func (s *Store) MarkPaid(tx *gorm.DB, no, paymentNo string, paidAt time.Time) (bool, error) {
-	res := tx.Exec("UPDATE orders SET status = ?, payment_no = ?, paid_at = ?, updated_at = ? WHERE order_no = ? AND status = ?",
-		order.StatusPaid, paymentNo, paidAt.UTC(), time.Now().UTC(), no, order.StatusWaitPay)
-	if res.Error != nil {
-		return false, fmt.Errorf("mark order %s paid: %w", no, res.Error)
-	}
-	switch res.RowsAffected {
-	case 0:
-		return false, nil
-	case 1:
-		return true, nil
-	default:
-		return false, fmt.Errorf("mark order %s paid: %d rows changed (order_no must be unique)", no, res.RowsAffected)
-	}
 }

@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,27 +10,9 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/problem"
-	"github.com/oncemall/oncemall/services/order/internal/catalog"
-	"github.com/oncemall/oncemall/services/order/internal/catalogapp"
+	"github.com/oncemall/oncemall/services/order/internal/app"
+	"github.com/oncemall/oncemall/services/order/internal/product"
 )
-
-// ProductHandlers serves the product catalog and its batch copy.
-type ProductHandlers struct {
-	app *catalogapp.App
-	log *slog.Logger
-}
-
-// RegisterProducts adds the catalog routes to r.
-func RegisterProducts(r gin.IRouter, app *catalogapp.App, log *slog.Logger) {
-	h := &ProductHandlers{app: app, log: log}
-	r.POST("/products", h.create)
-	r.GET("/products", h.listByBrand)
-	r.GET("/products/:id", h.get)
-	r.DELETE("/products/:id", h.delete)
-	r.POST("/products/templates", h.createTemplates)
-	r.POST("/products/batch-copy", h.startCopy)
-	r.GET("/products/batch-copy/:job", h.copyProgress)
-}
 
 // productJSON is a product on the wire.
 type productJSON struct {
@@ -44,7 +24,7 @@ type productJSON struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-func toProductJSON(p catalog.Product) productJSON {
+func toProductJSON(p product.Product) productJSON {
 	return productJSON{ID: p.ID, Brand: p.Brand, Name: p.Name, Model: p.Model, Price: p.Price, CreatedAt: p.CreatedAt}
 }
 
@@ -56,14 +36,14 @@ type productInput struct {
 	Price *int64 `json:"price"`
 }
 
-func (in productInput) toApp() (catalogapp.CreateProduct, error) {
+func (in productInput) toApp() (app.CreateProduct, error) {
 	if in.Price == nil {
-		return catalogapp.CreateProduct{}, catalog.ErrInvalidf("price is required")
+		return app.CreateProduct{}, product.Invalidf("price is required")
 	}
-	return catalogapp.CreateProduct{Brand: in.Brand, Name: in.Name, Model: in.Model, Price: *in.Price}, nil
+	return app.CreateProduct{Brand: in.Brand, Name: in.Name, Model: in.Model, Price: *in.Price}, nil
 }
 
-func (h *ProductHandlers) create(c *gin.Context) {
+func (h *Handler) createProduct(c *gin.Context) {
 	var in productInput
 	if !httpserver.DecodeJSON(c, &in) {
 		return
@@ -82,7 +62,7 @@ func (h *ProductHandlers) create(c *gin.Context) {
 	c.JSON(http.StatusCreated, toProductJSON(p))
 }
 
-func (h *ProductHandlers) get(c *gin.Context) {
+func (h *Handler) getProduct(c *gin.Context) {
 	id, ok := h.productID(c)
 	if !ok {
 		return
@@ -95,16 +75,17 @@ func (h *ProductHandlers) get(c *gin.Context) {
 	c.JSON(http.StatusOK, toProductJSON(p))
 }
 
-// listByBrand pages through a brand's live products by id: ?brand=&after=&limit=.
-func (h *ProductHandlers) listByBrand(c *gin.Context) {
+// listProducts pages through a brand's live products by id:
+// ?brand=&after=&limit=.
+func (h *Handler) listProducts(c *gin.Context) {
 	after, err := optionalUint(c.Query("after"))
 	if err != nil {
-		h.fail(c, catalog.ErrInvalidf("after must be a product id"))
+		h.fail(c, product.Invalidf("after must be a product id"))
 		return
 	}
 	limit, err := optionalUint(c.Query("limit"))
 	if err != nil {
-		h.fail(c, catalog.ErrInvalidf("limit must be a positive number"))
+		h.fail(c, product.Invalidf("limit must be a positive number"))
 		return
 	}
 	ps, err := h.app.ProductsByBrand(c.Request.Context(), c.Query("brand"), after, int(min(limit, 1<<20)))
@@ -126,7 +107,7 @@ func optionalUint(s string) (uint64, error) {
 	return strconv.ParseUint(s, 10, 64)
 }
 
-func (h *ProductHandlers) delete(c *gin.Context) {
+func (h *Handler) deleteProduct(c *gin.Context) {
 	id, ok := h.productID(c)
 	if !ok {
 		return
@@ -138,14 +119,14 @@ func (h *ProductHandlers) delete(c *gin.Context) {
 	c.Status(http.StatusNoContent)
 }
 
-func (h *ProductHandlers) createTemplates(c *gin.Context) {
+func (h *Handler) createTemplates(c *gin.Context) {
 	var in struct {
 		Templates []productInput `json:"templates"`
 	}
 	if !httpserver.DecodeJSON(c, &in) {
 		return
 	}
-	cmds := make([]catalogapp.CreateProduct, len(in.Templates))
+	cmds := make([]app.CreateProduct, len(in.Templates))
 	for i, t := range in.Templates {
 		var err error
 		if cmds[i], err = t.toApp(); err != nil {
@@ -174,14 +155,14 @@ type copyRequestJSON struct {
 	OnDuplicate string   `json:"on_duplicate"` // "skip" (default) or "fail"
 }
 
-func (h *ProductHandlers) startCopy(c *gin.Context) {
+func (h *Handler) startCopy(c *gin.Context) {
 	var in copyRequestJSON
 	if !httpserver.DecodeJSON(c, &in) {
 		return
 	}
-	job, existed, err := h.app.StartCopy(c.Request.Context(), catalog.CopyRequest{
+	job, existed, err := h.app.StartCopy(c.Request.Context(), product.CopyRequest{
 		RequestID: in.RequestID, SourceBrand: in.SourceBrand, TemplateIDs: in.TemplateIDs,
-		TargetBrand: in.TargetBrand, OnDuplicate: catalog.OnDuplicate(in.OnDuplicate),
+		TargetBrand: in.TargetBrand, OnDuplicate: product.OnDuplicate(in.OnDuplicate),
 	})
 	if err != nil {
 		h.fail(c, err)
@@ -207,10 +188,10 @@ type CopyProgressJSON struct {
 	Chunks      int                 `json:"chunks"`
 	ChunksDone  int                 `json:"chunks_done"`
 	Errors      []string            `json:"errors,omitempty"`
-	Duplicates  []catalog.Duplicate `json:"duplicates,omitempty"`
+	Duplicates  []product.Duplicate `json:"duplicates,omitempty"`
 }
 
-func (h *ProductHandlers) copyProgress(c *gin.Context) {
+func (h *Handler) copyProgress(c *gin.Context) {
 	p, err := h.app.CopyProgress(c.Request.Context(), c.Param("job"))
 	if err != nil {
 		h.fail(c, err)
@@ -223,29 +204,11 @@ func (h *ProductHandlers) copyProgress(c *gin.Context) {
 	})
 }
 
-func (h *ProductHandlers) productID(c *gin.Context) (uint64, bool) {
+func (h *Handler) productID(c *gin.Context) (uint64, bool) {
 	id, err := strconv.ParseUint(c.Param("id"), 10, 64)
 	if err != nil || id == 0 {
 		problem.Abort(c, http.StatusNotFound, "no such product")
 		return 0, false
 	}
 	return id, true
-}
-
-// fail maps a catalog error to its problem document; the one place where
-// catalog errors become HTTP statuses.
-func (h *ProductHandlers) fail(c *gin.Context, err error) {
-	var dup *catalog.DuplicateError
-	switch {
-	case errors.As(err, &dup):
-		problem.Write(c, problem.New(http.StatusConflict, dup.Error()).
-			With("existing_id", dup.ExistingID).With("name", dup.Key.Name).With("model", dup.Key.Model))
-	case errors.Is(err, catalog.ErrInvalid):
-		problem.Abort(c, http.StatusBadRequest, err.Error())
-	case errors.Is(err, catalog.ErrNotFound):
-		problem.Abort(c, http.StatusNotFound, err.Error())
-	default:
-		h.log.ErrorContext(c.Request.Context(), "product request failed", "path", c.FullPath(), "err", err)
-		problem.Abort(c, http.StatusInternalServerError, "internal error")
-	}
 }

@@ -1,4 +1,4 @@
-package catalog
+package product
 
 import (
 	"errors"
@@ -33,20 +33,12 @@ func TestNewProductValidates(t *testing.T) {
 	}
 }
 
-func TestParseModeAndWorkers(t *testing.T) {
-	for _, s := range Modes {
-		if _, err := ParseMode(s); err != nil {
-			t.Errorf("ParseMode(%q): %v", s, err)
-		}
-	}
-	if _, err := ParseMode("fast"); err == nil {
-		t.Error("ParseMode accepted an unknown mode")
-	}
-	if ModeOrderly.Workers(16) != 1 || ModeFixed.Workers(16) != 16 || ModeBroken.Workers(16) != 16 {
-		t.Error("orderly must run one worker, the others the configured count")
-	}
+func TestParseOnDuplicate(t *testing.T) {
 	if d, err := ParseOnDuplicate(""); err != nil || d != SkipDuplicates {
 		t.Errorf("default on_duplicate = %q, %v; want skip", d, err)
+	}
+	if d, err := ParseOnDuplicate("fail"); err != nil || d != FailOnDuplicate {
+		t.Errorf("on_duplicate fail = %q, %v", d, err)
 	}
 	if _, err := ParseOnDuplicate("ignore"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("unknown on_duplicate: %v", err)

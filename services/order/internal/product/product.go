@@ -1,8 +1,10 @@
-// Package catalog is the product catalog's domain: products with logical
-// deletion, the templates a batch copy creates products from, batch-copy jobs
-// and their chunks, the three ways of creating products (incident 3), and the
-// Store interface the use cases need.
-package catalog
+// Package product is the domain of the order service's product catalog:
+// products with logical deletion and the key that makes two of them the same
+// product, the templates a batch copy creates products from, batch-copy jobs,
+// their chunks and the rules that decide what a chunk creates and what it
+// skips as a duplicate (incident 3), and the Store and Tx interfaces the use
+// cases need. It does no I/O; services/order/PRODUCTS.md tells the story.
+package product
 
 import (
 	"errors"
@@ -26,6 +28,16 @@ const (
 var (
 	ErrNotFound = errors.New("not found")
 	ErrInvalid  = errors.New("invalid input")
+	// ErrJobExists: a batch copy with this request id was accepted before.
+	ErrJobExists = errors.New("a batch copy with this request id exists")
+	// ErrKeyTaken: another live product holds the key (name, model) of a
+	// product being created. Nothing of the insert that met it is left
+	// written.
+	ErrKeyTaken = errors.New("product key taken")
+	// ErrDeadlock: the database chose the transaction as a deadlock victim
+	// and rolled all of it back; running it again is safe and will see the
+	// transaction it collided with.
+	ErrDeadlock = errors.New("transaction rolled back as a deadlock victim")
 )
 
 // Product is one catalog entry. A deleted product is invisible to every read.
@@ -112,5 +124,5 @@ func NewTemplate(brand, name, model string, price int64) (Template, error) {
 	return Template{Brand: p.Brand, Name: p.Name, Model: p.Model, Price: p.Price}, nil
 }
 
-// ErrInvalidf returns an ErrInvalid carrying a message for the client.
-func ErrInvalidf(format string, args ...any) error { return invalid(format, args...) }
+// Invalidf returns an ErrInvalid carrying a message for the client.
+func Invalidf(format string, args ...any) error { return invalid(format, args...) }
