@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+
+	"github.com/robfig/cron/v3"
 )
 
 // CheckAddr reports whether addr is a usable listen or dial address
@@ -52,6 +54,15 @@ func CheckOneOf[T ~string](varName string, v T, allowed ...T) error {
 func CheckNotEmpty(varName, v string) error {
 	if v == "" {
 		return &Error{Var: varName, Err: fmt.Errorf("must not be empty")}
+	}
+	return nil
+}
+
+// CheckSchedule reports a robfig/cron spec ("@every 2s", "0 3 * * *") that
+// the platform's scheduler would refuse at start-up, naming the variable.
+func CheckSchedule(varName, spec string) error {
+	if _, err := cron.ParseStandard(spec); err != nil {
+		return &Error{Var: varName, Value: spec, Err: err}
 	}
 	return nil
 }

@@ -6,8 +6,6 @@ package events
 
 import (
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Subjects. The first token names the publishing service's stream.
@@ -23,19 +21,6 @@ const (
 // republish of it. The outbox relay's retry span must fit inside it; the
 // consumers' processed-message tables cover anything older.
 const DuplicateWindow = 10 * time.Minute
-
-// StreamConfig returns the stream that carries subjects "<prefix>.>" under
-// name. Services pass their production names; tests pass unique ones.
-func StreamConfig(name, prefix string) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:       name,
-		Subjects:   []string{prefix + ".>"},
-		Storage:    jetstream.FileStorage,
-		Retention:  jetstream.LimitsPolicy,
-		MaxAge:     7 * 24 * time.Hour,
-		Duplicates: DuplicateWindow,
-	}
-}
 
 // Production stream names, one per publishing service.
 const (

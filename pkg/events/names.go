@@ -4,8 +4,6 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/oncemall/oncemall/pkg/config"
 )
 
@@ -59,14 +57,4 @@ func (c Config) Subject(subject string) string { return c.SubjectPrefix + subjec
 func (c Config) StreamName(subject string) string {
 	root, _, _ := strings.Cut(subject, ".")
 	return strings.ToUpper(strings.ReplaceAll(c.SubjectPrefix, ".", "_") + root)
-}
-
-// Stream returns the configuration of the stream carrying subject's root
-// ("order" for "order.paid", or the root alone): its name from StreamName,
-// its subjects Prefix+root+".>".
-func (c Config) Stream(subject string) jetstream.StreamConfig {
-	root, _, _ := strings.Cut(subject, ".")
-	sc := StreamConfig(c.StreamName(root), c.Subject(root))
-	sc.Replicas = max(c.StreamReplicas, 1)
-	return sc
 }

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	"github.com/oncemall/oncemall/pkg/config"
 )
 
@@ -52,9 +50,7 @@ func (c Config) Validate() error {
 	if c.Retention <= c.LockTTL {
 		errs = append(errs, fmt.Errorf("config: IDEMPOTENCY_RETENTION=%v must exceed IDEMPOTENCY_LOCK_TTL=%v", c.Retention, c.LockTTL))
 	}
-	if _, err := cron.ParseStandard(c.ArchiveSchedule); err != nil {
-		errs = append(errs, fmt.Errorf("config: IDEMPOTENCY_ARCHIVE_SCHEDULE=%q: %w", c.ArchiveSchedule, err))
-	}
+	errs = append(errs, config.CheckSchedule("IDEMPOTENCY_ARCHIVE_SCHEDULE", c.ArchiveSchedule))
 	return errors.Join(errs...)
 }
 

@@ -57,7 +57,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/config"
@@ -159,7 +158,7 @@ type Settings struct {
 	MaxDeliver int           `env:"INBOX_MAX_DELIVER" default:"5" usage:"deliveries before a failing message is recorded dead"`
 	AckWait    time.Duration `env:"INBOX_ACK_WAIT" default:"30s" usage:"redelivery delay when a handler neither acks nor naks"`
 	// Retention must outlast any duplicate: keep it at least the streams'
-	// max age (events.StreamConfig), after which JetStream cannot redeliver.
+	// max age (natsjs.StreamConfig), after which JetStream cannot redeliver.
 	Retention       time.Duration `env:"INBOX_RETENTION" default:"168h" usage:"how long processed message ids are kept for deduplication (at least the streams' max age, 7 days)"`
 	DeadRetention   time.Duration `env:"INBOX_DEAD_RETENTION" default:"720h" usage:"how long dead letters are kept for inspection"`
 	CleanupSchedule string        `env:"INBOX_CLEANUP_SCHEDULE" default:"@every 10m" usage:"cron spec of the job deleting processed ids and dead letters past their retention"`
@@ -168,10 +167,6 @@ type Settings struct {
 
 // Validate reports every unusable setting, each naming its variable.
 func (s Settings) Validate() error {
-	_, schedErr := cron.ParseStandard(s.CleanupSchedule)
-	if schedErr != nil {
-		schedErr = &config.Error{Var: "INBOX_CLEANUP_SCHEDULE", Value: s.CleanupSchedule, Err: schedErr}
-	}
 	return errors.Join(
 		config.CheckPositive("INBOX_WORKERS", s.Workers),
 		config.CheckPositive("INBOX_MAX_DELIVER", s.MaxDeliver),
@@ -179,7 +174,7 @@ func (s Settings) Validate() error {
 		config.CheckPositive("INBOX_RETENTION", s.Retention),
 		config.CheckPositive("INBOX_DEAD_RETENTION", s.DeadRetention),
 		config.CheckPositive("INBOX_CLEANUP_BATCH", s.CleanupBatch),
-		schedErr,
+		config.CheckSchedule("INBOX_CLEANUP_SCHEDULE", s.CleanupSchedule),
 	)
 }
 

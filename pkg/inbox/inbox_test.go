@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
-	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
@@ -37,7 +36,7 @@ func newFixture(t *testing.T) *fixture {
 	testenv.Must(t, db.Exec(`CREATE TABLE effect (id BIGINT AUTO_INCREMENT PRIMARY KEY, message_id VARCHAR(128) NOT NULL) ENGINE=InnoDB`).Error)
 	nc := testenv.NATS(t)
 	name := testenv.UniqueName(t, "S")
-	_, err := natsjs.EnsureStream(context.Background(), nc.JS, events.StreamConfig(name, name))
+	_, err := natsjs.EnsureStream(context.Background(), nc.JS, natsjs.StreamConfig(name, name))
 	testenv.Must(t, err)
 	testenv.DeleteStreamAtCleanup(t, nc.JS, name)
 	return &fixture{t: t, db: db, nc: nc, stream: name}

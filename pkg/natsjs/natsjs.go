@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/events"
 )
 
 // Config is the NATS part of a service configuration.
@@ -220,4 +221,29 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 	}
 	return s, nil
+}
+
+// StreamConfig returns the stream that carries subjects "<root>.>" under
+// name: file storage, limits retention, seven days, and the duplicate window
+// the outbox relay's retries rely on (events.DuplicateWindow).
+func StreamConfig(name, root string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:       name,
+		Subjects:   []string{root + ".>"},
+		Storage:    jetstream.FileStorage,
+		Retention:  jetstream.LimitsPolicy,
+		MaxAge:     7 * 24 * time.Hour,
+		Duplicates: events.DuplicateWindow,
+	}
+}
+
+// EventStream returns the stream carrying subject's root ("order" for
+// "order.paid", or the root alone) in the namespace ev: its name
+// ev.StreamName, its subjects ev.SubjectPrefix+root+".>", ev.StreamReplicas
+// copies.
+func EventStream(ev events.Config, subject string) jetstream.StreamConfig {
+	root, _, _ := strings.Cut(subject, ".")
+	sc := StreamConfig(ev.StreamName(root), ev.Subject(root))
+	sc.Replicas = max(ev.StreamReplicas, 1)
+	return sc
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/events"
 )
 
@@ -117,6 +118,9 @@ func (c Config) Validate() error {
 	pos("OUTBOX_PUBLISH_TIMEOUT", c.PublishTimeout > 0)
 	pos("OUTBOX_BASE_BACKOFF", c.BaseBackoff > 0)
 	pos("OUTBOX_RETENTION", c.Retention > 0)
+	errs = append(errs,
+		config.CheckSchedule("OUTBOX_POLL_SCHEDULE", c.PollSchedule),
+		config.CheckSchedule("OUTBOX_CLEANUP_SCHEDULE", c.CleanupSchedule))
 	if c.MaxBackoff < c.BaseBackoff {
 		errs = append(errs, errors.New("outbox: OUTBOX_MAX_BACKOFF must be at least OUTBOX_BASE_BACKOFF"))
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
-	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
@@ -36,7 +35,7 @@ func newFixture(t testing.TB) *fixture {
 	name := testenv.UniqueName(t, "S")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := natsjs.EnsureStream(ctx, nc.JS, events.StreamConfig(name, name)); err != nil {
+	if _, err := natsjs.EnsureStream(ctx, nc.JS, natsjs.StreamConfig(name, name)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.DeleteStreamAtCleanup(t, nc.JS, name)

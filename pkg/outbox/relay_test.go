@@ -145,7 +145,7 @@ func (f *fixture) outage(t *testing.T) (*testenv.NATSServer, *natsjs.Conn, strin
 	testenv.Must(t, err)
 	t.Cleanup(conn.NC.Close)
 	stream := "OUTAGE"
-	_, err = natsjs.EnsureStream(ctx, conn.JS, events.StreamConfig(stream, f.prefix))
+	_, err = natsjs.EnsureStream(ctx, conn.JS, natsjs.StreamConfig(stream, f.prefix))
 	testenv.Must(t, err)
 	srv.Stop()
 	testenv.WaitFor(t, 5*time.Second, "client notices the outage", func() bool { return !conn.NC.IsConnected() })
@@ -303,7 +303,7 @@ func TestFailedAfterMaxRetriesThenRedrive(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	strict := "strict" + strings.ToLower(testenv.RandomSuffix(8))
-	sc := events.StreamConfig(strict, strict)
+	sc := natsjs.StreamConfig(strict, strict)
 	sc.MaxMsgSize = 16
 	_, err := natsjs.EnsureStream(ctx, f.nc.JS, sc)
 	testenv.Must(t, err)
@@ -413,7 +413,7 @@ func TestSubjectWithoutStreamFailsAfterMaxRetriesThenRedrive(t *testing.T) {
 	}
 
 	// Fix the cause: create the stream, then redrive.
-	_, err = natsjs.EnsureStream(ctx, f.nc.JS, events.StreamConfig(missing, missing))
+	_, err = natsjs.EnsureStream(ctx, f.nc.JS, natsjs.StreamConfig(missing, missing))
 	testenv.Must(t, err)
 	testenv.DeleteStreamAtCleanup(t, f.nc.JS, missing)
 	if n, err := r.Redrive(ctx, msg.ID); err != nil || n != 1 {
@@ -490,7 +490,7 @@ func TestJetStreamNotAnsweringDefersOnceThenPausesUntilItAnswers(t *testing.T) {
 	}
 
 	// JetStream answers again, with a stream for the subject.
-	_, err = natsjs.EnsureStream(ctx, f.nc.JS, events.StreamConfig(subject, subject))
+	_, err = natsjs.EnsureStream(ctx, f.nc.JS, natsjs.StreamConfig(subject, subject))
 	testenv.Must(t, err)
 	testenv.DeleteStreamAtCleanup(t, f.nc.JS, subject)
 	js.down.Store(false)

@@ -18,6 +18,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
 )
 
@@ -177,7 +178,7 @@ func (s Service[C]) Help(w io.Writer) error {
 func (s Service[C]) options(cfg Config, log *slog.Logger) Options {
 	streams := make([]jetstream.StreamConfig, 0, len(s.Streams))
 	for _, root := range s.Streams {
-		streams = append(streams, cfg.Events.Stream(root))
+		streams = append(streams, natsjs.EventStream(cfg.Events, root))
 	}
 	return Options{
 		Service:    s.Name,

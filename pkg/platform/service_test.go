@@ -21,21 +21,22 @@ import (
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/pkg/variant"
 )
 
 // toyConfig is a service configuration as every service writes one: the
 // shared settings embedded, its own settings beside them, a lab Mode.
 type toyConfig struct {
 	platform.Config
-	Greeting string        `env:"TOY_GREETING" default:"hello" usage:"what GET /hello answers"`
-	Mode     platform.Mode `env:"TOY_MODE" default:"fixed" usage:"fixed or broken"`
+	Greeting string       `env:"TOY_GREETING" default:"hello" usage:"what GET /hello answers"`
+	Mode     variant.Mode `env:"TOY_MODE" default:"fixed" usage:"fixed or broken"`
 }
 
 func (c toyConfig) Validate() error {
 	if err := c.Config.Validate(); err != nil {
 		return err
 	}
-	return config.CheckOneOf("TOY_MODE", c.Mode, platform.Fixed, platform.Broken)
+	return config.CheckOneOf("TOY_MODE", c.Mode, variant.Fixed, variant.Broken)
 }
 
 var toyMigrations = migrate.Source{Name: "toy", FS: fstest.MapFS{

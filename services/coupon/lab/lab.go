@@ -26,7 +26,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/lab/fault"
 	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
@@ -52,28 +52,28 @@ const LostAckBrokenCount = 2
 func Scenarios() []lab.Scenario {
 	var out []lab.Scenario
 	for _, mode := range app.DeductionModes {
-		variant, holds, lostAckCount := lab.Fixed, true, 0
-		if mode == platform.Broken {
-			variant, holds, lostAckCount = lab.Broken, false, LostAckBrokenCount
+		name, holds, lostAckCount := lab.Fixed, true, 0
+		if mode == variant.Broken {
+			name, holds, lostAckCount = lab.Broken, false, LostAckBrokenCount
 		}
 		out = append(out,
-			lab.Scenario{Incident: Incident, Variant: variant + "/driver", WantHolds: holds, WantCount: lostAckCount,
+			lab.Scenario{Incident: Incident, Variant: name + "/driver", WantHolds: holds, WantCount: lostAckCount,
 				Run: func(ctx context.Context, env lab.Env) (lab.Result, error) { return LostAckDriver(ctx, env, mode) }},
-			lab.Scenario{Incident: Incident, Variant: variant + "/proxy", WantHolds: holds, WantCount: lostAckCount,
+			lab.Scenario{Incident: Incident, Variant: name + "/proxy", WantHolds: holds, WantCount: lostAckCount,
 				Run: func(ctx context.Context, env lab.Env) (lab.Result, error) { return LostAckProxy(ctx, env, mode) }},
-			lab.Scenario{Incident: Incident, Variant: variant + "/concurrent", WantHolds: holds,
+			lab.Scenario{Incident: Incident, Variant: name + "/concurrent", WantHolds: holds,
 				Run: func(ctx context.Context, env lab.Env) (lab.Result, error) {
 					return ConcurrentRetry(ctx, env, mode, ConcurrentRetries)
 				}},
-			lab.Scenario{Incident: Incident, Variant: variant + "/concurrent-orders", WantHolds: holds,
+			lab.Scenario{Incident: Incident, Variant: name + "/concurrent-orders", WantHolds: holds,
 				Run: func(ctx context.Context, env lab.Env) (lab.Result, error) {
 					return ConcurrentOrders(ctx, env, mode, RivalOrders)
 				}},
 		)
-		if mode == platform.Broken {
+		if mode == variant.Broken {
 			// The control of broken/concurrent-orders: the broken code
 			// without the race holds.
-			out = append(out, lab.Scenario{Incident: Incident, Variant: variant + "/sequential-orders", WantHolds: true,
+			out = append(out, lab.Scenario{Incident: Incident, Variant: name + "/sequential-orders", WantHolds: true,
 				Run: func(ctx context.Context, env lab.Env) (lab.Result, error) {
 					return SequentialOrders(ctx, env, mode, RivalOrders)
 				}})
@@ -102,7 +102,7 @@ type Fixture struct {
 // deduction differ by their code alone: the broken one reproduces the
 // incident instead of being refused by the key, and the fixed one holds
 // without it.
-func Setup(ctx context.Context, env lab.Env, suffix string, mode platform.Mode) (*Fixture, error) {
+func Setup(ctx context.Context, env lab.Env, suffix string, mode variant.Mode) (*Fixture, error) {
 	db, drop, err := env.OpenDB(ctx, suffix, migrations.Source, outbox.Migrations, labmigrations.Source)
 	if err != nil {
 		return nil, err
@@ -195,19 +195,19 @@ func drainRetries(ctx context.Context, a *app.App) error {
 	return nil
 }
 
-func result(mode platform.Mode, sub, injected string, n int) lab.Result {
-	variant := lab.Fixed + "/" + sub
-	if mode == platform.Broken {
-		variant = lab.Broken + "/" + sub
+func result(mode variant.Mode, sub, injected string, n int) lab.Result {
+	name := lab.Fixed + "/" + sub
+	if mode == variant.Broken {
+		name = lab.Broken + "/" + sub
 	}
-	return lab.Result{Incident: Incident, Title: title, Variant: variant, Injected: injected,
+	return lab.Result{Incident: Incident, Title: title, Variant: name, Injected: injected,
 		Effect: "coupon_deduction rows of the order", Count: n, Expected: "= 1", Holds: n == 1}
 }
 
 // LostAckDriver loses the acknowledgement of the deduction's COMMIT with the
 // fault-injecting database/sql driver (pkg/lab/fault), then lets the retry job
 // run as it would in production.
-func LostAckDriver(ctx context.Context, env lab.Env, mode platform.Mode) (lab.Result, error) {
+func LostAckDriver(ctx context.Context, env lab.Env, mode variant.Mode) (lab.Result, error) {
 	driverName := env.Name("fault_" + string(mode))
 	inj, err := fault.Register(driverName)
 	if err != nil {
@@ -273,7 +273,7 @@ func loseOneAckThenRetry(ctx context.Context, env lab.Env, f *Fixture, la lostAc
 // one after another deduct n times too. ConcurrentOrders is the scenario
 // whose only way to a second deduction is the check outside the
 // transaction.
-func ConcurrentRetry(ctx context.Context, env lab.Env, mode platform.Mode, n int) (lab.Result, error) {
+func ConcurrentRetry(ctx context.Context, env lab.Env, mode variant.Mode, n int) (lab.Result, error) {
 	f, err := Setup(ctx, env, "i1_concurrent_"+string(mode), mode)
 	if err != nil {
 		return lab.Result{}, err

@@ -9,7 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
@@ -29,7 +29,7 @@ const RivalOrders = 20
 // The fixed deduction reads the coupon with FOR UPDATE inside its
 // transaction: one order deducts, and the n-1 others read it USED by that
 // order and fail their message with the reason.
-func ConcurrentOrders(ctx context.Context, env lab.Env, mode platform.Mode, n int) (lab.Result, error) {
+func ConcurrentOrders(ctx context.Context, env lab.Env, mode variant.Mode, n int) (lab.Result, error) {
 	f, msgs, err := setupRivalOrders(ctx, env, "i1_race_"+string(mode), mode, n)
 	if err != nil {
 		return lab.Result{}, err
@@ -47,7 +47,7 @@ func ConcurrentOrders(ctx context.Context, env lab.Env, mode platform.Mode, n in
 // order deducts, and each later one reads the coupon USED by another order
 // and fails. It is the control of ConcurrentOrders: the same code and
 // orders, without the race, hold the invariant.
-func SequentialOrders(ctx context.Context, env lab.Env, mode platform.Mode, n int) (lab.Result, error) {
+func SequentialOrders(ctx context.Context, env lab.Env, mode variant.Mode, n int) (lab.Result, error) {
 	f, msgs, err := setupRivalOrders(ctx, env, "i1_serial_"+string(mode), mode, n)
 	if err != nil {
 		return lab.Result{}, err
@@ -64,7 +64,7 @@ func SequentialOrders(ctx context.Context, env lab.Env, mode platform.Mode, n in
 
 // setupRivalOrders builds the fixture and lands n order.paid messages, for n
 // different orders of the coupon's owner, that all use the one coupon.
-func setupRivalOrders(ctx context.Context, env lab.Env, suffix string, mode platform.Mode, n int) (*Fixture, []coupon.Message, error) {
+func setupRivalOrders(ctx context.Context, env lab.Env, suffix string, mode variant.Mode, n int) (*Fixture, []coupon.Message, error) {
 	env.MySQL.MaxOpenConns = max(env.MySQL.MaxOpenConns, n)
 	env.MySQL.MaxIdleConns = max(env.MySQL.MaxIdleConns, n)
 	f, err := Setup(ctx, env, suffix, mode)
@@ -119,7 +119,7 @@ func warmPool(ctx context.Context, db *gorm.DB, n int) error {
 // ledger rows. Whatever the mode, each message must end either SUCCESS with
 // one ledger row for its order, or FAILED as used by another order with
 // none: anything else is an error of the scenario, not a verdict.
-func settleRivalOrders(ctx context.Context, env lab.Env, f *Fixture, msgs []coupon.Message, mode platform.Mode, sub, injected string) (lab.Result, error) {
+func settleRivalOrders(ctx context.Context, env lab.Env, f *Fixture, msgs []coupon.Message, mode variant.Mode, sub, injected string) (lab.Result, error) {
 	if err := drainRetries(ctx, f.App); err != nil {
 		return lab.Result{}, err
 	}

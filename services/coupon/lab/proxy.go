@@ -7,7 +7,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/lab/faultproxy"
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 )
 
 // LostAckProxy loses the acknowledgement of the deduction's COMMIT on the
@@ -17,7 +17,7 @@ import (
 // drop the server's OK and cut the client connection. Unlike the driver
 // wrapper, nothing in the client process knows: the go-sql-driver sees the
 // connection die exactly as it would on a network blip.
-func LostAckProxy(ctx context.Context, env lab.Env, mode platform.Mode) (lab.Result, error) {
+func LostAckProxy(ctx context.Context, env lab.Env, mode variant.Mode) (lab.Result, error) {
 	cfg := faultproxy.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Upstream = env.MySQL.Addr

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 )
 
@@ -43,8 +43,8 @@ func BenchmarkCreateOrderAPI(b *testing.B) {
 	ctx := context.Background()
 	variants := []struct {
 		name  string
-		guard platform.Mode
-	}{{"without", NoGuard}, {"with", platform.Fixed}}
+		guard variant.Mode
+	}{{"without", NoGuard}, {"with", variant.Fixed}}
 	apis := make([]*OrderAPI, len(variants))
 	for i, v := range variants {
 		api, err := StartOrderAPI(ctx, labEnv(b), "bench_"+v.name, v.guard)

@@ -33,8 +33,8 @@ import (
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/lab/dupproof"
 	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/redisclient"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
@@ -60,8 +60,8 @@ const incident4Title = "client retries / double submit"
 // seed-004 table (check-then-set, SET NX, sliding window on Redis).
 func IdempotencyScenarios() []lab.Scenario {
 	return []lab.Scenario{
-		{Incident: 4, Variant: lab.Broken, WantHolds: false, Run: doubleSubmitScenario(lab.Broken, "i4b", platform.Broken)},
-		{Incident: 4, Variant: lab.Fixed, WantHolds: true, Run: doubleSubmitScenario(lab.Fixed, "i4f", platform.Fixed)},
+		{Incident: 4, Variant: lab.Broken, WantHolds: false, Run: doubleSubmitScenario(lab.Broken, "i4b", variant.Broken)},
+		{Incident: 4, Variant: lab.Fixed, WantHolds: true, Run: doubleSubmitScenario(lab.Fixed, "i4f", variant.Fixed)},
 		{Incident: 4, Variant: VariantCheckThenSet, WantHolds: false, Run: redisGuardScenario(VariantCheckThenSet, dupproof.CheckThenSet, 100, 1)},
 		{Incident: 4, Variant: VariantSetNX, WantHolds: true, Run: redisGuardScenario(VariantSetNX, dupproof.SetNX, 100, 1)},
 		{Incident: 4, Variant: VariantSlidingWindow, WantHolds: true, Run: redisGuardScenario(VariantSlidingWindow, dupproof.SlidingWindow, 200, 5)},
@@ -84,20 +84,20 @@ type OrderAPI struct {
 }
 
 // StartOrderAPI wires the order API as cmd/order does, with the service's
-// defaults and guard as ORDER_IDEMPOTENCY_MODE (platform.Fixed or
-// platform.Broken; NoGuard, the benchmark's baseline, for none), and serves
+// defaults and guard as ORDER_IDEMPOTENCY_MODE (variant.Fixed or
+// variant.Broken; NoGuard, the benchmark's baseline, for none), and serves
 // it on an in-process HTTP server. The outbox relay is not run: its
 // order.created rows would be published to the shared ORDER subjects, which
 // a running order service consumes; they stay in the throwaway database,
 // where the scenario counts them. Close drops everything.
-func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, guard platform.Mode) (_ *OrderAPI, err error) {
+func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, guard variant.Mode) (_ *OrderAPI, err error) {
 	api := &OrderAPI{}
 	defer func() {
 		if err != nil {
 			api.Close()
 		}
 	}()
-	cfg, err := serviceConfig(config.Modes{OrderIdempotency: guard, ProductCopy: platform.Fixed})
+	cfg, err := serviceConfig(config.Modes{OrderIdempotency: guard, ProductCopy: variant.Fixed})
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, guard platfo
 
 // NoGuard is StartOrderAPI's guard for none: POST /orders without the
 // Idempotency-Key middleware.
-const NoGuard platform.Mode = ""
+const NoGuard variant.Mode = ""
 
 // Close stops the server and drops the database and Redis keys.
 func (a *OrderAPI) Close() {
@@ -260,7 +260,7 @@ func Summarise(rs []Reply) Answers {
 // they all answered, and counts the orders and order.created events in the
 // database. The invariant: one order and one event for the key, every 201
 // the same body, and the late retry replayed with that body.
-func doubleSubmitScenario(variant, suffix string, guard platform.Mode) func(context.Context, lab.Env) (lab.Result, error) {
+func doubleSubmitScenario(variant, suffix string, guard variant.Mode) func(context.Context, lab.Env) (lab.Result, error) {
 	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
 		res := lab.Result{
 			Incident: 4,

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/product"
 )
@@ -26,15 +26,15 @@ func BenchmarkProductCopy10k(b *testing.B) {
 	const products = 10000
 	modes := []struct {
 		name    string
-		mode    platform.Mode
+		mode    variant.Mode
 		workers int
 	}{
-		{"fixed", platform.Fixed, 16},
+		{"fixed", variant.Fixed, 16},
 		{"orderly", config.Orderly, 16}, // orderly runs one worker whatever is configured
-		{"broken", platform.Broken, 16},
+		{"broken", variant.Broken, 16},
 		// Not a target: the fix with fewer workers, to show what sixteen
 		// cost on a machine with two cores (see docs/benchmarks/products.md).
-		{"fixed4", platform.Fixed, 4},
+		{"fixed4", variant.Fixed, 4},
 	}
 	ctx := context.Background()
 	rigs := make([]*ProductRig, len(modes))

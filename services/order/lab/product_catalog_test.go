@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/inbox"
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/product"
 )
@@ -19,7 +19,7 @@ import (
 // refused with 400 and writes nothing, reads skip deleted products, and a
 // sequential duplicate is refused with 409 naming the existing product.
 func TestProductCRUD(t *testing.T) {
-	for _, mode := range []platform.Mode{platform.Fixed, config.Orderly, platform.Broken} {
+	for _, mode := range []variant.Mode{variant.Fixed, config.Orderly, variant.Broken} {
 		t.Run(string(mode), func(t *testing.T) {
 			rig := startRig(t, mode, 4, 100)
 			for _, body := range []string{
@@ -87,7 +87,7 @@ func TestProductCRUD(t *testing.T) {
 // same (name, model), each create raced by 20 concurrent requests: exactly
 // one wins every time, and there is never more than one live product.
 func TestCreateDeleteCycle(t *testing.T) {
-	rig := startRig(t, platform.Fixed, 4, 100)
+	rig := startRig(t, variant.Fixed, 4, 100)
 	up := Upstream{BaseURL: rig.URL}
 	ctx := context.Background()
 	p := NewProduct{Brand: "acme", Name: "Kettle", Model: "K-7", Price: 2500}
@@ -143,7 +143,7 @@ func TestCreateDeleteCycle(t *testing.T) {
 // ends with exactly one live product, and every answer names it.
 func TestCreateRacingBatchCopy(t *testing.T) {
 	const races = 50
-	rig := startRig(t, platform.Fixed, 16, 100)
+	rig := startRig(t, variant.Fixed, 16, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ids, err := rig.SeedTemplates(ctx, "default", "race", races)
@@ -230,7 +230,7 @@ func TestCreateRacingBatchCopy(t *testing.T) {
 // duplicate; skip-duplicates creates the nine others and returns the
 // existing product's id.
 func TestAllOrNothingAndSkipDuplicates(t *testing.T) {
-	rig := startRig(t, platform.Fixed, 4, 3)
+	rig := startRig(t, variant.Fixed, 4, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ids, err := rig.SeedTemplates(ctx, "default", "aon", 10)
@@ -291,7 +291,7 @@ func TestAllOrNothingAndSkipDuplicates(t *testing.T) {
 // TestBatchCopyRequests checks the batch-copy API's refusals (nothing
 // written) and that a resubmitted request id returns its job.
 func TestBatchCopyRequests(t *testing.T) {
-	rig := startRig(t, platform.Fixed, 4, 100)
+	rig := startRig(t, variant.Fixed, 4, 100)
 	ctx := context.Background()
 	ids, err := rig.SeedTemplates(ctx, "default", "req", 3)
 	if err != nil {
@@ -328,7 +328,7 @@ func TestBatchCopyRequests(t *testing.T) {
 // TestChunkRedeliveryCountsOnce processes a finished chunk again, as a
 // redelivery past the inbox would: nothing is created or counted twice.
 func TestChunkRedeliveryCountsOnce(t *testing.T) {
-	rig := startRig(t, platform.Fixed, 4, 100)
+	rig := startRig(t, variant.Fixed, 4, 100)
 	ctx := context.Background()
 	ids, err := rig.SeedTemplates(ctx, "default", "redo", 5)
 	if err != nil {
@@ -365,7 +365,7 @@ func TestChunkRedeliveryCountsOnce(t *testing.T) {
 // anything.
 func TestAllOrNothingLimit(t *testing.T) {
 	const limit = 5000 // the rig's MaxAllOrNothing
-	rig := startRig(t, platform.Fixed, 4, 100)
+	rig := startRig(t, variant.Fixed, 4, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ids, err := rig.SeedTemplates(ctx, "big", "big", limit+1)
@@ -396,7 +396,7 @@ func TestAllOrNothingLimit(t *testing.T) {
 // cannot be read and one for a job that does not exist: redelivery cannot
 // help either, so both are dead at once and create nothing.
 func TestUnusableChunkMessagesAreDead(t *testing.T) {
-	rig := startRig(t, platform.Fixed, 4, 100)
+	rig := startRig(t, variant.Fixed, 4, 100)
 	ctx := context.Background()
 	for id, body := range map[string]string{
 		"garbled":     `{"job_id": 12`,

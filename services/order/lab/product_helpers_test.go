@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/pkg/variant"
 )
 
 // startRig starts a catalog rig for the test, closed at its end.
-func startRig(t *testing.T, mode platform.Mode, workers, chunk int) *ProductRig {
+func startRig(t *testing.T, mode variant.Mode, workers, chunk int) *ProductRig {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

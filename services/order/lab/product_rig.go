@@ -17,7 +17,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
@@ -29,9 +29,9 @@ import (
 
 // ProductRigConfig is the catalog set-up one run uses.
 type ProductRigConfig struct {
-	// Mode is PRODUCT_COPY_MODE: platform.Fixed, config.Orderly or
-	// platform.Broken.
-	Mode platform.Mode
+	// Mode is PRODUCT_COPY_MODE: variant.Fixed, config.Orderly or
+	// variant.Broken.
+	Mode variant.Mode
 	// Workers is PRODUCT_COPY_WORKERS (the orderly mode runs one).
 	Workers   int
 	ChunkSize int
@@ -61,7 +61,7 @@ func StartProductRig(ctx context.Context, env lab.Env, suffix string, cfg Produc
 			r.Close()
 		}
 	}()
-	modes := config.Modes{OrderIdempotency: platform.Fixed, ProductCopy: cfg.Mode}
+	modes := config.Modes{OrderIdempotency: variant.Fixed, ProductCopy: cfg.Mode}
 	svc, err := serviceConfig(modes)
 	if err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func StartProductRig(ctx context.Context, env lab.Env, suffix string, cfg Produc
 	// The production stream and subjects under a run-unique event prefix
 	// (EVENT_SUBJECT_PREFIX), so runs never see each other's messages.
 	ev := events.Config{SubjectPrefix: strings.ToLower(env.Name(suffix)) + "."}
-	stream := ev.Stream(events.ProductBatchCopy)
+	stream := natsjs.EventStream(ev, events.ProductBatchCopy)
 	if _, err := natsjs.EnsureStream(ctx, conn.JS, stream); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/product"
 )
@@ -42,10 +42,10 @@ const (
 // the broken, orderly and fixed (both batch modes) catalog.
 func ProductScenarios() []lab.Scenario {
 	return []lab.Scenario{
-		{Incident: 3, Variant: lab.Broken, WantHolds: false, Run: duplicateBatchScenario(lab.Broken, "p3b", platform.Broken, product.SkipDuplicates)},
+		{Incident: 3, Variant: lab.Broken, WantHolds: false, Run: duplicateBatchScenario(lab.Broken, "p3b", variant.Broken, product.SkipDuplicates)},
 		{Incident: 3, Variant: lab.Orderly, WantHolds: true, Run: duplicateBatchScenario(lab.Orderly, "p3o", config.Orderly, product.SkipDuplicates)},
-		{Incident: 3, Variant: lab.Fixed, WantHolds: true, Run: duplicateBatchScenario(lab.Fixed, "p3f", platform.Fixed, product.SkipDuplicates)},
-		{Incident: 3, Variant: VariantFixedAllOrNothing, WantHolds: true, Run: duplicateBatchScenario(VariantFixedAllOrNothing, "p3fa", platform.Fixed, product.FailOnDuplicate)},
+		{Incident: 3, Variant: lab.Fixed, WantHolds: true, Run: duplicateBatchScenario(lab.Fixed, "p3f", variant.Fixed, product.SkipDuplicates)},
+		{Incident: 3, Variant: VariantFixedAllOrNothing, WantHolds: true, Run: duplicateBatchScenario(VariantFixedAllOrNothing, "p3fa", variant.Fixed, product.FailOnDuplicate)},
 	}
 }
 
@@ -53,7 +53,7 @@ func ProductScenarios() []lab.Scenario {
 // database names are limited to 64 characters): the upstream job sends its batch of
 // copy requests in a tight loop, each one twice (its duplicate records), and
 // the catalog's workers copy them concurrently (one worker when orderly).
-func duplicateBatchScenario(variant, suffix string, mode platform.Mode, onDup product.OnDuplicate) func(context.Context, lab.Env) (lab.Result, error) {
+func duplicateBatchScenario(variant, suffix string, mode variant.Mode, onDup product.OnDuplicate) func(context.Context, lab.Env) (lab.Result, error) {
 	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
 		workers := config.Modes{ProductCopy: mode}.CopyWorkers(scenarioWorkers)
 		res := lab.Result{

@@ -16,7 +16,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/natsjs"
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/psp"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
@@ -37,8 +37,8 @@ const (
 // payment more than once, the fixed one exactly once.
 func Scenarios() []lab.Scenario {
 	return []lab.Scenario{
-		{Incident: Incident, Variant: lab.Broken, WantHolds: false, Run: storm(platform.Broken)},
-		{Incident: Incident, Variant: lab.Fixed, WantHolds: true, Run: storm(platform.Fixed)},
+		{Incident: Incident, Variant: lab.Broken, WantHolds: false, Run: storm(variant.Broken)},
+		{Incident: Incident, Variant: lab.Fixed, WantHolds: true, Run: storm(variant.Fixed)},
 	}
 }
 
@@ -52,7 +52,7 @@ func Scenarios() []lab.Scenario {
 // machine one storm in twenty or so reaches the server spread out enough that
 // the first copy finishes before the others read, and the broken handler
 // looks correct. The fixed handler must hold on every storm.
-func storm(m platform.Mode) func(ctx context.Context, env lab.Env) (lab.Result, error) {
+func storm(m variant.Mode) func(ctx context.Context, env lab.Env) (lab.Result, error) {
 	mode := string(m)
 	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
 		res := lab.Result{
@@ -74,7 +74,7 @@ func storm(m platform.Mode) func(ctx context.Context, env lab.Env) (lab.Result, 
 		}
 		defer nc.NC.Close()
 		prefix := env.Name(mode) + "."
-		sc := events.Config{SubjectPrefix: prefix}.Stream("payment")
+		sc := natsjs.EventStream(events.Config{SubjectPrefix: prefix}, "payment")
 		stream, err := natsjs.EnsureStream(ctx, nc.JS, sc)
 		if err != nil {
 			return res, err

@@ -17,8 +17,8 @@ import (
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/redislock"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/httpapi"
 	"github.com/oncemall/oncemall/services/payment/internal/orderclient"
@@ -36,12 +36,12 @@ const AdminToken = "lab-admin-token"
 
 // RigConfig says how to assemble a Rig.
 type RigConfig struct {
-	// Mode is the callback handler: platform.Fixed or platform.Broken.
-	Mode platform.Mode
+	// Mode is the callback handler: variant.Fixed or variant.Broken.
+	Mode variant.Mode
 	// JS, when set, gets an outbox relay publishing to it, with
 	// SubjectPrefix (unique per run) before payment.succeeded, as the
 	// platform does with EVENT_SUBJECT_PREFIX; the caller declares the
-	// stream, events.Config{SubjectPrefix: SubjectPrefix}.Stream("payment").
+	// stream, natsjs.EventStream(events.Config{SubjectPrefix: SubjectPrefix}, "payment").
 	JS            jetstream.JetStream
 	SubjectPrefix string
 	// Window is the signature timestamp window (default 5m).

@@ -16,7 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
@@ -24,13 +24,13 @@ import (
 // fixed is the fix. It is what Config.Deduction accepts, the labels of
 // coupon_deductions_total and the lab's variants, broken first because the
 // lab reports the reproduction before the fix.
-var DeductionModes = []platform.Mode{platform.Broken, platform.Fixed}
+var DeductionModes = []variant.Mode{variant.Broken, variant.Fixed}
 
 // Config tunes the use cases.
 type Config struct {
-	// Deduction selects the deduction: platform.Fixed, or the incident's
-	// platform.Broken (lab only).
-	Deduction platform.Mode
+	// Deduction selects the deduction: variant.Fixed, or the incident's
+	// variant.Broken (lab only).
+	Deduction variant.Mode
 	// Retry is the backoff and retry limit of the local message table.
 	Retry coupon.RetryPolicy
 	// ClaimBatch is how many due messages one pass of the retry job claims.
@@ -48,7 +48,7 @@ type Config struct {
 // DefaultConfig returns working defaults.
 func DefaultConfig() Config {
 	return Config{
-		Deduction:       platform.Fixed,
+		Deduction:       variant.Fixed,
 		Retry:           coupon.RetryPolicy{Max: 5, Base: 2 * time.Second, Cap: 5 * time.Minute},
 		ClaimBatch:      100,
 		ClaimLease:      time.Minute,
@@ -66,7 +66,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("app: "+format, args...))
 		}
 	}
-	check(c.Deduction == platform.Fixed || c.Deduction == platform.Broken, "unknown deduction %q", c.Deduction)
+	check(c.Deduction == variant.Fixed || c.Deduction == variant.Broken, "unknown deduction %q", c.Deduction)
 	check(c.Retry.Max > 0, "Retry.Max must be positive")
 	check(c.Retry.Base > 0, "Retry.Base must be positive")
 	check(c.Retry.Cap >= c.Retry.Base, "Retry.Cap must not be less than Retry.Base")

@@ -13,8 +13,8 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
@@ -31,12 +31,12 @@ type fixture struct {
 	tpl   coupon.Template
 }
 
-func newFixture(t *testing.T, mode platform.Mode) *fixture {
+func newFixture(t *testing.T, mode variant.Mode) *fixture {
 	t.Helper()
 	return newFixtureOn(t, mode, nil)
 }
 
-func newFixtureB(b *testing.B, mode platform.Mode) *fixture {
+func newFixtureB(b *testing.B, mode variant.Mode) *fixture {
 	b.Helper()
 	return newFixtureOn(b, mode, nil)
 }
@@ -45,10 +45,10 @@ func newFixtureB(b *testing.B, mode platform.Mode) *fixture {
 // The broken deduction runs on the incident's schema (the lab's migration),
 // without the per-order key that would refuse its second ledger row, as the
 // lab runs it; the fixed one on the service's own.
-func newFixtureOn(t testing.TB, mode platform.Mode, wrap func(*store.Store) coupon.Store) *fixture {
+func newFixtureOn(t testing.TB, mode variant.Mode, wrap func(*store.Store) coupon.Store) *fixture {
 	t.Helper()
 	sources := []migrate.Source{migrations.Source, outbox.Migrations}
-	if mode == platform.Broken {
+	if mode == variant.Broken {
 		sources = append(sources, labmigrations.Source)
 	}
 	st := store.New(testenv.DB(t, sources...), func() {})
@@ -122,7 +122,7 @@ func hasLabelValue(m *dto.Metric, v string) bool {
 }
 
 func TestRetryPassDeductsALandedMessageOnce(t *testing.T) {
-	f := newFixture(t, platform.Fixed)
+	f := newFixture(t, variant.Fixed)
 	c := f.issue(t, 7)
 	m := f.land(t, "m1", "ORDER-1", 7, c.ID)
 	r, err := f.app.ProcessDueMessages(ctx)
@@ -160,7 +160,7 @@ func TestFreshAppExposesItsLabelledCountersAtZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"coupon_deductions_total":      {string(platform.Fixed), string(platform.Broken)},
+		"coupon_deductions_total":      {string(variant.Fixed), string(variant.Broken)},
 		"coupon_messages_failed_total": coupon.FailureReasons(),
 	}
 	mfs, err := reg.Gather()
@@ -190,7 +190,7 @@ func TestFreshAppExposesItsLabelledCountersAtZero(t *testing.T) {
 }
 
 func TestOrderWithoutCouponLandsNothing(t *testing.T) {
-	f := newFixture(t, platform.Fixed)
+	f := newFixture(t, variant.Fixed)
 	testenv.Must(t, f.store.InTx(ctx, func(tx coupon.Tx) error {
 		return f.app.LandOrderPaid(ctx, tx, app.OrderPaid{MessageID: "m1", OrderNo: "O", UserID: 1})
 	}))
@@ -239,7 +239,7 @@ func TestCouponUsedByAnotherOrderFailsTheMessageWithItsReason(t *testing.T) {
 // after a lost acknowledgement that reached the coupon anyway (a second
 // message for the same order, say): success without a second effect.
 func TestRetryOfADeductedOrderIsAbsorbed(t *testing.T) {
-	f := newFixture(t, platform.Fixed)
+	f := newFixture(t, variant.Fixed)
 	c := f.issue(t, 7)
 	first := f.land(t, "m1", "ORDER", 7, c.ID)
 	again := f.land(t, "m2", "ORDER", 7, c.ID)
@@ -274,7 +274,7 @@ func raceRetries(f *fixture, m coupon.Message, n int) {
 // TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix runs the same 20
 // concurrent retries against both deductions and asks the reconciler.
 func TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix(t *testing.T) {
-	broken := newFixture(t, platform.Broken)
+	broken := newFixture(t, variant.Broken)
 	c := broken.issue(t, 7)
 	raceRetries(broken, broken.land(t, "m1", "ORDER", 7, c.ID), 20)
 	as, err := broken.app.Reconcile(ctx)
@@ -291,7 +291,7 @@ func TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix(t *testing.T) {
 		t.Fatalf("broken: %v notices deduplicated, want %d", v, as[0].Count-1)
 	}
 
-	fixed := newFixture(t, platform.Fixed)
+	fixed := newFixture(t, variant.Fixed)
 	c = fixed.issue(t, 7)
 	raceRetries(fixed, fixed.land(t, "m1", "ORDER", 7, c.ID), 20)
 	as, err = fixed.app.Reconcile(ctx)
@@ -315,7 +315,7 @@ func (flakyStore) InTx(context.Context, func(coupon.Tx) error) error {
 }
 
 func TestTransientFailuresRetryThenFailAtTheLimit(t *testing.T) {
-	f := newFixtureOn(t, platform.Fixed, func(s *store.Store) coupon.Store { return flakyStore{s} })
+	f := newFixtureOn(t, variant.Fixed, func(s *store.Store) coupon.Store { return flakyStore{s} })
 	c := f.issue(t, 7)
 	testenv.Must(t, f.store.InTx(ctx, func(tx coupon.Tx) error {
 		m, _ := coupon.NewMessage("m1", "ORDER", 7, c.ID, time.Now().UTC())

@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
@@ -66,7 +66,7 @@ func BenchmarkDeduct(b *testing.B) {
 // BenchmarkAbsorbRetry measures how fast the fixed path answers a retry of
 // an order already deducted (the state machine's "already done").
 func BenchmarkAbsorbRetry(b *testing.B) {
-	f := newFixtureB(b, platform.Fixed)
+	f := newFixtureB(b, variant.Fixed)
 	m := f.prepare(b, 1)[0]
 	if out, err := f.app.ProcessMessage(ctx, m); out != app.Deducted {
 		b.Fatalf("%s, %v", out, err)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
@@ -78,7 +78,7 @@ func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, erro
 		// is in the database; the caller leaves the message PENDING.
 		return "", fmt.Errorf("deduct coupon %d for order %s: %w", c.ID, m.OrderNo, err)
 	}
-	a.metrics.deductions.WithLabelValues(string(platform.Broken)).Inc()
+	a.metrics.deductions.WithLabelValues(string(variant.Broken)).Inc()
 
 	// BROKEN (3): the message status is not part of the deduction's
 	// transaction.

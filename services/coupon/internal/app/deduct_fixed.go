@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
@@ -86,7 +86,7 @@ func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error
 		a.log.InfoContext(ctx, "coupon already used by this order, nothing to do", "order_no", m.OrderNo,
 			"coupon_id", m.CouponID, "message_id", m.MessageID)
 	case Deducted:
-		a.metrics.deductions.WithLabelValues(string(platform.Fixed)).Inc()
+		a.metrics.deductions.WithLabelValues(string(variant.Fixed)).Inc()
 	}
 	return out, nil
 }

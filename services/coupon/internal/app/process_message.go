@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
@@ -32,7 +32,7 @@ const (
 func (a *App) ProcessMessage(ctx context.Context, m coupon.Message) (Outcome, error) {
 	var out Outcome
 	var err error
-	if a.cfg.Deduction == platform.Broken {
+	if a.cfg.Deduction == variant.Broken {
 		out, err = a.deductBroken(ctx, m)
 	} else {
 		out, err = a.deductFixed(ctx, m)

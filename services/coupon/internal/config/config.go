@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
@@ -53,25 +51,16 @@ func (c Config) Validate() error {
 	return errors.Join(
 		c.Config.Validate(),
 		c.Modes.Validate(),
-		checkSchedule("COUPON_RETRY_SCHEDULE", c.RetrySchedule),
+		pkgconfig.CheckSchedule("COUPON_RETRY_SCHEDULE", c.RetrySchedule),
 		pkgconfig.CheckPositive("COUPON_RETRY_MAX", c.RetryMax),
 		pkgconfig.CheckPositive("COUPON_RETRY_BACKOFF", c.RetryBackoff),
 		checkNotLess("COUPON_RETRY_BACKOFF_MAX", c.RetryBackoffMax, c.RetryBackoff),
 		pkgconfig.CheckPositive("COUPON_RETRY_BATCH", c.RetryBatch),
 		pkgconfig.CheckPositive("COUPON_RETRY_LEASE", c.RetryLease),
 		pkgconfig.CheckPositive("COUPON_NOTICE_RETENTION", c.NoticeRetention),
-		checkSchedule("COUPON_ARCHIVE_SCHEDULE", c.ArchiveSchedule),
+		pkgconfig.CheckSchedule("COUPON_ARCHIVE_SCHEDULE", c.ArchiveSchedule),
 		pkgconfig.CheckPositive("COUPON_ARCHIVE_BATCH", c.ArchiveBatch),
 	)
-}
-
-// checkSchedule refuses a cron spec the platform's scheduler would refuse at
-// start-up, naming the variable.
-func checkSchedule(name, spec string) error {
-	if _, err := cron.ParseStandard(spec); err != nil {
-		return &pkgconfig.Error{Var: name, Value: spec, Err: err}
-	}
-	return nil
 }
 
 func checkNotLess(name string, v, min time.Duration) error {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/config"
 )
 
@@ -35,11 +35,11 @@ func TestDefaultsWorkLocally(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Modes.Deduction != platform.Fixed || c.RetrySchedule != "@every 2s" || c.ArchiveSchedule != "@every 1h" {
+	if c.Modes.Deduction != variant.Fixed || c.RetrySchedule != "@every 2s" || c.ArchiveSchedule != "@every 1h" {
 		t.Fatalf("defaults = %+v", c)
 	}
 	a := c.App()
-	if a.Deduction != platform.Fixed || a.Retry.Max != 5 || a.Retry.Base != 2*time.Second || a.Retry.Cap != 5*time.Minute ||
+	if a.Deduction != variant.Fixed || a.Retry.Max != 5 || a.Retry.Base != 2*time.Second || a.Retry.Cap != 5*time.Minute ||
 		a.ClaimBatch != 100 || a.ClaimLease != time.Minute || a.NoticeRetention != 720*time.Hour || a.ArchiveBatch != 500 {
 		t.Fatalf("App() = %+v", a)
 	}
@@ -50,7 +50,7 @@ func TestDefaultsWorkLocally(t *testing.T) {
 
 func TestBrokenModeIsTheApps(t *testing.T) {
 	c, err := load(t, map[string]string{"COUPON_DEDUCTION_MODE": "broken"})
-	if err != nil || c.App().Deduction != platform.Broken {
+	if err != nil || c.App().Deduction != variant.Broken {
 		t.Fatalf("COUPON_DEDUCTION_MODE=broken in the lab: %v, deduction %q", err, c.App().Deduction)
 	}
 }

@@ -34,7 +34,7 @@ func TestOrderPaidFlowsFromJetStreamToOneDeduction(t *testing.T) {
 	defer cancel()
 	conn := testenv.NATS(t)
 	ev := events.Config{SubjectPrefix: strings.ToLower(testenv.UniqueName(t, "coupon")) + "."}
-	_, err := natsjs.EnsureStream(ctx, conn.JS, ev.Stream(events.OrderPaid))
+	_, err := natsjs.EnsureStream(ctx, conn.JS, natsjs.EventStream(ev, events.OrderPaid))
 	testenv.Must(t, err)
 	testenv.DeleteStreamAtCleanup(t, conn.JS, ev.StreamName(events.OrderPaid))
 

@@ -23,6 +23,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/testkit/configtest"
 	"github.com/oncemall/oncemall/pkg/testkit/outboxtest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/pkg/variant"
 )
 
 // TestComposeDockerfileAndDocsMatch is the drift test: see
@@ -43,7 +44,7 @@ func TestLoadDefaultsAndBadValues(t *testing.T) {
 	t.Setenv("ONCEMALL_ENV", "lab")
 	cfg, err := service.Load(os.LookupEnv)
 	testenv.Must(t, err)
-	if cfg.HTTPAddr != ":8081" || cfg.Database != "oncemall_order" || cfg.Modes.OrderIdempotency != platform.Fixed || cfg.Modes.ProductCopy != platform.Fixed {
+	if cfg.HTTPAddr != ":8081" || cfg.Database != "oncemall_order" || cfg.Modes.OrderIdempotency != variant.Fixed || cfg.Modes.ProductCopy != variant.Fixed {
 		t.Fatalf("defaults: HTTP_ADDR=%q MYSQL_DATABASE=%q modes %+v", cfg.HTTPAddr, cfg.Database, cfg.Modes)
 	}
 	configtest.BadValuesNamed(t, func() error { _, err := service.Load(os.LookupEnv); return err }, configtest.With(map[string]string{

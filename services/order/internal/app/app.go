@@ -33,20 +33,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncemall/oncemall/pkg/metrics"
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
 // Config tunes the use cases.
 type Config struct {
-	// ProductCopy is how products are created: platform.Fixed, the dedup
+	// ProductCopy is how products are created: variant.Fixed, the dedup
 	// keys (create_product_fixed.go, copy_chunk_fixed.go), or any lab
 	// variant, which creates them with incident 3's check-then-insert
 	// (create_product_broken.go, copy_chunk_broken.go). The lab's orderly
 	// variant is that broken code consumed by one worker, which the
 	// service's wiring decides, not the use cases.
-	ProductCopy platform.Mode
+	ProductCopy variant.Mode
 	// ChunkSize is how many products one batch-copy message carries when
 	// duplicates are skipped: the unit of one worker's transaction (1..1000).
 	ChunkSize int

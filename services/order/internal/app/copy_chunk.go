@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
@@ -36,7 +36,7 @@ func (a *App) CopyChunk(ctx context.Context, tx product.Tx, c product.CopyChunk)
 	items, missing := c.Items(templates)
 	plan := product.PlanChunk(items)
 	var res product.ChunkResult
-	if a.cfg.ProductCopy == platform.Fixed {
+	if a.cfg.ProductCopy == variant.Fixed {
 		res, err = copyChunkFixed(ctx, tx, plan, onDup)
 	} else {
 		res, err = copyChunkBroken(ctx, tx, plan, onDup)

@@ -3,7 +3,7 @@ package app
 import (
 	"context"
 
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
@@ -23,7 +23,7 @@ func (a *App) CreateProduct(ctx context.Context, cmd CreateProduct) (product.Pro
 	if err != nil {
 		return product.Product{}, err
 	}
-	if a.cfg.ProductCopy == platform.Fixed {
+	if a.cfg.ProductCopy == variant.Fixed {
 		return a.createProductFixed(ctx, p)
 	}
 	return a.createProductBroken(ctx, p)

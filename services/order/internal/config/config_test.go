@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestDefaultsAreTheFixes(t *testing.T) {
 	var c config.Config
 	testenv.Must(t, pkgconfig.LoadFrom(&c, func(string) (string, bool) { return "", false }))
-	if c.Modes.OrderIdempotency != platform.Fixed || c.Modes.ProductCopy != platform.Fixed {
+	if c.Modes.OrderIdempotency != variant.Fixed || c.Modes.ProductCopy != variant.Fixed {
 		t.Fatalf("modes %+v, want fixed", c.Modes)
 	}
 	if p := c.Products; p.Workers != 16 || p.ChunkSize != 100 || p.MaxAllOrNothing != 5000 {
@@ -54,7 +54,7 @@ func TestModesAndProductsNameTheirVariable(t *testing.T) {
 // TestOrderlyRunsOneWorker: the orderly variant consumes with one worker
 // whatever PRODUCT_COPY_WORKERS says; the others run what it says.
 func TestOrderlyRunsOneWorker(t *testing.T) {
-	for mode, want := range map[platform.Mode]int{config.Orderly: 1, platform.Fixed: 16, platform.Broken: 16} {
+	for mode, want := range map[variant.Mode]int{config.Orderly: 1, variant.Fixed: 16, variant.Broken: 16} {
 		if got := (config.Modes{ProductCopy: mode}).CopyWorkers(16); got != want {
 			t.Errorf("%s: %d workers, want %d", mode, got, want)
 		}

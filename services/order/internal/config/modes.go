@@ -4,11 +4,11 @@ import (
 	"errors"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 )
 
 // Modes are the order service's lab variants, one per incident; each is
-// platform.Fixed unless ONCEMALL_ENV=lab, which the platform enforces.
+// variant.Fixed unless ONCEMALL_ENV=lab, which the platform enforces.
 type Modes struct {
 	// OrderIdempotency is the entry guard of POST /orders (incident 4):
 	// fixed is the Idempotency-Key middleware claiming the key in the
@@ -16,12 +16,12 @@ type Modes struct {
 	// idempotency.BrokenCheckThenAct, which looks the key up before the
 	// handler and stores it after, so concurrent copies of one request all
 	// find nothing and all create an order.
-	OrderIdempotency platform.Mode `env:"ORDER_IDEMPOTENCY_MODE" default:"fixed" usage:"entry guard of POST /orders: fixed (Idempotency-Key middleware) or broken (check-then-act, reproduces incident 4, lab only)"`
+	OrderIdempotency variant.Mode `env:"ORDER_IDEMPOTENCY_MODE" default:"fixed" usage:"entry guard of POST /orders: fixed (Idempotency-Key middleware) or broken (check-then-act, reproduces incident 4, lab only)"`
 	// ProductCopy is how products are created (incident 3): fixed inserts
 	// each product with a unique key; broken checks then inserts with every
 	// copy worker, so concurrent copies duplicate products; Orderly is that
 	// broken code with one worker.
-	ProductCopy platform.Mode `env:"PRODUCT_COPY_MODE" default:"fixed" usage:"how products are created: fixed (dedup table, the fix), orderly (check-then-insert with one copy worker, correct but slow, lab only) or broken (concurrent check-then-insert, reproduces incident 3, lab only)"`
+	ProductCopy variant.Mode `env:"PRODUCT_COPY_MODE" default:"fixed" usage:"how products are created: fixed (dedup table, the fix), orderly (check-then-insert with one copy worker, correct but slow, lab only) or broken (concurrent check-then-insert, reproduces incident 3, lab only)"`
 }
 
 // Orderly is the third value of PRODUCT_COPY_MODE, a lab variant: the
@@ -29,13 +29,13 @@ type Modes struct {
 // copy worker. No two copies overlap, so it holds for batch copies, slowly
 // and on one replica only; a POST /products racing a copy can still
 // duplicate.
-const Orderly platform.Mode = "orderly"
+const Orderly variant.Mode = "orderly"
 
 // Validate reports a mode that is not one of its values.
 func (m Modes) Validate() error {
 	return errors.Join(
-		pkgconfig.CheckOneOf("ORDER_IDEMPOTENCY_MODE", m.OrderIdempotency, platform.Fixed, platform.Broken),
-		pkgconfig.CheckOneOf("PRODUCT_COPY_MODE", m.ProductCopy, platform.Fixed, Orderly, platform.Broken),
+		pkgconfig.CheckOneOf("ORDER_IDEMPOTENCY_MODE", m.OrderIdempotency, variant.Fixed, variant.Broken),
+		pkgconfig.CheckOneOf("PRODUCT_COPY_MODE", m.ProductCopy, variant.Fixed, Orderly, variant.Broken),
 	)
 }
 

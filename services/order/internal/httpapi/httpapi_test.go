@@ -19,9 +19,9 @@ import (
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/order"
@@ -43,7 +43,7 @@ type server struct {
 
 // appConfig is the use cases' configuration in these tests: the service's
 // defaults.
-var appConfig = app.Config{ProductCopy: platform.Fixed, ChunkSize: 100, MaxAllOrNothing: 5000, ReconcileLookback: outbox.DefaultRetention}
+var appConfig = app.Config{ProductCopy: variant.Fixed, ChunkSize: 100, MaxAllOrNothing: 5000, ReconcileLookback: outbox.DefaultRetention}
 
 func newServer(t *testing.T, opts httpapi.Options) *server {
 	return newServerOn(t, testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations), opts, appConfig)

@@ -18,8 +18,8 @@ import (
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
 	"github.com/oncemall/oncemall/services/order/internal/store"
@@ -44,12 +44,12 @@ func newFixture(t *testing.T) *fixture {
 	db := testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations)
 	nc := testenv.NATS(t)
 	stream := testenv.UniqueName(t, "PAY")
-	_, err := natsjs.EnsureStream(context.Background(), nc.JS, events.StreamConfig(stream, stream))
+	_, err := natsjs.EnsureStream(context.Background(), nc.JS, natsjs.StreamConfig(stream, stream))
 	testenv.Must(t, err)
 	testenv.DeleteStreamAtCleanup(t, nc.JS, stream)
 	w := &wakes{}
 	orders := store.New(db, w.Wake)
-	a, err := app.New(orders, store.NewProducts(db, w.Wake), app.Config{ProductCopy: platform.Fixed, ChunkSize: 100, MaxAllOrNothing: 5000, ReconcileLookback: time.Hour}, testenv.Logger(t), prometheus.NewRegistry())
+	a, err := app.New(orders, store.NewProducts(db, w.Wake), app.Config{ProductCopy: variant.Fixed, ChunkSize: 100, MaxAllOrNothing: 5000, ReconcileLookback: time.Hour}, testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	// The consumer as the platform builds it from the declaration, on the
 	// test's stream.

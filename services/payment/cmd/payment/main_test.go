@@ -23,6 +23,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/testkit/configtest"
 	"github.com/oncemall/oncemall/pkg/testkit/outboxtest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/config"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 	"github.com/oncemall/oncemall/services/payment/psp"
@@ -55,7 +56,7 @@ func TestLoadDefaults(t *testing.T) {
 	if c.HTTPAddr != ":8083" || c.Database != "oncemall_payment" {
 		t.Fatalf("defaults: HTTP_ADDR=%q MYSQL_DATABASE=%q", c.HTTPAddr, c.Database)
 	}
-	if c.Modes.Callback != platform.Fixed || c.PSPURL != "http://127.0.0.1:8090" || c.OrderURL != "http://127.0.0.1:8081" || c.CallbackLock {
+	if c.Modes.Callback != variant.Fixed || c.PSPURL != "http://127.0.0.1:8090" || c.OrderURL != "http://127.0.0.1:8081" || c.CallbackLock {
 		t.Fatalf("defaults: mode %s psp %s order %s lock %v", c.Modes.Callback, c.PSPURL, c.OrderURL, c.CallbackLock)
 	}
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncemall/oncemall/pkg/metrics"
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/redislock"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 	"github.com/oncemall/oncemall/services/payment/psp"
 )
@@ -41,9 +41,9 @@ type Config struct {
 	// NotifyURL is sent with each charge as the platform's notify address;
 	// empty lets the platform use its own default.
 	NotifyURL string
-	// Callback selects how HandlePaid applies a notification: platform.Fixed,
-	// or platform.Broken to reproduce incident 2 (the lab only).
-	Callback platform.Mode
+	// Callback selects how HandlePaid applies a notification: variant.Fixed,
+	// or variant.Broken to reproduce incident 2 (the lab only).
+	Callback variant.Mode
 	// CallbackLock puts the Redis entry lock in front of the fixed handler
 	// (handle_paid_lock.go); CallbackLockTTL bounds how long a crashed
 	// holder blocks its payment.
@@ -100,29 +100,29 @@ func New(store payment.Store, orders Orders, charges Platform, locks *redislock.
 	a := &App{store: store, orders: orders, platform: charges, locks: locks, cfg: cfg, log: log,
 		now: func() time.Time { return time.Now().UTC() }, findings: findings}
 	switch cfg.Callback {
-	case platform.Fixed:
+	case variant.Fixed:
 		a.handlePaid = a.handlePaidFixed
 		if cfg.CallbackLock {
 			a.handlePaid = a.locked(a.handlePaidFixed)
 		}
-	case platform.Broken:
+	case variant.Broken:
 		log.Warn("payment callback handler is the BROKEN variant of incident 2: duplicate notifications record duplicate payments")
 		a.handlePaid = a.handlePaidBroken
 	default:
-		return nil, fmt.Errorf("app: callback mode %q, want %s or %s", cfg.Callback, platform.Fixed, platform.Broken)
+		return nil, fmt.Errorf("app: callback mode %q, want %s or %s", cfg.Callback, variant.Fixed, variant.Broken)
 	}
 	return a, nil
 }
 
 // CallbackMode is the notification handler HandlePaid runs: the handler
 // label of the callback metrics.
-func (a *App) CallbackMode() platform.Mode { return a.cfg.Callback }
+func (a *App) CallbackMode() variant.Mode { return a.cfg.Callback }
 
 // Check reports what would stop the chosen notification handler from
 // working before the first notification finds out: the broken handler
 // needs the lab's record table.
 func (a *App) Check(ctx context.Context) error {
-	if a.cfg.Callback == platform.Broken {
+	if a.cfg.Callback == variant.Broken {
 		return a.store.CheckBrokenRecords(ctx)
 	}
 	return nil

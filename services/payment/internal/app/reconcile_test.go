@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 )
@@ -46,7 +46,7 @@ func TestReconcileSetsFindingsGauges(t *testing.T) {
 		return rep, nil
 	}}
 	reg := prometheus.NewRegistry()
-	a, err := app.New(st, nil, nil, nil, app.Config{Callback: platform.Fixed, ReconcileLookback: time.Hour}, slog.New(slog.DiscardHandler), reg)
+	a, err := app.New(st, nil, nil, nil, app.Config{Callback: variant.Fixed, ReconcileLookback: time.Hour}, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestNewRefusesWhatCannotRun(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	for name, cfg := range map[string]app.Config{
 		"unknown mode":       {Callback: "lenient"},
-		"lock without locks": {Callback: platform.Fixed, CallbackLock: true},
+		"lock without locks": {Callback: variant.Fixed, CallbackLock: true},
 	} {
 		if _, err := app.New(reconcileStore{}, nil, nil, nil, cfg, log, prometheus.NewRegistry()); err == nil {
 			t.Errorf("%s: New accepted %+v", name, cfg)

@@ -53,6 +53,7 @@ func (c Config) Validate() error {
 		pkgconfig.CheckPositive("PAYMENT_CALLBACK_WINDOW", c.SignatureWindow),
 		pkgconfig.CheckPositive("PAYMENT_CALLBACK_LOCK_TTL", c.CallbackLockTTL),
 		pkgconfig.CheckPositive("PAYMENT_RECONCILE_LOOKBACK", c.ReconcileLookback),
+		pkgconfig.CheckSchedule("PAYMENT_RECONCILE_SCHEDULE", c.ReconcileSchedule),
 	)
 }
 

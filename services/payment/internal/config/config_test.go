@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/config"
 )
 
@@ -17,7 +17,7 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 	}
 }
 
-// TestModesAreTheLabVariants: the callback mode is a platform.Mode (so the
+// TestModesAreTheLabVariants: the callback mode is a variant.Mode (so the
 // platform refuses broken outside the lab), fixed by default, and an
 // unknown one is refused naming its variable.
 func TestModesAreTheLabVariants(t *testing.T) {
@@ -25,10 +25,10 @@ func TestModesAreTheLabVariants(t *testing.T) {
 	if err := pkgconfig.LoadFrom(&m, func(string) (string, bool) { return "", false }); err != nil {
 		t.Fatal(err)
 	}
-	if m.Callback != platform.Fixed {
+	if m.Callback != variant.Fixed {
 		t.Fatalf("default PAYMENT_CALLBACK_MODE = %q, want fixed", m.Callback)
 	}
-	for _, ok := range []platform.Mode{platform.Fixed, platform.Broken} {
+	for _, ok := range []variant.Mode{variant.Fixed, variant.Broken} {
 		if err := (config.Modes{Callback: ok}).Validate(); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
@@ -41,9 +41,9 @@ func TestModesAreTheLabVariants(t *testing.T) {
 // TestAppCarriesTheChoices: the use cases get the mode, the lock and the
 // reconciliation horizon from the one configuration.
 func TestAppCarriesTheChoices(t *testing.T) {
-	c := config.Config{Modes: config.Modes{Callback: platform.Broken}, CallbackLock: true, CallbackLockTTL: 7, ReconcileLookback: 9, PSPNotifyURL: "http://n"}
+	c := config.Config{Modes: config.Modes{Callback: variant.Broken}, CallbackLock: true, CallbackLockTTL: 7, ReconcileLookback: 9, PSPNotifyURL: "http://n"}
 	a := c.App()
-	if a.Callback != platform.Broken || !a.CallbackLock || a.CallbackLockTTL != 7 || a.ReconcileLookback != 9 || a.NotifyURL != "http://n" {
+	if a.Callback != variant.Broken || !a.CallbackLock || a.CallbackLockTTL != 7 || a.ReconcileLookback != 9 || a.NotifyURL != "http://n" {
 		t.Fatalf("App() = %+v from %+v", a, c)
 	}
 }

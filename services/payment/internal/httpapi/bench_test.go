@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/pkg/variant"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 )
 
@@ -30,7 +30,7 @@ const (
 //
 //	go test -run '^$' -bench BenchmarkCallback -benchtime 2000x ./internal/httpapi
 func BenchmarkCallback(b *testing.B) {
-	for _, mode := range []platform.Mode{platform.Fixed, platform.Broken} {
+	for _, mode := range []variant.Mode{variant.Fixed, variant.Broken} {
 		b.Run(string(mode), func(b *testing.B) {
 			db := testenv.DB(b, paymentlab.Migrations...)
 			rig, err := paymentlab.NewRig(db, paymentlab.RigConfig{Mode: mode}, testenv.Logger(b))

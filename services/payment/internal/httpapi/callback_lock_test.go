@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/redislock"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 	"github.com/oncemall/oncemall/services/payment/psp"
@@ -28,7 +28,7 @@ func TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded(t *testing.T) {
 	t.Run("redis up", func(t *testing.T) {
 		rdb, prefix := testenv.Redis(t)
 		locks := redislock.New(rdb, prefix)
-		f := buildFixture(t, paymentlab.RigConfig{Mode: platform.Fixed, Lock: locks})
+		f := buildFixture(t, paymentlab.RigConfig{Mode: variant.Fixed, Lock: locks})
 		no := f.payment()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -58,7 +58,7 @@ func TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded(t *testing.T) {
 	t.Run("redis down", func(t *testing.T) {
 		dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 		t.Cleanup(func() { dead.Close() })
-		f := buildFixture(t, paymentlab.RigConfig{Mode: platform.Fixed, Lock: redislock.New(dead, "x:")})
+		f := buildFixture(t, paymentlab.RigConfig{Mode: variant.Fixed, Lock: redislock.New(dead, "x:")})
 		no := f.payment()
 		c := f.charge(no, 4200, &pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 50})
 		for _, a := range c.Attempts {
@@ -79,7 +79,7 @@ func TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded(t *testing.T) {
 func TestEntryLockBusyAnswersAPaidCopyAsDuplicate(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	locks := redislock.New(rdb, prefix)
-	f := buildFixture(t, paymentlab.RigConfig{Mode: platform.Fixed, Lock: locks})
+	f := buildFixture(t, paymentlab.RigConfig{Mode: variant.Fixed, Lock: locks})
 	ctx := context.Background()
 
 	paid := f.payment()

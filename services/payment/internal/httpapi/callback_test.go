@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/psp"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
@@ -18,7 +18,7 @@ import (
 // delivery and that no table changed. The platform keeps retrying refused
 // notifications, so each case also proves that the retries change nothing.
 func TestCallbackRejectionsChangeNothing(t *testing.T) {
-	f := newFixture(t, platform.Fixed)
+	f := newFixture(t, variant.Fixed)
 	no := f.payment()
 
 	// Refusals the platform simulator produces as a real peer.
@@ -130,7 +130,7 @@ func TestCallbackRejectionsChangeNothing(t *testing.T) {
 // notifications at the fixed handler: all are acknowledged, exactly one is
 // processed, and the database holds one record and one event.
 func TestFixedCallbackConcurrentCopiesHaveOneWinner(t *testing.T) {
-	f := newFixture(t, platform.Fixed)
+	f := newFixture(t, variant.Fixed)
 	no := f.payment()
 	body, h := signedCallback(t, notification(no, "T-race-1", 4200))
 
@@ -169,7 +169,7 @@ func TestFixedCallbackConcurrentCopiesHaveOneWinner(t *testing.T) {
 // TestFixedCallbackReplayAndOutOfOrder: replays after success and an older
 // copy delivered late are acknowledged as duplicates without effect.
 func TestFixedCallbackReplayAndOutOfOrder(t *testing.T) {
-	f := newFixture(t, platform.Fixed)
+	f := newFixture(t, variant.Fixed)
 	for _, mode := range []string{pspsim.ModeReplay, pspsim.ModeOutOfOrder} {
 		t.Run(mode, func(t *testing.T) {
 			no := f.payment()
@@ -194,7 +194,7 @@ func TestFixedCallbackReplayAndOutOfOrder(t *testing.T) {
 // nothing (a double charge is for a human and a refund, not for a second
 // payment.succeeded).
 func TestFixedCallbackConflict(t *testing.T) {
-	f := newFixture(t, platform.Fixed)
+	f := newFixture(t, variant.Fixed)
 	no := f.payment()
 	body, h := signedCallback(t, notification(no, "T-first", 4200))
 	if status, b := f.post("/payments/callback", body, h); status != http.StatusOK {
@@ -220,7 +220,7 @@ func TestFixedCallbackConflict(t *testing.T) {
 // with several records and events. Three storms, because on a loaded machine
 // an occasional storm arrives too spread out to race (see lab.Storms).
 func TestBrokenCallbackRecordsTheStormTwice(t *testing.T) {
-	f := newFixture(t, platform.Broken)
+	f := newFixture(t, variant.Broken)
 	worst := 0
 	for range 3 {
 		no := f.payment()

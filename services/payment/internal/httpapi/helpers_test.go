@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/pkg/variant"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 	"github.com/oncemall/oncemall/services/payment/psp"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
@@ -31,14 +31,14 @@ type fixture struct {
 	logs *testenv.SyncBuffer
 }
 
-func newFixture(t *testing.T, mode platform.Mode) *fixture {
+func newFixture(t *testing.T, mode variant.Mode) *fixture {
 	return buildFixture(t, paymentlab.RigConfig{Mode: mode})
 }
 
 // newFixtureWithPlatform is a fixed-mode fixture whose POST /payments
 // reaches the order service at orderURL and the simulator.
 func newFixtureWithPlatform(t *testing.T, orderURL string) *fixture {
-	return buildFixture(t, paymentlab.RigConfig{Mode: platform.Fixed, OrderURL: orderURL})
+	return buildFixture(t, paymentlab.RigConfig{Mode: variant.Fixed, OrderURL: orderURL})
 }
 
 func buildFixture(t *testing.T, rc paymentlab.RigConfig) *fixture {

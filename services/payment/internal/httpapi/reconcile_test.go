@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
@@ -46,7 +46,7 @@ func (f *fixture) reconcile() reconcileJSON {
 // report lists each; after the same on the fixed handler it is empty.
 func TestReconcileFindsWhatTheBrokenHandlerLeaves(t *testing.T) {
 	t.Run("broken", func(t *testing.T) {
-		f := newFixture(t, platform.Broken)
+		f := newFixture(t, variant.Broken)
 		if status, _ := f.get("/admin/reconcile", nil); status != http.StatusUnauthorized {
 			t.Fatalf("without the admin token: %d, want 401", status)
 		}
@@ -80,7 +80,7 @@ func TestReconcileFindsWhatTheBrokenHandlerLeaves(t *testing.T) {
 		}
 	})
 	t.Run("fixed", func(t *testing.T) {
-		f := newFixture(t, platform.Fixed)
+		f := newFixture(t, variant.Fixed)
 		stormed, mismatched := f.payment(), f.payment()
 		f.charge(stormed, 4200, &pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 30, Replays: 5})
 		f.charge(mismatched, 4200, &pspsim.Plan{Mode: pspsim.ModeWrongAmount})
