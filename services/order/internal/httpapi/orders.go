@@ -74,21 +74,24 @@ func (h *Handler) createOrder(c *gin.Context) {
 	// committed, so that CompleteInTx stores exactly what the client
 	// receives.
 	var body []byte
-	o, err := h.app.CreateOrder(c.Request.Context(), cmd, func(ctx context.Context, tx order.Tx, o order.Order) error {
+	_, err = h.app.CreateOrder(c.Request.Context(), cmd, func(ctx context.Context, tx order.Tx, o order.Order) error {
 		var err error
 		if body, err = json.Marshal(toOrderResponse(o)); err != nil {
 			return err
 		}
+		// The Location is set before the response is recorded, so a replay
+		// repeats it.
+		c.Header("Location", "/orders/"+o.No)
 		if h.opts.CompleteInTx != nil {
 			return h.opts.CompleteInTx(ctx, tx, http.StatusCreated, body)
 		}
 		return nil
 	})
 	if err != nil {
+		c.Writer.Header().Del("Location") // the order it named rolled back
 		h.fail(c, err)
 		return
 	}
-	c.Header("Location", "/orders/"+o.No)
 	c.Data(http.StatusCreated, JSONContentType, body)
 }
 
