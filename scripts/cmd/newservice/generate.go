@@ -178,21 +178,29 @@ func goDirective(gomod string) (string, error) {
 }
 
 // goRun runs the go command with args in dir, returning its output with
-// its error. GOWORK is left out of its environment: the new module is
-// built in the workspace of the repository it was added to.
+// its error.
 func goRun(goCmd, dir string, args ...string) error {
 	cmd := exec.Command(goCmd, args...)
 	cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOWORK=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd.Env = workspaceEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("go %s in %s: %w\n%s", strings.Join(args, " "), dir, err, out)
 	}
 	return nil
+}
+
+// workspaceEnv is the process's environment less GOWORK, so that the go
+// command uses the go.work of the repository it runs in: the new module is
+// built in the workspace it was added to.
+func workspaceEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOWORK=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // writer writes the generated files and the edits, and can take them back.

@@ -215,20 +215,15 @@ func goCmd(t *testing.T, dir string, args ...string) {
 	command(t, dir, goCommand(), args...)
 }
 
-// command runs name with args in dir, with the environment less GOWORK (so
-// that the copy's go.work is the one used), and fails t with its output
-// when it fails.
+// command runs name with args in dir, in the workspace of the repository
+// there (workspaceEnv), and fails t with its output when it fails.
 func command(t *testing.T, dir, name string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOWORK=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd.Env = workspaceEnv()
 	began := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
