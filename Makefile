@@ -7,7 +7,7 @@ GO       ?= go
 
 .PHONY: help
 help: ## list the targets
-	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
 run: ## build bin/ and run every program locally (logs in .run/); Ctrl-C stops them, RUN_DETACH=1 returns once ready
@@ -44,6 +44,10 @@ test: ## check MariaDB/MySQL, Redis and NATS answer, then vet and test every mod
 e2e: ## end-to-end: order, coupon, payment and psp-sim as processes; one order with a coupon paid through a callback storm
 	@bash scripts/preflight.sh
 	cd scripts && $(GO) test -count=1 -v -run TestOrderWithCouponPaidThroughCallbackStorm ./e2e/
+
+.PHONY: new-service
+new-service: ## create services/NAME from the service template and wire it in everywhere (NAME=inventory, PORT=8084 optional)
+	@GO=$(GO) $(GO) run ./scripts/cmd/newservice -name "$(NAME)" $(if $(PORT),-port $(PORT))
 
 .PHONY: lint
 lint: ## go vet and gofmt -l on every module
