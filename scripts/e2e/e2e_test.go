@@ -16,6 +16,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/scripts/proctest"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
@@ -69,14 +70,15 @@ type rig struct {
 func startRig(t *testing.T, callbackLock bool) *rig {
 	t.Helper()
 	sfx := testenv.RandomSuffix(8)
+	ev := events.Config{SubjectPrefix: "e2e" + sfx + "."}
 	r := &rig{
 		adminToken:    "e2e-admin-" + sfx,
 		pspSecret:     []byte("e2e-psp-secret-" + sfx),
-		subjectPrefix: "e2e" + sfx + ".",
-		orderStream:   "E2E_" + sfx + "_ORDER",
-		paymentStream: "E2E_" + sfx + "_PAYMENT",
+		subjectPrefix: ev.SubjectPrefix,
+		orderStream:   ev.StreamName(events.OrderPaid),
+		paymentStream: ev.StreamName(events.PaymentSucceeded),
 	}
-	productStream, couponStream := "E2E_"+sfx+"_PRODUCT", "E2E_"+sfx+"_COUPON"
+	productStream, couponStream := ev.StreamName(events.ProductBatchCopy), ev.StreamName(events.CouponUsed)
 
 	// Streams are deleted after the processes are stopped (cleanups run
 	// last-registered first).
@@ -92,7 +94,7 @@ func startRig(t *testing.T, callbackLock bool) *rig {
 		addrs[name] = testenv.FreeAddr(t)
 	}
 	common := []string{
-		"ADMIN_TOKEN=" + r.adminToken, "STARTUP_TIMEOUT=30s", "SHUTDOWN_TIMEOUT=10s", "LOG_LEVEL=debug",
+		"EVENT_SUBJECT_PREFIX=" + r.subjectPrefix, "ADMIN_TOKEN=" + r.adminToken, "STARTUP_TIMEOUT=30s", "SHUTDOWN_TIMEOUT=10s", "LOG_LEVEL=debug",
 		"OUTBOX_POLL_SCHEDULE=@every 1s", "IDEMPOTENCY_REDIS_PREFIX=" + redisPrefix + "idem:",
 	}
 	withDB := func(name, addr string, env ...string) service {
@@ -115,20 +117,14 @@ func startRig(t *testing.T, callbackLock bool) *rig {
 		"PSP_RETRY_SCHEDULE=100ms,200ms,300ms,500ms,1s,1s,2s",
 		"PSP_NOTIFY_DELAY=10ms", "LOG_LEVEL=debug",
 	)}
-	r.order = withDB("order", addrs["order"],
-		"ORDER_STREAM="+r.orderStream, "PAYMENT_STREAM="+r.paymentStream, "EVENT_SUBJECT_PREFIX="+r.subjectPrefix,
-		"PRODUCT_STREAM="+productStream, "PRODUCT_SUBJECT_PREFIX=e2e"+sfx+"product",
-	)
+	r.order = withDB("order", addrs["order"])
 	r.coupon = withDB("coupon", addrs["coupon"],
-		"COUPON_ORDER_STREAM="+r.orderStream, "COUPON_ORDER_SUBJECT_PREFIX="+r.subjectPrefix+"order",
-		"COUPON_EVENT_STREAM="+couponStream, "COUPON_EVENT_SUBJECT_PREFIX="+r.subjectPrefix+"coupon",
 		"COUPON_RETRY_SCHEDULE=@every 1s", "COUPON_RETRY_BACKOFF=200ms",
 		// The retry pass lock is named the same in every coupon process on
 		// this Redis; a short expiry bounds how long a killed run holds it.
-		"COUPON_JOB_LOCK_TTL=5s",
+		"JOB_LOCK_TTL=5s",
 	)
 	r.payment = withDB("payment", addrs["payment"],
-		"PAYMENT_STREAM="+r.paymentStream, "EVENT_SUBJECT_PREFIX="+r.subjectPrefix,
 		"PSP_URL=http://"+addrs["psp-sim"], "ORDER_URL=http://"+addrs["order"], "PSP_SECRET="+string(r.pspSecret),
 		"PAYMENT_CALLBACK_MODE=fixed", fmt.Sprintf("PAYMENT_CALLBACK_LOCK=%t", callbackLock),
 	)
@@ -433,7 +429,7 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 	}
 
 	// 6. Exactly one of every effect.
-	paySubject := r.subjectPrefix + "payment.succeeded"
+	paySubject := events.PaymentSucceeded
 	checks := []struct {
 		what string
 		db   *sql.DB
@@ -443,17 +439,16 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 	}{
 		{"payments for the order", r.payment.db, "SELECT COUNT(*) FROM payments WHERE order_no = ?", []any{o1.OrderNo}, 1},
 		{"payment records (payment_transaction)", r.payment.db, "SELECT COUNT(*) FROM payment_transaction WHERE out_trade_no = ?", []any{p1.OutTradeNo}, 1},
-		{"broken-handler payment records", r.payment.db, "SELECT COUNT(*) FROM payment_transaction_broken", nil, 0},
 		{"payment.succeeded outbox rows", r.payment.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{paySubject}, 1},
 		{"paid orders", r.order.db, "SELECT COUNT(*) FROM orders WHERE order_no = ? AND status = 'PAID'", []any{o1.OrderNo}, 1},
-		{"order.paid outbox rows", r.order.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{r.subjectPrefix + "order.paid"}, 1},
+		{"order.paid outbox rows", r.order.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{events.OrderPaid}, 1},
 		{"coupon ledger rows for the order", r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction WHERE order_no = ?", []any{o1.OrderNo}, 1},
 		{"coupon ledger rows in all", r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction", nil, 1},
-		{"order.created outbox rows", r.order.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{r.subjectPrefix + "order.created"}, 1},
+		{"order.created outbox rows", r.order.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{events.OrderCreated}, 1},
 		{"order dead letters", r.order.db, "SELECT COUNT(*) FROM dead_message", nil, 0},
 		{"coupon messages, SUCCESS", r.coupon.db, "SELECT COUNT(*) FROM coupon_message WHERE status = 'SUCCESS'", nil, 1},
 		{"coupon messages in all", r.coupon.db, "SELECT COUNT(*) FROM coupon_message", nil, 1},
-		{"coupon.used outbox rows", r.coupon.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{r.subjectPrefix + "coupon.used"}, 1},
+		{"coupon.used outbox rows", r.coupon.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{events.CouponUsed}, 1},
 		{"coupon dead letters", r.coupon.db, "SELECT COUNT(*) FROM dead_message", nil, 0},
 	}
 	for _, c := range checks {
@@ -462,11 +457,11 @@ func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
 		}
 	}
 	eventually(t, "payment.succeeded and order.paid on their streams", func() (bool, string) {
-		ps := streamMsgs(t, r.js, r.paymentStream, paySubject)
+		ps := streamMsgs(t, r.js, r.paymentStream, r.subjectPrefix+paySubject)
 		op := streamMsgs(t, r.js, r.orderStream, r.subjectPrefix+"order.paid")
 		return ps >= 1 && op >= 1, fmt.Sprintf("payment.succeeded %d, order.paid %d", ps, op)
 	})
-	if n := streamMsgs(t, r.js, r.paymentStream, paySubject); n != 1 {
+	if n := streamMsgs(t, r.js, r.paymentStream, r.subjectPrefix+paySubject); n != 1 {
 		t.Errorf("payment.succeeded messages in stream %s: %d, want 1", r.paymentStream, n)
 	}
 	if n := streamMsgs(t, r.js, r.orderStream, r.subjectPrefix+"order.paid"); n != 1 {

@@ -37,7 +37,12 @@ type build struct {
 }
 
 // Main runs the tests and removes the built binaries; call it from TestMain.
+// The programs it starts run in the lab environment (ONCEMALL_ENV=lab, the
+// tests' own secrets and variants allowed) unless a test says otherwise.
 func Main(m *testing.M) {
+	if _, set := os.LookupEnv("ONCEMALL_ENV"); !set {
+		os.Setenv("ONCEMALL_ENV", "lab")
+	}
 	code := m.Run()
 	if dir != "" {
 		os.RemoveAll(dir)
