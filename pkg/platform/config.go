@@ -38,6 +38,7 @@ type Config struct {
 	Jobs   JobsConfig
 
 	AdminToken      string        `env:"ADMIN_TOKEN" default:"dev-admin-token" usage:"bearer token for the operator endpoints (/admin and the other admin routes); the default works only with ONCEMALL_ENV=dev or lab"`
+	InternalToken   string        `env:"INTERNAL_TOKEN" default:"dev-internal-token" usage:"bearer token the services present to each other's /internal endpoints (all services share it); the default works only with ONCEMALL_ENV=dev or lab"`
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" default:"15s" usage:"how long a graceful shutdown may take before the process gives up"`
 	StartupTimeout  time.Duration `env:"STARTUP_TIMEOUT" default:"60s" usage:"how long to wait for MySQL, NATS and Redis at start-up"`
 }
@@ -47,8 +48,11 @@ type JobsConfig struct {
 	LockTTL time.Duration `env:"JOB_LOCK_TTL" default:"30s" usage:"expiry of the Redis lock that keeps a job to one replica at a time (refreshed while it runs)"`
 }
 
-// DevAdminToken is the published development value of ADMIN_TOKEN.
-const DevAdminToken = "dev-admin-token"
+// The published development values of ADMIN_TOKEN and INTERNAL_TOKEN.
+const (
+	DevAdminToken    = "dev-admin-token"
+	DevInternalToken = "dev-internal-token"
+)
 
 // Validate checks the shared settings, each error naming its variable.
 func (c Config) Validate() error {
@@ -69,6 +73,8 @@ func (c Config) Validate() error {
 		config.CheckPositive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout),
 		config.CheckPositive("STARTUP_TIMEOUT", c.StartupTimeout),
 		c.Env.CheckSecret("ADMIN_TOKEN", c.AdminToken, DevAdminToken),
+		c.Env.CheckSecret("INTERNAL_TOKEN", c.InternalToken, DevInternalToken),
+		checkDistinct(c.AdminToken, c.InternalToken),
 	)
 }
 
@@ -79,6 +85,16 @@ func (c Config) Shared() Config { return c }
 func checkAtLeast(name string, v, min time.Duration) error {
 	if v < min {
 		return &config.Error{Var: name, Value: v.String(), Err: fmt.Errorf("must be at least %s", min)}
+	}
+	return nil
+}
+
+// checkDistinct refuses one secret for both tokens: a service holds the
+// internal token to call the others, and must not thereby hold their
+// operator endpoints.
+func checkDistinct(admin, internal string) error {
+	if admin != "" && admin == internal {
+		return &config.Error{Var: "INTERNAL_TOKEN", Value: "<redacted>", Err: errors.New("must differ from ADMIN_TOKEN")}
 	}
 	return nil
 }

@@ -57,6 +57,7 @@ func toy(ticks chan<- struct{}) platform.Service[toyConfig] {
 		Wire: func(w *platform.Wiring, cfg toyConfig) error {
 			w.Routes(func(r gin.IRouter) {
 				r.GET("/hello", func(c *gin.Context) { c.String(http.StatusOK, cfg.Greeting) })
+				r.GET("/internal/ping", w.Internal, func(c *gin.Context) { c.String(http.StatusOK, "pong") })
 				r.POST("/things/:id", func(c *gin.Context) {
 					id := c.Param("id")
 					err := w.DB.Transaction(func(tx *gorm.DB) error {
@@ -108,7 +109,7 @@ func toyEnv(t *testing.T) (string, *gorm.DB) {
 	testenv.DeleteStreamAtCleanup(t, conn.JS, strings.ToUpper(strings.ReplaceAll(prefix, ".", "_"))+"THING")
 	for k, v := range map[string]string{
 		"ONCEMALL_ENV": "lab", "MYSQL_ADDR": mysqlCfg.Addr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr,
-		"EVENT_SUBJECT_PREFIX": prefix, "ADMIN_TOKEN": "toy-admin-token-0123456789",
+		"EVENT_SUBJECT_PREFIX": prefix, "ADMIN_TOKEN": "toy-admin-token-0123456789", "INTERNAL_TOKEN": "toy-internal-token-0123456789",
 		"SHUTDOWN_TIMEOUT": "10s",
 	} {
 		t.Setenv(k, v)
@@ -192,8 +193,19 @@ func TestRunRunsWhatTheServiceDeclares(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the declared job never ran")
 	}
-	for token, want := range map[string]int{"": http.StatusUnauthorized, "toy-admin-token-0123456789": http.StatusOK} {
-		req, _ := http.NewRequest(http.MethodPost, base+outbox.RedrivePath, bytes.NewBufferString(`{}`))
+	for _, tc := range []struct {
+		method, path, token string
+		want                int
+	}{
+		{http.MethodPost, outbox.RedrivePath, "", http.StatusUnauthorized},
+		{http.MethodPost, outbox.RedrivePath, "toy-internal-token-0123456789", http.StatusUnauthorized},
+		{http.MethodPost, outbox.RedrivePath, "toy-admin-token-0123456789", http.StatusOK},
+		{http.MethodGet, "/internal/ping", "", http.StatusUnauthorized},
+		{http.MethodGet, "/internal/ping", "toy-admin-token-0123456789", http.StatusUnauthorized},
+		{http.MethodGet, "/internal/ping", "toy-internal-token-0123456789", http.StatusOK},
+	} {
+		token, want := tc.token, tc.want
+		req, _ := http.NewRequest(tc.method, base+tc.path, bytes.NewBufferString(`{}`))
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -201,7 +213,7 @@ func TestRunRunsWhatTheServiceDeclares(t *testing.T) {
 		testenv.Must(t, err)
 		resp.Body.Close()
 		if resp.StatusCode != want {
-			t.Errorf("redrive with token %q = %d, want %d", token, resp.StatusCode, want)
+			t.Errorf("%s %s with token %q = %d, want %d", tc.method, tc.path, token, resp.StatusCode, want)
 		}
 	}
 	resp, err = http.Get(base + "/metrics")
@@ -255,14 +267,16 @@ func TestLoadGuardsTheLabAndTheSecrets(t *testing.T) {
 		want string // "" for success, else a part of the error
 	}{
 		{"production refuses the dev token", map[string]string{}, "ADMIN_TOKEN"},
-		{"production with a real token", map[string]string{"ADMIN_TOKEN": "a-real-secret-of-some-length"}, ""},
+		{"production with real tokens", map[string]string{"ADMIN_TOKEN": "a-real-secret-of-some-length", "INTERNAL_TOKEN": "another-real-secret-of-length"}, ""},
 		{"production refuses a short token", map[string]string{"ADMIN_TOKEN": "short"}, "ADMIN_TOKEN"},
 		{"dev allows the dev token", map[string]string{"ONCEMALL_ENV": "dev"}, ""},
 		{"an empty token is refused even in dev", map[string]string{"ONCEMALL_ENV": "dev", "ADMIN_TOKEN": ""}, "ADMIN_TOKEN"},
 		{"dev refuses a broken mode", map[string]string{"ONCEMALL_ENV": "dev", "TOY_MODE": "broken"}, "TOY_MODE"},
-		{"production refuses a broken mode", map[string]string{"ADMIN_TOKEN": "a-real-secret-of-some-length", "TOY_MODE": "broken"}, "TOY_MODE"},
+		{"production refuses a broken mode", map[string]string{"ADMIN_TOKEN": "a-real-secret-of-some-length", "INTERNAL_TOKEN": "another-real-secret-of-length", "TOY_MODE": "broken"}, "TOY_MODE"},
 		{"lab allows a broken mode", map[string]string{"ONCEMALL_ENV": "lab", "TOY_MODE": "broken"}, ""},
 		{"an unknown environment", map[string]string{"ONCEMALL_ENV": "staging"}, "ONCEMALL_ENV"},
+		{"production refuses the dev internal token", map[string]string{"ADMIN_TOKEN": "a-real-secret-of-some-length"}, "INTERNAL_TOKEN"},
+		{"one secret for both tokens", map[string]string{"ONCEMALL_ENV": "dev", "ADMIN_TOKEN": "same-secret-for-both-01", "INTERNAL_TOKEN": "same-secret-for-both-01"}, "INTERNAL_TOKEN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := svc.Load(func(name string) (string, bool) { v, ok := tc.env[name]; return v, ok })

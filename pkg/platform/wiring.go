@@ -52,6 +52,11 @@ type Wiring struct {
 	Outbox *outbox.Relay
 	// Admin guards operator routes with the ADMIN_TOKEN bearer token.
 	Admin gin.HandlerFunc
+	// Internal guards the routes other services call (/internal/…) with
+	// the INTERNAL_TOKEN bearer token; InternalToken is what this service
+	// presents when it calls theirs.
+	Internal      gin.HandlerFunc
+	InternalToken string
 	// Locks takes Redis locks under the service's prefix
 	// ("oncemall:<service>:lock:"), the same the jobs use.
 	Locks *redislock.Client
@@ -85,6 +90,7 @@ func newWiring(name string, rt *Runtime, cfg Config) (*Wiring, error) {
 	return &Wiring{
 		Log: rt.Log, DB: rt.DB, Redis: rt.Redis, NATS: rt.NATS, Registry: rt.Registry,
 		Outbox: relay, Admin: httpserver.AdminAuth(cfg.AdminToken), Locks: locks,
+		Internal: httpserver.AdminAuth(cfg.InternalToken), InternalToken: cfg.InternalToken,
 		rt: rt, cfg: cfg, sched: sched,
 	}, nil
 }
