@@ -12,7 +12,9 @@ import (
 const (
 	OrderCreated     = "order.created"
 	OrderPaid        = "order.paid"
+	OrderCancelled   = "order.cancelled"
 	PaymentSucceeded = "payment.succeeded"
+	PaymentRefunded  = "payment.refunded"
 	ProductBatchCopy = "product.batch_copy"
 	CouponUsed       = "coupon.used"
 )
@@ -30,13 +32,16 @@ const (
 	CouponStream  = "COUPON"  // coupon.>
 )
 
-// OrderCreatedV1 is the body of order.created.
+// OrderCreatedV1 is the body of order.created. Amounts are in cents;
+// Amount is what the customer pays (total minus discount).
 type OrderCreatedV1 struct {
-	OrderNo   string    `json:"order_no"`
-	UserID    uint64    `json:"user_id"`
-	Amount    int64     `json:"amount"` // cents
-	CouponID  *uint64   `json:"coupon_id,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	OrderNo        string    `json:"order_no"`
+	UserID         uint64    `json:"user_id"`
+	TotalAmount    int64     `json:"total_amount"`
+	DiscountAmount int64     `json:"discount_amount"`
+	Amount         int64     `json:"amount"`
+	CouponID       *uint64   `json:"coupon_id,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
 }
 
 // OrderPaidV1 is the body of order.paid.
@@ -49,6 +54,24 @@ type OrderPaidV1 struct {
 	PaidAt    time.Time `json:"paid_at"`
 }
 
+// OrderCancelledV1 is the body of order.cancelled: an unpaid order closed by
+// its owner or by the close job, after its charge was closed at the
+// platform. Its consumers release what the order held (the coupon lock) and
+// record the cancellation (the payment service, for its reconciler).
+type OrderCancelledV1 struct {
+	OrderNo     string    `json:"order_no"`
+	UserID      uint64    `json:"user_id"`
+	CouponID    *uint64   `json:"coupon_id,omitempty"`
+	Reason      string    `json:"reason"` // "timeout" or "customer"
+	CancelledAt time.Time `json:"cancelled_at"`
+}
+
+// Reasons of OrderCancelledV1.
+const (
+	CancelTimeout  = "timeout"
+	CancelCustomer = "customer"
+)
+
 // PaymentSucceededV1 is the body of payment.succeeded.
 type PaymentSucceededV1 struct {
 	PaymentNo      string    `json:"payment_no"` // out_trade_no
@@ -57,6 +80,16 @@ type PaymentSucceededV1 struct {
 	Channel        string    `json:"channel"`
 	PlatformSerial string    `json:"platform_serial"`
 	PaidAt         time.Time `json:"paid_at"`
+}
+
+// PaymentRefundedV1 is the body of payment.refunded: a payment that landed
+// after its order was closed, refunded once (RefundNo is unique).
+type PaymentRefundedV1 struct {
+	PaymentNo  string    `json:"payment_no"`
+	OrderNo    string    `json:"order_no"`
+	RefundNo   string    `json:"refund_no"`
+	Amount     int64     `json:"amount"`
+	RefundedAt time.Time `json:"refunded_at"`
 }
 
 // CouponUsedV1 is the body of coupon.used: the coupon service's stateless
