@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,32 @@ import (
 )
 
 var inventory = newService("inventory", 8084, "1.26.0")
+
+// probeName returns a service name the repository around the test does not
+// use yet: "inventory", unless a user has generated one of that name (their
+// `make test` must keep passing), then "inventory2" and on.
+func probeName(t *testing.T) string {
+	t.Helper()
+	root := composecheck.RepoRoot(t)
+	for i := 1; ; i++ {
+		name := "inventory"
+		if i > 1 {
+			name = fmt.Sprint(name, i)
+		}
+		if _, err := os.Stat(filepath.Join(root, "services", name)); err == nil {
+			continue
+		}
+		taken := false
+		for _, e := range edits {
+			if strings.Contains(repoFile(t, e.path), name) {
+				taken = true
+			}
+		}
+		if !taken {
+			return name
+		}
+	}
+}
 
 // repoFile reads a file of the repository around the test, whose anchors
 // the edits must keep finding.
@@ -27,20 +54,21 @@ func repoFile(t *testing.T, rel string) string {
 // repository's file as it is, changes it only by adding, and refuses the
 // file it produced, so that generating a service twice changes nothing.
 func TestEditsFindTheirAnchorsAndRefuseASecondRun(t *testing.T) {
+	probe := newService(probeName(t), 8084, "1.26.0")
 	for _, e := range edits {
 		t.Run(e.path, func(t *testing.T) {
 			src := repoFile(t, e.path)
-			out, err := e.apply(src, inventory)
+			out, err := e.apply(src, probe)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !onlyAdds(src, out) {
 				t.Error("the edit removed or reordered words of the file")
 			}
-			if !strings.Contains(out, "inventory") {
+			if !strings.Contains(out, probe.Name) {
 				t.Error("the edit does not name the service")
 			}
-			if _, err := e.apply(out, inventory); err == nil {
+			if _, err := e.apply(out, probe); err == nil {
 				t.Error("a second run was accepted")
 			}
 		})
