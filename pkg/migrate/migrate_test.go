@@ -100,7 +100,7 @@ func TestUpIsIdempotentAndDownReverts(t *testing.T) {
 	if got := versions(t, db, "gadgets"); len(got) != 1 {
 		t.Fatalf("gadgets versions after Up: %v", got)
 	}
-	// A second run applies nothing: the seed row would be inserted twice and
+	// A second run applies nothing: the row the migration inserts would be inserted twice and
 	// the ALTER would fail on the existing column.
 	if err := migrate.Up(ctx, db, widgets, gadgets); err != nil {
 		t.Fatalf("second Up: %v", err)
@@ -168,7 +168,7 @@ func TestFailedMigrationStopsAndIsNotRecorded(t *testing.T) {
 
 // TestConcurrentRunnersApplyOnce starts five runners at once, as five
 // replicas starting together would. Every migration must be applied exactly
-// once: the seed INSERT would otherwise leave several rows (or a runner
+// once: the migration's INSERT would otherwise leave several rows (or a runner
 // would fail on the duplicate column).
 func TestConcurrentRunnersApplyOnce(t *testing.T) {
 	cfg, name := testenv.NewDatabase(t)

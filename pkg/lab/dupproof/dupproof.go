@@ -60,7 +60,7 @@ func setNX(ctx context.Context, rdb redis.Cmdable, key string) (bool, error) {
 	return rdb.SetNX(ctx, key, "1", time.Minute).Result()
 }
 
-// Run measures the three guards on the two data sets of the seed: 100
+// Run measures the three guards on the two data sets of the incident's load test: 100
 // goroutines allowed 1, and 200 goroutines allowed 5. Keys are named under
 // prefix and deleted afterwards.
 func Run(ctx context.Context, rdb redis.UniversalClient, prefix string) ([]Row, error) {

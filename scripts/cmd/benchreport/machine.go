@@ -164,7 +164,7 @@ func redisVersion(ctx context.Context, cfg redisclient.Config) string {
 	return "unknown"
 }
 
-// runDupproof measures the seed-004 table in process, on keys under a
+// runDupproof measures the Redis guard table of incident 4 in process, on keys under a
 // random prefix that it deletes.
 func runDupproof(ctx context.Context) ([]dupproof.Row, error) {
 	rdb := redisclient.New(loadDeps().Redis)

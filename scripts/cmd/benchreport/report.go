@@ -105,7 +105,7 @@ func (r Report) Write(w io.Writer) error {
 		p("```\n</details>\n")
 	}
 
-	p("\n### Redis entry guards: check-then-set vs SET NX vs sliding window (seed 004)\n\n")
+	p("\n### Redis entry guards: check-then-set vs SET NX vs sliding window (incident 4)\n\n")
 	p("Goroutines released together race for one key on the local Redis; the check-then-set leaves a\n")
 	p("%v gap between its EXISTS and its SET, as a real handler's query or remote call would.\n", dupproof.Gap)
 	p("The same code runs in `make dupproof`, in `make lab` (incident 4's extra rows) and in its test.\n\n")

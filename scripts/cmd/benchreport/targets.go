@@ -125,7 +125,7 @@ func Evaluate(f Figures, dup []dupproof.Row) []Check {
 		out = append(out, c)
 	}
 
-	// The seed-004 proof (issue 4): the broken guard must let more through,
+	// The Redis guard proof (incident 4): the broken guard must let more through,
 	// the atomic ones exactly what they allow.
 	for _, r := range dup {
 		c := Check{Area: "Redis entry guards", Value: fmt.Sprintf("%d passed", r.Passed)}
