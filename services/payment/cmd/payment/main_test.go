@@ -84,7 +84,7 @@ func TestLoadGuardsThePSPSecretAndTheBrokenHandler(t *testing.T) {
 		want string // "" for success, else a part of the error
 	}{
 		{"production refuses the dev secret", map[string]string{"ADMIN_TOKEN": admin}, "PSP_SECRET"},
-		{"production with a real secret", map[string]string{"ADMIN_TOKEN": admin, "PSP_SECRET": secret}, ""},
+		{"production with a real secret", map[string]string{"ADMIN_TOKEN": admin, "INTERNAL_TOKEN": "internal-" + secret, "PSP_SECRET": secret}, ""},
 		{"production refuses a short secret", map[string]string{"ADMIN_TOKEN": admin, "PSP_SECRET": "short"}, "PSP_SECRET"},
 		{"dev allows the dev secret", map[string]string{"ONCEMALL_ENV": "dev"}, ""},
 		{"lab allows the dev secret", map[string]string{"ONCEMALL_ENV": "lab"}, ""},
