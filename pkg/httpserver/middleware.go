@@ -62,7 +62,7 @@ func AccessLog(log *slog.Logger) gin.HandlerFunc {
 		switch {
 		case status >= 500:
 			level = slog.LevelError
-		case c.Request.URL.Path == "/healthz" || c.Request.URL.Path == "/readyz" || c.Request.URL.Path == "/metrics":
+		case isProbe(c.Request.URL.Path):
 			level = slog.LevelDebug
 		}
 		attrs := []any{

@@ -1,7 +1,7 @@
 // Package httpserver builds the gin HTTP server every service runs: request
-// ids, JSON access logs, Prometheus metrics, panic recovery, a request body
-// limit, problem+json errors, and the /healthz, /readyz and /metrics
-// endpoints.
+// ids, tracing, JSON access logs, Prometheus metrics, panic recovery, a
+// request body limit, problem+json errors, and the /healthz, /readyz and
+// /metrics endpoints.
 package httpserver
 
 import (
@@ -18,9 +18,11 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/pkg/tracing"
 )
 
 // Config is the HTTP part of a service configuration. Addr is declared by each
@@ -74,6 +76,12 @@ type Options struct {
 	// Checks are run by /readyz, each with a short timeout; the map key names
 	// the dependency in the 503 answer ("mysql", "nats", "redis").
 	Checks map[string]Check
+	// TracerProvider serves every request but the probes in a server span
+	// named after its route, continuing the caller's trace, with the request
+	// id as an attribute and in the trace's baggage. When tracing is off
+	// (nil or a no-op provider, see tracing.Enabled) the tracing middleware
+	// is not installed at all.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is a service's HTTP server.
@@ -91,7 +99,14 @@ func New(opts Options) *Server {
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
 	m := newMetrics(opts.Registry)
-	e.Use(RequestID(), AccessLog(opts.Logger), m.middleware(), Recovery(opts.Logger),
+	e.Use(RequestID())
+	if tracing.Enabled(opts.TracerProvider) {
+		// Inside the request id, so the span can carry it; outside the rest,
+		// so the access log line is written in the span and a panic the
+		// recovery turns into a 500 marks the span as failed.
+		e.Use(tracingMiddleware(opts.TracerProvider)...)
+	}
+	e.Use(AccessLog(opts.Logger), m.middleware(), Recovery(opts.Logger),
 		Deadline(opts.Config.RequestTimeout), BodyLimit(opts.Config.BodyLimitBytes))
 	e.NoRoute(func(c *gin.Context) { problem.Abort(c, http.StatusNotFound, "no such endpoint") })
 	e.NoMethod(func(c *gin.Context) {

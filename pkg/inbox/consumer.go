@@ -13,9 +13,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/database"
+	"github.com/oncemall/oncemall/pkg/tracing"
 )
 
 // Outcome is what the Consumer did with one delivery.
@@ -41,6 +43,8 @@ type Consumer struct {
 	h    Handler
 	log  *slog.Logger
 	m    *metrics
+	// tracer starts the delivery spans; nil when tracing is off.
+	tracer trace.Tracer
 }
 
 // NewConsumer declares the durable consumer and returns it. Declaring is
@@ -88,7 +92,11 @@ func NewConsumer(db *gorm.DB, js jetstream.JetStream, cfg Config, h Handler, log
 	if err != nil {
 		return nil, fmt.Errorf("inbox: declare consumer %s on %s: %w", cfg.Name, cfg.Stream, err)
 	}
-	return &Consumer{db: db, cons: cons, cfg: cfg, h: h, log: log.With("consumer", cfg.Name), m: m}, nil
+	c := &Consumer{db: db, cons: cons, cfg: cfg, h: h, log: log.With("consumer", cfg.Name), m: m}
+	if tracing.Enabled(cfg.TracerProvider) {
+		c.tracer = cfg.TracerProvider.Tracer(tracerScope)
+	}
+	return c, nil
 }
 
 // Name is the durable consumer name, also its deduplication scope.
@@ -197,11 +205,27 @@ func (c *Consumer) ackOutcome(jm jetstream.Msg, msg Message, out Outcome) {
 // one beyond MaxDeliver is the extra delivery the server makes after every
 // allowed one timed out, which records the message dead without running the
 // handler (unless a handler committed it after all).
+//
+// With tracing on, each call is a span of its own, continuing the trace in
+// msg's headers: a redelivery or a republish is a second span beside the
+// first, and one the dedup row absorbs says duplicate=true. The handler's
+// context carries that span, the trace's baggage, and the request id of the
+// request upstream, which its log lines then show.
 func (c *Consumer) Process(ctx context.Context, msg Message) (Outcome, error) {
-	start := time.Now()
 	if msg.Delivered == 0 {
 		msg.Delivered = 1
 	}
+	if c.tracer == nil {
+		return c.process(ctx, msg)
+	}
+	ctx, span := c.startSpan(ctx, msg)
+	out, err := c.process(ctx, msg)
+	endSpan(span, out, err)
+	return out, err
+}
+
+func (c *Consumer) process(ctx context.Context, msg Message) (Outcome, error) {
+	start := time.Now()
 	if msg.ID == "" {
 		return c.bury(ctx, msg, "message has no id"), errors.New("inbox: message without id")
 	}

@@ -45,7 +45,10 @@
 // it first at shutdown: it stops pulling, lets the handlers in flight commit
 // and ack, then returns. A handler decodes with DecodeJSON, writes through
 // tx only, adds its own events with outbox.Add(tx, …), wakes its relay with
-// OnCommit, and returns Permanent for what no retry can fix.
+// OnCommit, and returns Permanent for what no retry can fix. With
+// Config.TracerProvider set, each delivery is a span continuing the trace
+// the message carries (see Process), and the events the handler adds join
+// that trace.
 package inbox
 
 import (
@@ -57,6 +60,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/config"
@@ -148,6 +152,12 @@ type Config struct {
 	// Backoff is the NakWithDelay delay after failed delivery n
 	// (Backoff[n-1], the last entry repeating); default 1s, 5s, 30s, 2m.
 	Backoff []time.Duration
+
+	// TracerProvider starts a span per delivery, continuing the trace the
+	// message carries (see Process); the platform passes the service's.
+	// Nil or a no-op provider (tracing off) starts none, and the consumer
+	// then does no tracing work at all.
+	TracerProvider trace.TracerProvider
 }
 
 // Settings are the environment-tunable part of a Config, shared by a

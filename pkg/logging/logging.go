@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config is the logging part of a service configuration.
@@ -22,7 +24,8 @@ func (c Config) Validate() error {
 
 // New returns a JSON logger writing to w, tagged with the service name. Records
 // logged with a context that carries a request id (see WithRequestID) get a
-// "request_id" attribute.
+// "request_id" attribute, and those logged in a trace a "trace_id", the id
+// to search for in the tracing UI.
 func New(w io.Writer, service string, cfg Config) (*slog.Logger, error) {
 	level, err := parseLevel(cfg.Level)
 	if err != nil {
@@ -53,12 +56,17 @@ func RequestID(ctx context.Context) string {
 	return id
 }
 
-// requestIDHandler adds the context's request id to every record.
+// requestIDHandler adds the context's request id and trace id to every
+// record. Without a trace (tracing off) the trace lookup finds nothing and
+// allocates nothing.
 type requestIDHandler struct{ slog.Handler }
 
 func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
 	if id := RequestID(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
 	}
 	return h.Handler.Handle(ctx, r)
 }

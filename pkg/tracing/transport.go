@@ -1,0 +1,30 @@
+package tracing
+
+import (
+	"net/http"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Transport returns base wrapped so that every request runs in a client
+// span and carries its context's trace to the server (traceparent, and the
+// baggage with the request id): what a service's HTTP client needs to keep
+// one trace across a call to another service, in one line,
+//
+//	client := &http.Client{Timeout: t, Transport: tracing.Transport(w.TracerProvider, http.DefaultTransport)}
+//
+// The request must be made with its context (http.NewRequestWithContext).
+// When tracing is off it returns base itself.
+func Transport(tp trace.TracerProvider, base http.RoundTripper) http.RoundTripper {
+	if !Enabled(tp) {
+		return base
+	}
+	// Metrics stay with Prometheus; the meter is a no-op so otelhttp does
+	// not reach for the global one.
+	return otelhttp.NewTransport(base,
+		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithPropagators(propagator),
+		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()))
+}
