@@ -1,10 +1,11 @@
 package outbox
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/events"
@@ -25,6 +26,11 @@ type Config struct {
 	Workers int `env:"OUTBOX_WORKERS" default:"2" usage:"outbox claim loops per relay"`
 	// PublishTimeout bounds the wait for a batch's PubAcks (default 5s).
 	PublishTimeout time.Duration `env:"OUTBOX_PUBLISH_TIMEOUT" default:"5s" usage:"wait for a batch's JetStream PubAcks"`
+	// ClaimLease is how long a claimed batch is hidden from the other
+	// relays while it is published (default 30s). A relay that dies with a
+	// batch claimed leaves it to be published again after the lease, inside
+	// JetStream's duplicate window. It must exceed twice PublishTimeout.
+	ClaimLease time.Duration `env:"OUTBOX_CLAIM_LEASE" default:"30s" usage:"how long a claimed batch is hidden from the other relays while it is published; a relay that dies leaves it to the others after this"`
 	// BaseBackoff and MaxBackoff shape the retry delay after a failed
 	// publish: min(MaxBackoff, BaseBackoff·2^(retry-1)), of which a random
 	// half is jitter (defaults 1s and 60s).
@@ -50,12 +56,11 @@ type Config struct {
 	// keep the plain subjects of pkg/events.
 	SubjectPrefix string `env:"-"`
 
-	// AfterPublish, when set, runs after a batch's PubAcks arrived and
-	// before the rows are marked sent, with the published message ids. An
-	// error abandons the batch exactly as a crash at that point would: the
-	// claim transaction rolls back and the rows stay pending. Production
-	// leaves it nil; tests use it to inject that crash.
-	AfterPublish func(ctx context.Context, ids []string) error
+	// TracerProvider starts the span of each publish, continuing the trace
+	// stored in the row's headers (see Add); the platform passes the
+	// service's. Nil or a no-op provider (tracing off) starts none, and the
+	// relay then does no tracing work at all.
+	TracerProvider trace.TracerProvider `env:"-"`
 }
 
 // Defaults of Config.
@@ -63,6 +68,7 @@ const (
 	DefaultBatchSize       = 1000
 	DefaultWorkers         = 2
 	DefaultPublishTimeout  = 5 * time.Second
+	DefaultClaimLease      = 30 * time.Second
 	DefaultBaseBackoff     = time.Second
 	DefaultMaxBackoff      = time.Minute
 	DefaultMaxRetries      = 8
@@ -89,6 +95,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.MaxRetries, DefaultMaxRetries)
 	def(&c.CleanupBatch, DefaultCleanupBatch)
 	defD(&c.PublishTimeout, DefaultPublishTimeout)
+	defD(&c.ClaimLease, DefaultClaimLease)
 	defD(&c.BaseBackoff, DefaultBaseBackoff)
 	defD(&c.MaxBackoff, DefaultMaxBackoff)
 	defD(&c.Retention, DefaultRetention)
@@ -121,6 +128,9 @@ func (c Config) Validate() error {
 	errs = append(errs,
 		config.CheckSchedule("OUTBOX_POLL_SCHEDULE", c.PollSchedule),
 		config.CheckSchedule("OUTBOX_CLEANUP_SCHEDULE", c.CleanupSchedule))
+	if c.ClaimLease < 2*c.PublishTimeout {
+		errs = append(errs, errors.New("outbox: OUTBOX_CLAIM_LEASE must be at least twice OUTBOX_PUBLISH_TIMEOUT, or a batch still publishing could be claimed again"))
+	}
 	if c.MaxBackoff < c.BaseBackoff {
 		errs = append(errs, errors.New("outbox: OUTBOX_MAX_BACKOFF must be at least OUTBOX_BASE_BACKOFF"))
 	}

@@ -4,29 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/robfig/cron/v3"
 )
-
-// Schedule registers the relay's two jobs on c: the safety-net poll
-// (PollSchedule), which wakes the relay and samples the backlog gauges, and
-// the retention cleanup (CleanupSchedule). The service owns c, starts it
-// after the relay and stops it before the relay.
-func (r *Relay) Schedule(c *cron.Cron) error {
-	if _, err := c.AddFunc(r.cfg.PollSchedule, func() { _ = r.Poll(context.Background()) }); err != nil {
-		return fmt.Errorf("outbox: poll schedule %q: %w", r.cfg.PollSchedule, err)
-	}
-	if _, err := c.AddFunc(r.cfg.CleanupSchedule, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if _, err := r.Cleanup(ctx); err != nil {
-			r.log.Error("outbox cleanup failed", "err", err)
-		}
-	}); err != nil {
-		return fmt.Errorf("outbox: cleanup schedule %q: %w", r.cfg.CleanupSchedule, err)
-	}
-	return nil
-}
 
 // Poll is the safety-net poll: it wakes the relay, so rows whose backoff
 // expired and commits whose Wake was missed are published, and samples the

@@ -12,13 +12,13 @@
 // waits for a redrive. Nothing is ever lost silently.
 //
 // Duplicates are possible and bounded: a relay that dies between the PubAck
-// and the UPDATE that marks the row sent leaves the row pending, and the next
-// claim publishes it again. Two layers absorb that republish:
+// and the UPDATE that marks the row sent leaves the row pending, and the
+// first claim after its lease publishes it again. Two layers absorb that republish:
 //
 //  1. JetStream's duplicate window (events.DuplicateWindow, 10 minutes): a
 //     message with a Nats-Msg-Id already stored in the window is dropped and
-//     acknowledged with PubAck.Duplicate. A crash republish happens at the
-//     next claim, seconds later, well inside the window, and the default
+//     acknowledged with PubAck.Duplicate. A crash republish happens when the
+//     claim lease ends (30 seconds by default), well inside the window, and the default
 //     retry schedule (Config.Validate checks it) spans less than the window
 //     too, so the automatic republishes of a row that keeps failing are
 //     dropped by the stream.
@@ -37,13 +37,17 @@
 //
 // # Several replicas
 //
-// Rows are claimed with SELECT … FOR UPDATE SKIP LOCKED inside a READ
-// COMMITTED transaction that stays open while the batch is published and is
-// committed together with the mark-sent UPDATE. Relays never wait for one
-// another and never claim the same row; a relay that dies releases its rows
-// when its connection drops. READ COMMITTED matters: under REPEATABLE READ
-// the locking read would also take gap locks and block the business
-// transactions inserting new rows at the end of the index.
+// A relay claims a batch in a short READ COMMITTED transaction: SELECT …
+// FOR UPDATE SKIP LOCKED of due rows, then one UPDATE that leases them
+// (next_retry_time moves ClaimLease ahead, claim_token gets the batch's
+// token), and the commit. It publishes with no transaction open, then
+// settles in another short transaction that changes only the rows still
+// carrying its token. Relays never wait for one another and never publish
+// the same row at once; a relay that dies mid-batch leaves its rows to the
+// others when the lease ends (a republish inside the duplicate window, see
+// above). Holding the claim's transaction open across the publish instead
+// would keep row locks and a pooled connection for as long as NATS takes to
+// answer, and a stalled NATS would stall the database with it.
 //
 // # Failures
 //
@@ -75,27 +79,32 @@
 //
 // # Wiring
 //
-// Apply Migrations with the service's own. Create the relay with NewRelay,
-// register its poll and cleanup jobs with Schedule on the service's
-// robfig/cron, run Run in a goroutine, and call Wake after every commit that
-// called Add. Mount the redrive endpoint with MountRedrive (POST
-// /admin/outbox/redrive behind the admin token) and serve Command as the
-// service's "outbox" subcommand. At shutdown stop the consumers first, then the cron,
-// then the relay, so the last events committed are still published.
+// A service on pkg/platform gets all of this from its declaration: the
+// platform applies Migrations, creates the relay, runs it, schedules its
+// poll and cleanup (Poll, Cleanup), mounts the redrive endpoint (POST
+// /admin/outbox/redrive behind the admin token), serves Command as the
+// "outbox" subcommand, and stops the consumers, then the jobs, then the
+// relay, so the last events committed are still published. The service's
+// stores call Add in their transactions and Wake after the commit. With
+// Config.TracerProvider set, each publish is a span continuing the trace the
+// row was written in (see Add).
 package outbox
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/outbox/migrations"
+	"github.com/oncemall/oncemall/pkg/tracing"
 )
 
 // Message is one event to publish.
@@ -126,10 +135,37 @@ const maxIDLen = 64
 // A message without an ID gets a time-ordered UUID (v7), which keeps the
 // unique index append-mostly; the ID is written into msgs itself, so pass a
 // slice (Add(tx, msgs...)) to read the generated IDs back.
+//
+// When the transaction's context (tx.WithContext(ctx), as the stores pass
+// it) is in a trace, every row's headers also get that trace: traceparent
+// and the baggage, which carries the request id. The relay publishes the
+// row in a span continuing it, so the request, its transaction, the
+// publish and the consumers are one trace. A header the caller set keeps
+// the caller's value. Outside a trace (tracing off) nothing is added.
 func Add(tx *gorm.DB, msgs ...Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
+	return insert(tx, traceHeaders(tx), msgs)
+}
+
+// traceHeaders returns the headers that carry the trace of tx's context, or
+// nil when it is in none.
+func traceHeaders(tx *gorm.DB) map[string]string {
+	if tx.Statement == nil || tx.Statement.Context == nil {
+		return nil
+	}
+	ctx := tx.Statement.Context
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	h := make(map[string]string, 3)
+	tracing.Inject(ctx, h)
+	return h
+}
+
+// insert writes msgs with the headers extra added to each message's own.
+func insert(tx *gorm.DB, extra map[string]string, msgs []Message) error {
 	now := time.Now().UTC()
 	var sb strings.Builder
 	sb.WriteString("INSERT INTO local_message (message_no, topic, body, headers, status, retry_count, next_retry_time, created_at, updated_at) VALUES ")
@@ -150,8 +186,8 @@ func Add(tx *gorm.DB, msgs ...Message) error {
 			return errors.New("outbox: message without subject")
 		}
 		var headers any
-		if len(m.Headers) > 0 {
-			b, err := json.Marshal(m.Headers)
+		if h := withHeaders(extra, m.Headers); len(h) > 0 {
+			b, err := json.Marshal(h)
 			if err != nil {
 				return fmt.Errorf("outbox: headers of %s: %w", m.ID, err)
 			}
@@ -171,6 +207,18 @@ func Add(tx *gorm.DB, msgs ...Message) error {
 		return fmt.Errorf("outbox: add %d message(s): %w", len(msgs), err)
 	}
 	return nil
+}
+
+// withHeaders returns own with the headers of extra it does not set; own
+// itself when extra is empty, so the caller's map is never written.
+func withHeaders(extra, own map[string]string) map[string]string {
+	if len(extra) == 0 {
+		return own
+	}
+	h := make(map[string]string, len(extra)+len(own))
+	maps.Copy(h, extra)
+	maps.Copy(h, own)
+	return h
 }
 
 // JSON returns a message carrying v encoded as JSON on subject, with id as

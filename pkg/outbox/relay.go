@@ -2,7 +2,9 @@ package outbox
 
 import (
 	"context"
+	crand "crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,19 +18,28 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/tracing"
 )
 
 // Relay publishes pending local_message rows to JetStream.
 type Relay struct {
-	db   *gorm.DB
-	js   jetstream.JetStream
-	cfg  Config
-	log  *slog.Logger
-	m    *metrics
-	wake chan struct{}
+	db  *gorm.DB
+	js  jetstream.JetStream
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+	// tracer starts the publish spans; nil when tracing is off.
+	tracer trace.Tracer
+	wake   chan struct{}
 	// outage is what the workers know of a NATS or JetStream outage.
 	outage outageState
+	// afterPublish, set only by the package's tests, runs after a batch's
+	// PubAcks and before it is settled; an error abandons the batch as a
+	// crash at that point would.
+	afterPublish func(ctx context.Context, ids []string) error
 }
 
 // NewRelay returns a relay over db's local_message table. cfg's zero fields
@@ -45,7 +56,11 @@ func NewRelay(db *gorm.DB, js jetstream.JetStream, cfg Config, log *slog.Logger,
 	if err != nil {
 		return nil, fmt.Errorf("outbox: metrics: %w", err)
 	}
-	return &Relay{db: db, js: js, cfg: cfg, log: log, m: m, wake: make(chan struct{}, 1)}, nil
+	r := &Relay{db: db, js: js, cfg: cfg, log: log, m: m, wake: make(chan struct{}, 1)}
+	if tracing.Enabled(cfg.TracerProvider) {
+		r.tracer = cfg.TracerProvider.Tracer(tracerScope)
+	}
+	return r, nil
 }
 
 // Config returns the relay's effective configuration (defaults filled).
@@ -119,11 +134,14 @@ FOR UPDATE SKIP LOCKED`
 const sqlTime = "2006-01-02 15:04:05.000000"
 
 // PublishBatch claims up to BatchSize due rows, publishes them, waits for
-// the PubAcks and records the outcome, all in one transaction. It returns
-// how many rows it claimed. During an outage (NATS not connected, JetStream
-// not answering) it claims nothing and returns 0 without touching a row.
-// Run calls it; it is exported for tools and tests that drive a relay step
-// by step.
+// the PubAcks and settles the outcome. It returns how many rows it claimed.
+// No transaction is open while the batch is on the wire: the claim is a
+// lease written in a short transaction of its own (claim), and the settle
+// another (settle), which changes only the rows that still carry this
+// batch's token. During an outage (NATS not connected, JetStream not
+// answering) it claims nothing and returns 0 without touching a row. Run
+// calls it; it is exported for tools and tests that drive a relay step by
+// step.
 func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	// A batch claimed during an outage could only be written back with an
 	// error and a delay, batch after batch for as long as it lasts, and the
@@ -134,27 +152,15 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	r.resume()
-	// The batch finishes even if ctx ends meanwhile: rolling back after the
-	// PubAcks would only cause a republish.
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.PublishTimeout+30*time.Second)
+	// The batch finishes even if ctx ends meanwhile (settling after the
+	// PubAcks saves a republish), but never outlives its lease: past it,
+	// another relay may own the rows.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ClaimLease)
 	defer cancel()
 	start := time.Now()
-	tx := r.db.WithContext(bctx).Begin(&sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if tx.Error != nil {
-		return 0, fmt.Errorf("begin claim: %w", tx.Error)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			tx.Rollback()
-		}
-	}()
-	var rows []claimed
-	if err := tx.Raw(fmt.Sprintf(claimSQL, time.Now().UTC().Format(sqlTime), r.cfg.BatchSize)).Scan(&rows).Error; err != nil {
-		return 0, fmt.Errorf("claim: %w", err)
-	}
-	if len(rows) == 0 {
-		return 0, nil
+	rows, token, err := r.claim(bctx)
+	if err != nil || len(rows) == 0 {
+		return 0, err
 	}
 	claimedAt := time.Now()
 	if len(rows) == r.cfg.BatchSize {
@@ -168,100 +174,181 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 
 	// Each row was sent, or its publish was cut off by an outage (deferred,
 	// its retries kept), or it failed and spends a retry (see classify).
-	var sent, deferred []uint64
+	var out settlement
 	var sentNos []string
-	var failedRows []int
-	var firstRetryErr, firstDeferErr error
 	lookups := map[string]error{}
 	for i, perr := range pubErrs {
 		row := rows[i]
 		if perr == nil {
-			sent = append(sent, row.ID)
+			out.sent = append(out.sent, row.ID)
 			sentNos = append(sentNos, row.MessageNo)
 			continue
 		}
 		deferrable, reason := r.classify(bctx, r.cfg.SubjectPrefix+row.Topic, perr, lookups)
-		pubErrs[i] = reason
 		if deferrable {
-			deferred = append(deferred, row.ID)
-			if firstDeferErr == nil {
-				firstDeferErr = reason
+			out.deferred = append(out.deferred, row.ID)
+			if out.firstDeferErr == nil {
+				out.firstDeferErr = reason
 			}
 			continue
 		}
-		failedRows = append(failedRows, i)
-		if firstRetryErr == nil {
-			firstRetryErr = reason
+		out.failed = append(out.failed, failedRow{row, reason})
+		if out.firstRetryErr == nil {
+			out.firstRetryErr = reason
 		}
 	}
-	if r.cfg.AfterPublish != nil && len(sentNos) > 0 {
-		if err := r.cfg.AfterPublish(bctx, sentNos); err != nil {
+	if r.afterPublish != nil && len(sentNos) > 0 {
+		if err := r.afterPublish(bctx, sentNos); err != nil {
 			return len(rows), fmt.Errorf("after publish: %w", err)
 		}
 	}
-	now := time.Now().UTC()
-	if len(sent) > 0 {
-		if err := allRows(tx.Exec(markSentSQL(now, sent)), len(sent)); err != nil {
-			return len(rows), fmt.Errorf("mark %d sent: %w", len(sent), err)
-		}
+	retried, failed, err := r.settle(bctx, token, out)
+	if err != nil {
+		return len(rows), err
 	}
-	if len(deferred) > 0 {
-		// Nothing reached a stream, so the retry budget, which bounds the
-		// failures of a message, stays as it is. The short delay only keeps
-		// the next polls from claiming the rows again before they notice
-		// the outage and pause; last_error is the batch's first deferral.
-		res := tx.Exec("UPDATE local_message SET next_retry_time = ?, last_error = ?, updated_at = ? WHERE status = 'pending' AND id IN "+idList(deferred),
-			now.Add(r.backoff(1)), truncate(firstDeferErr.Error(), 512), now)
-		if err := allRows(res, len(deferred)); err != nil {
-			return len(rows), fmt.Errorf("defer %d: %w", len(deferred), err)
-		}
-	}
-	var retried, failed int
-	for _, i := range failedRows {
-		row, perr := rows[i], pubErrs[i]
-		retry := row.RetryCount + 1
-		status, next := StatusPending, now.Add(r.backoff(retry))
-		if retry >= r.cfg.MaxRetries {
-			status, next = StatusFailed, now
-		}
-		res := tx.Exec("UPDATE local_message SET status = ?, retry_count = ?, next_retry_time = ?, last_error = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
-			status, retry, next, truncate(perr.Error(), 512), now, row.ID)
-		if err := allRows(res, 1); err != nil {
-			return len(rows), fmt.Errorf("reschedule %s: %w", row.MessageNo, err)
-		}
-		if status == StatusFailed {
-			failed++
-			r.log.Error("outbox message failed after max retries; redrive it once the cause is fixed",
-				"message_no", row.MessageNo, "subject", row.Topic, "retries", retry, "err", perr)
-		} else {
-			retried++
-		}
-	}
-	if err := tx.Commit().Error; err != nil {
-		return len(rows), fmt.Errorf("commit batch: %w", err)
-	}
-	committed = true
-	r.log.Debug("outbox batch", "claimed", len(rows), "sent", len(sent), "retried", retried, "failed", failed, "deferred", len(deferred),
-		"claim", claimedAt.Sub(start), "publish", publishedAt.Sub(claimedAt), "mark_commit", time.Since(publishedAt))
-	r.m.published.Add(float64(len(sent)))
+	r.log.Debug("outbox batch", "claimed", len(rows), "sent", len(out.sent), "retried", retried, "failed", failed, "deferred", len(out.deferred),
+		"claim", claimedAt.Sub(start), "publish", publishedAt.Sub(claimedAt), "settle", time.Since(publishedAt))
+	r.m.published.Add(float64(len(out.sent)))
 	r.m.retries.Add(float64(retried))
 	r.m.failed.Add(float64(failed))
-	r.m.deferred.Add(float64(len(deferred)))
+	r.m.deferred.Add(float64(len(out.deferred)))
 	r.m.batch.Observe(time.Since(start).Seconds())
 	if retried > 0 {
-		r.log.Warn("outbox publishes failed; rescheduled with backoff", "count", retried, "first_err", firstRetryErr)
+		r.log.Warn("outbox publishes failed; rescheduled with backoff", "count", retried, "first_err", out.firstRetryErr)
 	}
-	if len(deferred) > 0 {
-		r.log.Warn("an outage cut outbox publishes off; rows deferred, their retries untouched", "count", len(deferred), "first_err", firstDeferErr)
+	if len(out.deferred) > 0 {
+		r.log.Warn("an outage cut outbox publishes off; rows deferred, their retries untouched", "count", len(out.deferred), "first_err", out.firstDeferErr)
 	}
 	return len(rows), nil
 }
 
+// claim locks up to BatchSize due rows and leases them to this batch: their
+// next_retry_time moves to the end of the lease and claim_token to a fresh
+// token, so the other relays' claims skip them until the lease ends, and
+// the transaction commits at once. READ COMMITTED matters: under REPEATABLE
+// READ the locking read would also take gap locks and block the business
+// transactions inserting new rows at the end of the index.
+func (r *Relay) claim(ctx context.Context) ([]claimed, string, error) {
+	token, err := newToken()
+	if err != nil {
+		return nil, "", err
+	}
+	var rows []claimed
+	err = r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		now := time.Now().UTC()
+		if err := tx.Raw(fmt.Sprintf(claimSQL, now.Format(sqlTime), r.cfg.BatchSize)).Scan(&rows).Error; err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		ids := make([]uint64, len(rows))
+		for i, row := range rows {
+			ids[i] = row.ID
+		}
+		return allRows(tx.Exec(leaseSQL(now.Add(r.cfg.ClaimLease), token, ids)), len(ids))
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, "", fmt.Errorf("claim: %w", err)
+	}
+	return rows, token, nil
+}
+
+// leaseSQL leases ids to token until until (see claimSQL for why the values
+// are inlined: a timestamp, a token of hex digits and integers, all ours).
+func leaseSQL(until time.Time, token string, ids []uint64) string {
+	return "UPDATE local_message SET next_retry_time = '" + until.Format(sqlTime) + "', claim_token = '" + token + "' WHERE id IN " + idList(ids)
+}
+
+// newToken returns a batch token: 16 random hex digits.
+func newToken() (string, error) {
+	var b [8]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("claim token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// settlement is what a batch's publish came to.
+type settlement struct {
+	sent, deferred               []uint64
+	failed                       []failedRow
+	firstRetryErr, firstDeferErr error
+}
+
+type failedRow struct {
+	row    claimed
+	reason error
+}
+
+// settle records a batch's outcome in one short transaction, changing only
+// the rows that still carry token. A row that no longer does was claimed
+// by another relay after this batch's lease ran out; whatever that relay
+// does with it stands (a second publish of a row is dropped by JetStream's
+// duplicate window and by the consumers), so it is only logged here.
+func (r *Relay) settle(ctx context.Context, token string, out settlement) (retried, failed int, err error) {
+	var lost int64
+	err = r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		now := time.Now().UTC()
+		if len(out.sent) > 0 {
+			res := tx.Exec(markSentSQL(now, token, out.sent))
+			if res.Error != nil {
+				return fmt.Errorf("mark %d sent: %w", len(out.sent), res.Error)
+			}
+			lost += int64(len(out.sent)) - res.RowsAffected
+		}
+		if len(out.deferred) > 0 {
+			// Nothing reached a stream, so the retry budget, which bounds
+			// the failures of a message, stays as it is. The short delay
+			// only keeps the next polls from claiming the rows again before
+			// they notice the outage and pause; last_error is the batch's
+			// first deferral.
+			res := tx.Exec("UPDATE local_message SET next_retry_time = ?, claim_token = NULL, last_error = ?, updated_at = ? WHERE status = 'pending' AND claim_token = ? AND id IN "+idList(out.deferred),
+				now.Add(r.backoff(1)), truncate(out.firstDeferErr.Error(), 512), now, token)
+			if res.Error != nil {
+				return fmt.Errorf("defer %d: %w", len(out.deferred), res.Error)
+			}
+			lost += int64(len(out.deferred)) - res.RowsAffected
+		}
+		for _, f := range out.failed {
+			retry := f.row.RetryCount + 1
+			status, next := StatusPending, now.Add(r.backoff(retry))
+			if retry >= r.cfg.MaxRetries {
+				status, next = StatusFailed, now
+			}
+			res := tx.Exec("UPDATE local_message SET status = ?, retry_count = ?, next_retry_time = ?, claim_token = NULL, last_error = ?, updated_at = ? WHERE id = ? AND status = 'pending' AND claim_token = ?",
+				status, retry, next, truncate(f.reason.Error(), 512), now, f.row.ID, token)
+			if res.Error != nil {
+				return fmt.Errorf("reschedule %s: %w", f.row.MessageNo, res.Error)
+			}
+			if res.RowsAffected == 0 {
+				lost++
+				continue
+			}
+			if status == StatusFailed {
+				failed++
+				r.log.Error("outbox message failed after max retries; redrive it once the cause is fixed",
+					"message_no", f.row.MessageNo, "subject", f.row.Topic, "retries", retry, "err", f.reason)
+			} else {
+				retried++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("settle batch: %w", err)
+	}
+	if lost > 0 {
+		r.log.Warn("outbox batch outlived its claim lease; another relay owns some of its rows", "rows", lost, "lease", r.cfg.ClaimLease)
+	}
+	return retried, failed, nil
+}
+
 // markSentSQL is the batch mark-sent UPDATE as one text statement (see
 // claimSQL for why the values are inlined).
-func markSentSQL(now time.Time, ids []uint64) string {
+func markSentSQL(now time.Time, token string, ids []uint64) string {
 	ts := now.Format(sqlTime)
-	return "UPDATE local_message SET status = 'sent', sent_at = '" + ts + "', updated_at = '" + ts + "', last_error = NULL WHERE status = 'pending' AND id IN " + idList(ids)
+	return "UPDATE local_message SET status = 'sent', sent_at = '" + ts + "', updated_at = '" + ts + "', claim_token = NULL, last_error = NULL WHERE status = 'pending' AND claim_token = '" + token + "' AND id IN " + idList(ids)
 }
 
 // idList formats ids as an SQL list, "(1,2,3)"; they are integers we read,
@@ -280,9 +367,10 @@ func idList(ids []uint64) string {
 }
 
 // publish sends rows asynchronously and waits for their PubAcks; the result
-// has one error (nil = stored) per row.
-func (r *Relay) publish(ctx context.Context, rows []claimed) []error {
-	errs := make([]error, len(rows))
+// has one error (nil = stored) per row. With tracing on, each row is
+// published in a span of its own, which ends with its PubAck.
+func (r *Relay) publish(ctx context.Context, rows []claimed) (errs []error) {
+	errs = make([]error, len(rows))
 	if nc := r.js.Conn(); nc != nil && !nc.IsConnected() {
 		// The connection dropped since PublishBatch looked. Publishing now
 		// would only fill the client's reconnect buffer and time out; fail
@@ -293,18 +381,28 @@ func (r *Relay) publish(ctx context.Context, rows []claimed) []error {
 		return errs
 	}
 	futures := make([]jetstream.PubAckFuture, len(rows))
+	// spans[i] is row i's publish span; none when tracing is off.
+	var spans []trace.Span
+	if r.tracer != nil {
+		spans = make([]trace.Span, len(rows))
+		defer func() { endPublishSpans(spans, errs) }()
+	}
 	for i, row := range rows {
-		msg := nats.NewMsg(r.cfg.SubjectPrefix + row.Topic)
+		subject := r.cfg.SubjectPrefix + row.Topic
+		msg := nats.NewMsg(subject)
 		msg.Data = row.Body
+		var h map[string]string
 		if row.Headers.Valid && row.Headers.String != "" {
-			var h map[string]string
 			if err := json.Unmarshal([]byte(row.Headers.String), &h); err != nil {
 				errs[i] = fmt.Errorf("decode stored headers: %w", err)
 				continue
 			}
-			for k, v := range h {
-				msg.Header.Set(k, v)
-			}
+		}
+		if spans != nil {
+			h, spans[i] = r.startPublishSpan(ctx, subject, row.MessageNo, h)
+		}
+		for k, v := range h {
+			msg.Header.Set(k, v)
 		}
 		msg.Header.Set(jetstream.MsgIDHeader, row.MessageNo)
 		f, err := r.js.PublishMsgAsync(msg)
@@ -313,6 +411,14 @@ func (r *Relay) publish(ctx context.Context, rows []claimed) []error {
 			continue
 		}
 		futures[i] = f
+	}
+	acked := func(i int, ack *jetstream.PubAck) {
+		if ack != nil && ack.Duplicate {
+			r.m.duplicates.Inc()
+			if spans != nil {
+				spans[i].SetAttributes(tracing.DuplicateKey.Bool(true))
+			}
+		}
 	}
 	deadline := time.NewTimer(r.cfg.PublishTimeout)
 	defer deadline.Stop()
@@ -324,7 +430,7 @@ func (r *Relay) publish(ctx context.Context, rows []claimed) []error {
 		if expired {
 			select {
 			case ack := <-f.Ok():
-				r.acked(ack)
+				acked(i, ack)
 			case err := <-f.Err():
 				errs[i] = err
 			default:
@@ -334,7 +440,7 @@ func (r *Relay) publish(ctx context.Context, rows []claimed) []error {
 		}
 		select {
 		case ack := <-f.Ok():
-			r.acked(ack)
+			acked(i, ack)
 		case err := <-f.Err():
 			errs[i] = err
 		case <-deadline.C:
@@ -346,12 +452,6 @@ func (r *Relay) publish(ctx context.Context, rows []claimed) []error {
 		}
 	}
 	return errs
-}
-
-func (r *Relay) acked(ack *jetstream.PubAck) {
-	if ack != nil && ack.Duplicate {
-		r.m.duplicates.Inc()
-	}
 }
 
 // backoff is the delay before the attempt after failed attempt number

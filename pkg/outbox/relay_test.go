@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/robfig/cron/v3"
+	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/natsjs"
@@ -48,18 +48,24 @@ func TestCommittedWhileRelayDownPublishedOnceLater(t *testing.T) {
 	}
 }
 
-// A relay that dies after the PubAcks but before marking the rows sent
-// leaves them pending; the next relay republishes them, JetStream drops the
-// copies (PubAck.Duplicate) and the consumer's effect count stays 1 each.
+// shortLease is a relay configuration whose claim lease ends in a second,
+// so a test can see what happens after it without waiting half a minute.
+var shortLease = outbox.Config{BatchSize: 100, Workers: 1, PublishTimeout: 400 * time.Millisecond, ClaimLease: time.Second}
+
+// A relay that dies after the PubAcks but before settling leaves its rows
+// pending and leased to it: no other relay republishes them before the lease
+// ends, and after it the next relay does, JetStream drops the copies
+// (PubAck.Duplicate) and the consumer's effect count stays 1 each.
 func TestCrashAfterPublishBeforeMarkSent(t *testing.T) {
 	f := newFixture(t)
 	f.consume("c1")
 	ids := f.addMessages(100, 10)
 	var crashed atomic.Int64
-	crashing := f.relay(f.nc.JS, outbox.Config{BatchSize: 100, Workers: 1, AfterPublish: func(_ context.Context, ids []string) error {
+	crashing := f.relay(f.nc.JS, shortLease)
+	outbox.SetAfterPublish(crashing, func(_ context.Context, ids []string) error {
 		crashed.Add(int64(len(ids)))
-		return errors.New("injected crash between publish and mark-sent")
-	}})
+		return errors.New("injected crash between publish and settle")
+	})
 	n, err := crashing.PublishBatch(context.Background())
 	if err == nil || n != 100 || crashed.Load() != 100 {
 		t.Fatalf("crashing batch: n=%d err=%v crashed=%d", n, err, crashed.Load())
@@ -72,11 +78,17 @@ func TestCrashAfterPublishBeforeMarkSent(t *testing.T) {
 	}
 
 	reg := newRegistry()
-	healthy, err := outbox.NewRelay(f.db, f.nc.JS, outbox.Config{BatchSize: 100}, testenv.Logger(t), reg)
+	cfg := shortLease
+	healthy, err := outbox.NewRelay(f.db, f.nc.JS, cfg, testenv.Logger(t), reg)
 	testenv.Must(t, err)
-	if _, err := healthy.PublishBatch(context.Background()); err != nil {
-		t.Fatal(err)
+	if n, err := healthy.PublishBatch(context.Background()); err != nil || n != 0 {
+		t.Fatalf("a relay claimed %d rows (err %v) under the dead relay's lease, want 0", n, err)
 	}
+	testenv.WaitFor(t, 10*time.Second, "the lease to end and the rows to be republished", func() bool {
+		n, err := healthy.PublishBatch(context.Background())
+		testenv.Must(t, err)
+		return n == 100
+	})
 	if s := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'"); s != 100 {
 		t.Fatalf("%d rows sent after the republish, want 100", s)
 	}
@@ -92,6 +104,66 @@ func TestCrashAfterPublishBeforeMarkSent(t *testing.T) {
 		if c := f.count("SELECT COUNT(*) FROM effect WHERE message_id = ?", id); c != 1 {
 			t.Fatalf("message %s had %d effects, want 1", id, c)
 		}
+	}
+}
+
+// TestNoTransactionIsOpenWhilePublishing: while a batch is on the wire its
+// rows are leased, not locked. Another transaction can lock them at once
+// (NOWAIT), so a slow NATS never holds database locks or a pooled
+// connection in a transaction.
+func TestNoTransactionIsOpenWhilePublishing(t *testing.T) {
+	f := newFixture(t)
+	f.addMessages(20, 20)
+	r := f.relay(f.nc.JS, outbox.Config{BatchSize: 20, Workers: 1})
+	var checked bool
+	outbox.SetAfterPublish(r, func(ctx context.Context, _ []string) error {
+		checked = true
+		return f.db.Transaction(func(tx *gorm.DB) error {
+			var n int
+			return tx.Raw("SELECT COUNT(*) FROM (SELECT id FROM local_message WHERE status = 'pending' FOR UPDATE NOWAIT) locked").Row().Scan(&n)
+		})
+	})
+	if n, err := r.PublishBatch(context.Background()); err != nil || n != 20 || !checked {
+		t.Fatalf("PublishBatch = %d, %v (checked %v): the claimed rows were locked while the batch was published", n, err, checked)
+	}
+	if s := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent' AND claim_token IS NULL"); s != 20 {
+		t.Fatalf("%d rows sent and released, want 20", s)
+	}
+}
+
+// TestAStaleRelayCannotOverwriteTheNextClaim: a relay stalls past its lease
+// with a batch in flight; another relay claims, publishes and settles the
+// rows; when the stale relay finally goes on, it changes nothing: its batch
+// is bounded by its lease, and a settle that still ran would match no row,
+// the rows no longer carrying its batch's token.
+func TestAStaleRelayCannotOverwriteTheNextClaim(t *testing.T) {
+	f := newFixture(t)
+	f.addMessages(10, 10)
+	stale := f.relay(f.nc.JS, shortLease)
+	resume := make(chan struct{})
+	stalled := make(chan struct{})
+	outbox.SetAfterPublish(stale, func(context.Context, []string) error {
+		close(stalled)
+		<-resume
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { _, err := stale.PublishBatch(context.Background()); done <- err }()
+	<-stalled
+
+	next := f.relay(f.nc.JS, shortLease)
+	testenv.WaitFor(t, 10*time.Second, "the next relay to claim the rows after the lease", func() bool {
+		n, err := next.PublishBatch(context.Background())
+		testenv.Must(t, err)
+		return n == 10
+	})
+	testenv.Must(t, f.db.Exec("UPDATE local_message SET status = 'failed' WHERE status = 'sent'").Error) // a later state the stale relay must not undo
+	close(resume)
+	if err := <-done; err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stale relay: %v, want nil or its lease's deadline", err)
+	}
+	if n := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'failed'"); n != 10 {
+		t.Fatalf("%d rows kept the later state, want 10: the stale relay overwrote them", n)
 	}
 }
 
@@ -534,9 +606,9 @@ func TestConfigRefusesRetrySpanBeyondDuplicateWindow(t *testing.T) {
 }
 
 // Rows committed without a Wake (a replica that crashed right after its
-// commit, say) are published by the cron safety-net poll alone, which also
+// commit, say) are published by the safety-net poll alone, which also
 // reports the backlog through Stats.
-func TestCronPollPublishesWithoutWake(t *testing.T) {
+func TestPollPublishesWithoutWake(t *testing.T) {
 	f := newFixture(t)
 	r, err := outbox.NewRelay(f.db, f.nc.JS, outbox.Config{PollSchedule: "@every 1s"}, testenv.Logger(t), newRegistry())
 	testenv.Must(t, err)
@@ -556,10 +628,7 @@ func TestCronPollPublishesWithoutWake(t *testing.T) {
 	if st.Pending != 30 || st.Failed != 0 || st.OldestPendingAge <= 0 {
 		t.Fatalf("stats before the poll: %+v", st)
 	}
-	jobs := cron.New()
-	testenv.Must(t, r.Schedule(jobs))
-	jobs.Start()
-	t.Cleanup(func() { <-jobs.Stop().Done() })
+	testenv.Must(t, r.Poll(context.Background())) // what the platform's outbox-poll job runs
 	testenv.WaitFor(t, 5*time.Second, "poll publishes the rows", func() bool {
 		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == 30
 	})
@@ -568,11 +637,11 @@ func TestCronPollPublishesWithoutWake(t *testing.T) {
 	}
 }
 
-// The cron poll samples the backlog into outbox_pending_messages and
+// The poll samples the backlog into outbox_pending_messages and
 // outbox_oldest_pending_age_seconds: failed and sent rows are not backlog,
 // the age is the oldest pending row's, and the next poll after the backlog
 // is published brings both back to zero.
-func TestCronPollSamplesBacklogGauges(t *testing.T) {
+func TestPollSamplesBacklogGauges(t *testing.T) {
 	f := newFixture(t)
 	reg := newRegistry()
 	// Not running: the poll's wake publishes nothing, so the sample sees
@@ -583,10 +652,7 @@ func TestCronPollSamplesBacklogGauges(t *testing.T) {
 	testenv.Must(t, f.db.Exec("UPDATE local_message SET created_at = ? WHERE id = (SELECT m FROM (SELECT MIN(id) AS m FROM local_message) x)", time.Now().UTC().Add(-90*time.Second)).Error)
 	testenv.Must(t, f.db.Exec("UPDATE local_message SET status = 'failed', created_at = ? WHERE id = (SELECT m FROM (SELECT MAX(id) AS m FROM local_message) x)", time.Now().UTC().Add(-time.Hour)).Error)
 
-	jobs := cron.New()
-	testenv.Must(t, r.Schedule(jobs))
-	jobs.Start()
-	t.Cleanup(func() { <-jobs.Stop().Done() })
+	testenv.Must(t, r.Poll(context.Background()))
 	testenv.WaitFor(t, 5*time.Second, "a poll to sample the backlog", func() bool {
 		return testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP outbox_pending_messages Messages waiting to be published (the backlog), sampled by the poll job.
@@ -602,6 +668,7 @@ outbox_pending_messages 11
 	if err != nil || n != 11 {
 		t.Fatalf("publish the backlog: %d, %v", n, err)
 	}
+	testenv.Must(t, r.Poll(context.Background()))
 	testenv.WaitFor(t, 5*time.Second, "a poll to sample the empty backlog", func() bool {
 		return metricValue(t, reg, "outbox_pending_messages") == 0 && metricValue(t, reg, "outbox_oldest_pending_age_seconds") == 0
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/redisclient"
+	"github.com/oncemall/oncemall/pkg/tracing"
 )
 
 // Config is the configuration every service shares. A service embeds it in
@@ -27,15 +28,16 @@ type Config struct {
 	HTTPAddr string `env:"HTTP_ADDR" usage:"listen address of the service"`
 	Database string `env:"MYSQL_DATABASE" usage:"the service's own database (created if missing)"`
 
-	Log    logging.Config
-	MySQL  database.Config
-	NATS   natsjs.Config
-	Redis  redisclient.Config
-	HTTP   httpserver.Config
-	Events events.Config
-	Outbox outbox.Config
-	Inbox  inbox.Settings
-	Jobs   JobsConfig
+	Log     logging.Config
+	MySQL   database.Config
+	NATS    natsjs.Config
+	Redis   redisclient.Config
+	HTTP    httpserver.Config
+	Events  events.Config
+	Outbox  outbox.Config
+	Inbox   inbox.Settings
+	Jobs    JobsConfig
+	Tracing tracing.Config
 
 	AdminToken      string        `env:"ADMIN_TOKEN" default:"dev-admin-token" usage:"bearer token for the operator endpoints (/admin and the other admin routes); the default works only with ONCEMALL_ENV=dev or lab"`
 	InternalToken   string        `env:"INTERNAL_TOKEN" default:"dev-internal-token" usage:"bearer token the services present to each other's /internal endpoints (all services share it); the default works only with ONCEMALL_ENV=dev or lab"`
@@ -70,6 +72,7 @@ func (c Config) Validate() error {
 		config.CheckPositive("MYSQL_MAX_OPEN_CONNS", c.MySQL.MaxOpenConns),
 		c.HTTP.Validate(),
 		checkAtLeast("JOB_LOCK_TTL", c.Jobs.LockTTL, time.Second),
+		c.Tracing.Validate(),
 		config.CheckPositive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout),
 		config.CheckPositive("STARTUP_TIMEOUT", c.StartupTimeout),
 		c.Env.CheckSecret("ADMIN_TOKEN", c.AdminToken, DevAdminToken),

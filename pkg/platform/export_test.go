@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncemall/oncemall/pkg/redislock"
 )
@@ -13,8 +14,8 @@ import (
 // Scheduler exposes the job scheduler to the tests.
 type Scheduler struct{ s *scheduler }
 
-func NewScheduler(locks *redislock.Client, lockTTL time.Duration, log *slog.Logger, reg prometheus.Registerer) (*Scheduler, error) {
-	s, err := newScheduler(locks, lockTTL, log, reg)
+func NewScheduler(locks *redislock.Client, lockTTL time.Duration, log *slog.Logger, reg prometheus.Registerer, tp trace.TracerProvider) (*Scheduler, error) {
+	s, err := newScheduler(locks, lockTTL, log, reg, tp)
 	return &Scheduler{s}, err
 }
 

@@ -10,9 +10,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/redislock"
+	"github.com/oncemall/oncemall/pkg/testkit/spantest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
@@ -24,7 +26,7 @@ func replicas(t *testing.T, rdb *redis.Client, prefix string, n int) ([]*platfor
 	var regs []*prometheus.Registry
 	for range n {
 		reg := prometheus.NewRegistry()
-		s, err := platform.NewScheduler(redislock.New(rdb, prefix), 5*time.Second, testenv.Logger(t), reg)
+		s, err := platform.NewScheduler(redislock.New(rdb, prefix), 5*time.Second, testenv.Logger(t), reg, nil)
 		testenv.Must(t, err)
 		out, regs = append(out, s), append(regs, reg)
 	}
@@ -170,4 +172,92 @@ func runsOf(t *testing.T, reg *prometheus.Registry, job, outcome string) float64
 		}
 	}
 	return 0
+}
+
+// TestEachJobPassIsASpan: with tracing on every pass is the root span "job
+// <name>" with the pass's outcome, failed when the pass failed or
+// panicked, and the pass runs in it; a replica that finds the lock taken
+// says so in a span of its own.
+func TestEachJobPassIsASpan(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	rec := spantest.NewRecorder(t)
+	reg := prometheus.NewRegistry()
+	s, err := platform.NewScheduler(redislock.New(rdb, prefix), 5*time.Second, testenv.Logger(t), reg, rec.Provider)
+	testenv.Must(t, err)
+	var inSpan []trace.SpanContext
+	calls := 0
+	job := platform.Job{Name: "traced", Schedule: "@every 1h", Run: func(ctx context.Context) error {
+		inSpan = append(inSpan, trace.SpanContextFromContext(ctx))
+		calls++
+		switch calls {
+		case 2:
+			return errors.New("no luck")
+		case 3:
+			panic("boom")
+		}
+		return nil
+	}}
+	for range 3 {
+		s.RunOnce(context.Background(), job)
+	}
+	// Another replica holds the lock for the fourth pass.
+	holder, err := redislock.New(rdb, prefix).Acquire(context.Background(), "traced", 5*time.Second)
+	testenv.Must(t, err)
+	if got := s.RunOnce(context.Background(), job); got != platform.JobLocked {
+		t.Fatalf("pass with the lock held elsewhere: %s", got)
+	}
+	testenv.Must(t, holder.Release(context.Background()))
+
+	spans := spantest.Named(rec.Spans(), "job traced")
+	if len(spans) != 4 {
+		t.Fatalf("%d job spans, want 4:\n%s", len(spans), spantest.List(rec.Spans()))
+	}
+	for i, want := range []struct {
+		outcome string
+		failed  bool
+	}{{platform.JobOK, false}, {platform.JobFailed, true}, {platform.JobPanicked, true}, {platform.JobLocked, false}} {
+		s := spans[i]
+		if s.Parent != "" || s.Attrs["job"] != "traced" || s.Attrs["outcome"] != want.outcome || s.Failed != want.failed {
+			t.Errorf("pass %d: span %s failed=%v, want a root span with outcome %s failed=%v", i+1, s, s.Failed, want.outcome, want.failed)
+		}
+		if i < 3 && inSpan[i].SpanID().String() != s.SpanID {
+			t.Errorf("pass %d ran in span %s, not in its own %s", i+1, inSpan[i].SpanID(), s.SpanID)
+		}
+	}
+}
+
+// TestJobRunsOncePerIntervalAcrossReplicas: three replicas tick the same
+// two-second job, each from its own start time, so their ticks fall on
+// different seconds of each interval; the job runs once per interval in
+// all, and the replicas that tick after the interval's run count it as
+// taken. (With only the lock, released at the end of each run, a replica
+// ticking a second later ran the same interval again.)
+func TestJobRunsOncePerIntervalAcrossReplicas(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	scheds, regs := replicas(t, rdb, prefix, 3)
+	var runs atomic.Int32
+	job := platform.Job{Name: "once-per-interval", Schedule: "@every 2s", Run: func(context.Context) error {
+		runs.Add(1)
+		return nil
+	}}
+	for i, s := range scheds {
+		testenv.Must(t, s.Add(job))
+		s.Start()
+		if i < len(scheds)-1 {
+			time.Sleep(700 * time.Millisecond) // the replicas start apart
+		}
+	}
+	began := time.Now()
+	time.Sleep(8 * time.Second)
+	for _, s := range scheds {
+		testenv.Must(t, s.Stop(context.Background()))
+	}
+	intervals := time.Since(began).Seconds()/2 + 1 // the intervals the run touched, the first one partly
+	taken := 0.0
+	for _, reg := range regs {
+		taken += runsOf(t, reg, job.Name, platform.JobTaken)
+	}
+	if n := float64(runs.Load()); n > intervals+1 || n < intervals-2 || taken == 0 {
+		t.Fatalf("%v runs (%v taken by another replica) in about %.1f two-second intervals, want one run per interval", n, taken, intervals)
+	}
 }

@@ -6,7 +6,8 @@
 // declared), Redis, the outbox relay with its cleanup and redrive, the
 // inbox consumers with theirs, the scheduled jobs (recovered, never
 // overlapping, one replica at a time under a Redis lock), the HTTP server
-// with health, readiness and metrics, and the shutdown in reverse order.
+// with health, readiness and metrics, tracing across all of them
+// (TRACING_*), and the shutdown in reverse order.
 //
 // docs/service-shape.md shows a whole service built this way.
 package platform
@@ -30,6 +31,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/redisclient"
+	"github.com/oncemall/oncemall/pkg/tracing"
 )
 
 // Options names what one service needs from the platform at start-up.
@@ -51,6 +53,11 @@ type Runtime struct {
 	Redis    *redis.Client
 	Registry *prometheus.Registry
 	HTTP     *httpserver.Server
+	// Tracing is the service's tracer provider (a no-op one with
+	// TRACING_EXPORTER=none). It is set up first and shut down last, so
+	// the spans of everything else, the relay's last publishes included,
+	// are flushed.
+	Tracing *tracing.Provider
 
 	stops []stop
 }
@@ -72,10 +79,17 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 	defer func() {
 		if err != nil {
 			r.closeDeps()
+			r.stopTracing(context.WithoutCancel(ctx))
 		}
 	}()
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)
 	defer cancel()
+
+	// Tracing first: the HTTP server, the relay, the consumers and the jobs
+	// all start their spans with it.
+	if r.Tracing, err = tracing.New(ctx, cfg.Tracing, opts.Service); err != nil {
+		return nil, err
+	}
 
 	// MySQL: the service's own database, created if missing, then migrated.
 	if r.DB, err = openDB(ctx, cfg.MySQL, cfg.Database, r.Log); err != nil {
@@ -101,10 +115,11 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 	r.Redis = redisclient.New(cfg.Redis)
 
 	r.HTTP = httpserver.New(httpserver.Options{
-		Addr:     cfg.HTTPAddr,
-		Config:   cfg.HTTP,
-		Logger:   r.Log,
-		Registry: r.Registry,
+		Addr:           cfg.HTTPAddr,
+		Config:         cfg.HTTP,
+		Logger:         r.Log,
+		Registry:       r.Registry,
+		TracerProvider: r.Tracing.TracerProvider(),
 		Checks: map[string]httpserver.Check{
 			"mysql": func(ctx context.Context) error {
 				sqlDB, err := r.DB.DB()
@@ -155,19 +170,21 @@ func MigrateDB(ctx context.Context, db *gorm.DB, sources []migrate.Source) error
 
 // OnShutdown registers fn to run at shutdown. Registered functions run in the
 // reverse order of registration, after the HTTP server has stopped and before
-// NATS, Redis and MySQL are closed: register the relay, then cron, then the
-// consumers, and they stop as consumers, cron, relay.
+// NATS, Redis and MySQL are closed and the spans flushed: register the relay,
+// then cron, then the consumers, and they stop as consumers, cron, relay.
 func (r *Runtime) OnShutdown(name string, fn func(context.Context) error) {
 	r.stops = append(r.stops, stop{name, fn})
 }
 
 // Serve listens, blocks until ctx is cancelled (SIGTERM) or the server fails,
 // then shuts down in order within ShutdownTimeout: HTTP server (in-flight
-// requests finish), registered components in reverse, NATS drain, Redis, DB.
+// requests finish), registered components in reverse, NATS drain, Redis, DB,
+// and last the tracing, whose buffered spans are flushed.
 func (r *Runtime) Serve(ctx context.Context) error {
 	serveErr, err := r.HTTP.Listen()
 	if err != nil {
 		r.closeDeps()
+		r.stopTracing(context.WithoutCancel(ctx))
 		return err
 	}
 	r.Log.Info("service started")
@@ -202,11 +219,30 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 		}
 	}
 	r.closeDeps()
+	// Last: every span has ended by now, the relay's final publishes too.
+	if r.Tracing != nil {
+		if err := r.Tracing.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	r.Log.Info("shutdown complete")
 	return nil
+}
+
+// stopTracing flushes the spans of a start that failed, for a few seconds at
+// most: they are what shows how far it got.
+func (r *Runtime) stopTracing(ctx context.Context) {
+	if r.Tracing == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r.Tracing.Shutdown(ctx); err != nil {
+		r.Log.Warn("tracing shutdown failed", "err", err)
+	}
 }
 
 func (r *Runtime) closeDeps() {

@@ -42,10 +42,11 @@ type Service[C Settings] struct {
 	// Migrations are the service's own schema. The outbox's and the
 	// inbox's are applied too: every service has both.
 	Migrations []migrate.Source
-	// Streams are the roots of the subjects whose streams the service
-	// declares ("order" declares ORDER, carrying order.>): those it
-	// publishes to, and those it consumes from, so that the services can
-	// start in any order.
+	// Streams are the roots of the subjects the service publishes, whose
+	// streams it declares ("order" declares ORDER, carrying order.>). The
+	// streams it consumes from are their publishers': its consumers wait for
+	// them, so the services start in any order and no service needs the
+	// right to change another's stream.
 	Streams []string
 	// Wire builds the use cases over w's connections and declares the
 	// service's routes, consumers and jobs on w.

@@ -6,18 +6,23 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/database"
+	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
@@ -60,7 +65,9 @@ func toy(ticks chan<- struct{}) platform.Service[toyConfig] {
 				r.GET("/internal/ping", w.Internal, func(c *gin.Context) { c.String(http.StatusOK, "pong") })
 				r.POST("/things/:id", func(c *gin.Context) {
 					id := c.Param("id")
-					err := w.DB.Transaction(func(tx *gorm.DB) error {
+					// In the request's context, as the stores pass it: the
+					// outbox row then joins the request's trace.
+					err := w.DB.WithContext(c.Request.Context()).Transaction(func(tx *gorm.DB) error {
 						if err := tx.Exec("INSERT INTO made (id) VALUES (?)", id).Error; err != nil {
 							return err
 						}
@@ -120,23 +127,34 @@ func toyEnv(t *testing.T) (string, *gorm.DB) {
 	return "http://" + addr, db
 }
 
-// serve runs svc until the test ends and waits for /readyz.
+// serve runs svc until the test ends and waits until it is ready.
 func serve(t *testing.T, svc platform.Service[toyConfig], base string) {
+	t.Helper()
+	testenv.Serve(t, func(ctx context.Context) error { return platform.Run(ctx, svc, nil, io.Discard) }, base)
+}
+
+// start runs svc, waits for /readyz, and returns what stops it as SIGTERM
+// would and checks that Run returned nil.
+func start(t *testing.T, svc platform.Service[toyConfig], base string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- platform.Run(ctx, svc, nil, io.Discard) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Error("Run did not return after cancellation")
 			}
-		case <-time.After(20 * time.Second):
-			t.Error("Run did not return after cancellation")
-		}
-	})
+		})
+	}
+	t.Cleanup(stop)
 	testenv.WaitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
 		select {
 		case err := <-done:
@@ -150,6 +168,7 @@ func serve(t *testing.T, svc platform.Service[toyConfig], base string) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
+	return stop
 }
 
 func count(t *testing.T, db *gorm.DB, query string, args ...any) int {
@@ -316,4 +335,33 @@ func TestHelpListsTheCommandsAndEveryVariable(t *testing.T) {
 	if err := platform.Run(context.Background(), toy(nil), []string{"serve-please"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--help") {
 		t.Fatalf("unknown command: %v, want an error pointing to --help", err)
 	}
+}
+
+// TestConsumerWaitsForItsPublishersStream: a service consumes a stream it
+// does not declare (its publisher does). Started first, it serves at once,
+// its consumer waits; once the publisher's stream exists, the consumer
+// attaches and processes what is published there.
+func TestConsumerWaitsForItsPublishersStream(t *testing.T) {
+	base, db := toyEnv(t)
+	prefix := os.Getenv("EVENT_SUBJECT_PREFIX")
+	ev := events.Config{SubjectPrefix: prefix}
+	conn := testenv.NATS(t)
+	testenv.DeleteStreamAtCleanup(t, conn.JS, ev.StreamName("other"))
+	svc := toy(nil)
+	svc.Wire = func(w *platform.Wiring, cfg toyConfig) error {
+		w.Consume(platform.Consumer{Name: "toy-other-made", Subject: "other.made", Handle: func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+			return tx.Exec("INSERT INTO seen (id) VALUES (1)").Error
+		}})
+		return nil
+	}
+	serve(t, svc, base) // ready although the stream it consumes does not exist
+
+	ctx := context.Background()
+	_, err := natsjs.EnsureStream(ctx, conn.JS, natsjs.EventStream(ev, "other"))
+	testenv.Must(t, err)
+	_, err = conn.JS.Publish(ctx, ev.Subject("other.made"), []byte(`{}`), jetstream.WithMsgID("other-1"))
+	testenv.Must(t, err)
+	testenv.WaitFor(t, 15*time.Second, "the consumer to attach and process the message", func() bool {
+		return count(t, db, "SELECT COUNT(*) FROM seen") == 1
+	})
 }

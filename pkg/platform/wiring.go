@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/events"
@@ -58,8 +60,14 @@ type Wiring struct {
 	Internal      gin.HandlerFunc
 	InternalToken string
 	// Locks takes Redis locks under the service's prefix
-	// ("oncemall:<service>:lock:"), the same the jobs use.
+	// ("oncemall:<EVENT_SUBJECT_PREFIX><service>:lock:"), the same the jobs
+	// use.
 	Locks *redislock.Client
+	// TracerProvider is the service's (TRACING_*), for the spans the
+	// platform does not start itself: wrap an HTTP client's transport with
+	// tracing.Transport, start a span around work of the service's own.
+	// The routes, consumers, jobs and relay are traced already.
+	TracerProvider trace.TracerProvider
 
 	rt        *Runtime
 	cfg       Config
@@ -76,14 +84,19 @@ type component struct {
 }
 
 func newWiring(name string, rt *Runtime, cfg Config) (*Wiring, error) {
+	tp := rt.Tracing.TracerProvider()
 	relayCfg := cfg.Outbox
 	relayCfg.SubjectPrefix = cfg.Events.SubjectPrefix
+	relayCfg.TracerProvider = tp
 	relay, err := outbox.NewRelay(rt.DB, rt.NATS.JS, relayCfg, rt.Log, rt.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("outbox relay: %w", err)
 	}
-	locks := redislock.New(rt.Redis, "oncemall:"+name+":lock:")
-	sched, err := newScheduler(locks, cfg.Jobs.LockTTL, rt.Log, rt.Registry)
+	// The lock keys carry the event namespace too, so two deployments (or
+	// two test runs) sharing a Redis never hold each other's job locks or
+	// claim each other's intervals.
+	locks := redislock.New(rt.Redis, "oncemall:"+cfg.Events.SubjectPrefix+name+":lock:")
+	sched, err := newScheduler(locks, cfg.Jobs.LockTTL, rt.Log, rt.Registry, tp)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +104,7 @@ func newWiring(name string, rt *Runtime, cfg Config) (*Wiring, error) {
 		Log: rt.Log, DB: rt.DB, Redis: rt.Redis, NATS: rt.NATS, Registry: rt.Registry,
 		Outbox: relay, Admin: httpserver.AdminAuth(cfg.AdminToken), Locks: locks,
 		Internal: httpserver.AdminAuth(cfg.InternalToken), InternalToken: cfg.InternalToken,
-		rt: rt, cfg: cfg, sched: sched,
+		TracerProvider: tp, rt: rt, cfg: cfg, sched: sched,
 	}, nil
 }
 
@@ -137,21 +150,37 @@ func (w *Wiring) Idempotency(cfg idempotency.Config) (*idempotency.Middleware, e
 // jobs, the components, the consumers; then it mounts the routes. The
 // shutdown runs in reverse (see Runtime.OnShutdown).
 func (w *Wiring) start() error {
-	consumers := make([]*inbox.Consumer, 0, len(w.consumers))
+	// A consumer reads a stream its publisher declares. Until that
+	// service has started once, the stream does not exist: the consumer
+	// waits for it in the background rather than failing the start-up, so
+	// the services start in any order and none needs rights on another's
+	// stream.
+	var consumers, waiting []inbox.Config
+	handlers := map[string]inbox.Handler{}
 	for _, c := range w.consumers {
 		cfg := w.cfg.Inbox.Config(c.Name, w.cfg.Events.StreamName(c.Subject), w.cfg.Events.Subject(c.Subject))
 		if c.Workers > 0 {
 			cfg.Workers = c.Workers
 		}
 		cfg.Backoff = c.Backoff
-		consumer, err := inbox.NewConsumer(w.DB, w.NATS.JS, cfg, c.Handle, w.Log, w.Registry)
-		if err != nil {
-			return fmt.Errorf("consumer %s: %w", c.Name, err)
+		cfg.TracerProvider = w.TracerProvider
+		handlers[c.Name] = c.Handle
+		consumers = append(consumers, cfg)
+	}
+	ready := make(map[string]*inbox.Consumer, len(consumers))
+	for _, cfg := range consumers {
+		consumer, err := inbox.NewConsumer(w.DB, w.NATS.JS, cfg, handlers[cfg.Name], w.Log, w.Registry)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			waiting = append(waiting, cfg)
+		case err != nil:
+			return fmt.Errorf("consumer %s: %w", cfg.Name, err)
+		default:
+			ready[cfg.Name] = consumer
 		}
-		consumers = append(consumers, consumer)
 	}
 	jobs := append([]Job{
-		{Name: "outbox-poll", Schedule: w.cfg.Outbox.PollSchedule, Run: w.Outbox.Poll, EveryReplica: true},
+		{Name: "outbox-poll", Schedule: w.cfg.Outbox.PollSchedule, Run: w.Outbox.Poll, EveryReplica: true, untraced: true},
 		{Name: "outbox-cleanup", Schedule: w.cfg.Outbox.CleanupSchedule, Run: w.cleanOutbox},
 		{Name: "inbox-cleanup", Schedule: w.cfg.Inbox.CleanupSchedule, Run: w.cleanInbox},
 	}, w.jobs...)
@@ -178,8 +207,13 @@ func (w *Wiring) start() error {
 	for _, g := range w.goes {
 		w.rt.Go(g.name, g.run)
 	}
-	for _, c := range consumers {
-		w.rt.Go("consumer "+c.Name(), c.Run)
+	for _, cfg := range consumers {
+		if c, ok := ready[cfg.Name]; ok {
+			w.rt.Go("consumer "+cfg.Name, c.Run)
+		}
+	}
+	for _, cfg := range waiting {
+		w.rt.Go("consumer "+cfg.Name, w.awaitStream(cfg, handlers[cfg.Name]))
 	}
 	return nil
 }
@@ -199,3 +233,30 @@ func (w *Wiring) cleanInbox(ctx context.Context) error {
 
 // Events is the service's event namespace (EVENT_SUBJECT_PREFIX).
 func (w *Wiring) Events() events.Config { return w.cfg.Events }
+
+// awaitStream returns a component that declares the consumer cfg once its
+// stream exists, trying every second, and then runs it.
+func (w *Wiring) awaitStream(cfg inbox.Config, h inbox.Handler) func(context.Context) error {
+	return func(ctx context.Context) error {
+		w.Log.Warn("consumer waiting for its stream, which the publishing service declares when it starts",
+			"consumer", cfg.Name, "stream", cfg.Stream)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+			}
+			c, err := inbox.NewConsumer(w.DB, w.NATS.JS, cfg, h, w.Log, w.Registry)
+			switch {
+			case errors.Is(err, jetstream.ErrStreamNotFound):
+				continue
+			case err != nil:
+				return fmt.Errorf("consumer %s: %w", cfg.Name, err)
+			}
+			w.Log.Info("consumer attached to its stream", "consumer", cfg.Name, "stream", cfg.Stream)
+			return c.Run(ctx)
+		}
+	}
+}

@@ -1,0 +1,1 @@
+ALTER TABLE local_message DROP COLUMN claim_token;
