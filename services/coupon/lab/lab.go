@@ -5,9 +5,10 @@
 //
 // Every scenario builds a fresh coupon database on the incident's schema
 // (the lab's own migration, lab/migrations, takes the ledger's per-order
-// unique key away), issues one coupon, lands one order.paid message for it,
-// injects a failure, runs the deduction as the service would, and counts the
-// ledger rows of the order in the database. The invariant is one deduction
+// unique key away), issues one coupon, locks it for an order as the order
+// service does when the order is placed, lands that order's order.paid
+// message, injects a failure, runs the deduction (LOCKED -> USED) as the
+// service would, and counts the ledger rows of the order in the database. The invariant is one deduction
 // per order. Walkthrough: docs/incidents/
 // (incident 1); the code under test is services/coupon/internal/app
 // (deduct_broken.go beside deduct_fixed.go).
@@ -115,7 +116,7 @@ func Setup(ctx context.Context, env lab.Env, suffix string, mode variant.Mode) (
 	// Nothing relays the events of a lab database: there is no relay to
 	// wake.
 	st := store.New(db, func() {})
-	a, err := app.New(st, cfg, env.Log, prometheus.NewRegistry())
+	a, err := app.New(st, noOrderService{}, cfg, env.Log, prometheus.NewRegistry())
 	if err != nil {
 		drop()
 		return nil, err
@@ -128,8 +129,21 @@ func Setup(ctx context.Context, env lab.Env, suffix string, mode variant.Mode) (
 	return f, nil
 }
 
-// Seed issues a coupon to userID and lands an order.paid message that uses it
-// for orderNo, as the inbox consumer would.
+// noOrderService is the lab's app.Orders. Incident 1's scenarios never
+// sweep locks, so no order service runs beside them; were it asked, it would
+// answer unavailable, which leaves every lock alone.
+type noOrderService struct{}
+
+func (noOrderService) OrderState(context.Context, string) (coupon.OrderState, error) {
+	return "", fmt.Errorf("%w: the lab runs no order service", coupon.ErrOrderServiceUnavailable)
+}
+
+// OrderAmount is the total of the lab's orders, above the coupon's discount.
+const OrderAmount = 5000
+
+// Seed issues a coupon to userID, locks it for orderNo as the order service
+// does when the order is placed, and lands the order.paid message of that
+// order, as the inbox consumer would once it is paid.
 func Seed(ctx context.Context, a *app.App, st *store.Store, orderNo string, userID uint64) (coupon.Coupon, coupon.Message, error) {
 	t, err := a.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
 	if err != nil {
@@ -137,6 +151,9 @@ func Seed(ctx context.Context, a *app.App, st *store.Store, orderNo string, user
 	}
 	c, err := a.IssueCoupon(ctx, t.ID, userID)
 	if err != nil {
+		return coupon.Coupon{}, coupon.Message{}, err
+	}
+	if _, err := a.LockCoupon(ctx, c.ID, coupon.LockRequest{OrderNo: orderNo, UserID: userID, OrderAmount: OrderAmount}); err != nil {
 		return coupon.Coupon{}, coupon.Message{}, err
 	}
 	m, err := Land(ctx, a, st, "msg-"+orderNo, orderNo, userID, c.ID)
@@ -246,6 +263,9 @@ type lostAck struct {
 // deduction committed, lets the scheduled retries run, and counts the
 // order's deductions.
 func loseOneAckThenRetry(ctx context.Context, env lab.Env, f *Fixture, la lostAck) (int, error) {
+	if err := couponState(ctx, f, coupon.StatusLocked, f.Message.OrderNo); err != nil {
+		return 0, fmt.Errorf("before the deduction: %w", err)
+	}
 	la.arm()
 	_, attemptErr := f.App.ProcessMessage(ctx, f.Message)
 	la.disarm()
@@ -262,7 +282,30 @@ func loseOneAckThenRetry(ctx context.Context, env lab.Env, f *Fixture, la lostAc
 	if err := drainRetries(ctx, f.App); err != nil {
 		return 0, err
 	}
+	if err := couponState(ctx, f, coupon.StatusUsed, f.Message.OrderNo); err != nil {
+		return 0, fmt.Errorf("after the deduction: %w", err)
+	}
 	return CountDeductions(ctx, f.DB, f.Message.OrderNo)
+}
+
+// couponState checks that f's coupon is in status for orderNo (LOCKED by
+// it before the deduction, USED by it after), so that a scenario runs the
+// deduction on the states the service runs it on: an error of the
+// scenario, not a verdict.
+func couponState(ctx context.Context, f *Fixture, status coupon.Status, orderNo string) error {
+	c, err := f.Store.Coupon(ctx, f.Coupon.ID)
+	if err != nil {
+		return err
+	}
+	holder := c.LockedOrderNo
+	if status == coupon.StatusUsed {
+		holder = c.UsedOrderNo
+	}
+	if c.Status != status || holder != orderNo {
+		return fmt.Errorf("coupon %d is %s (locked by %q, used by %q), want %s by order %s",
+			c.ID, c.Status, c.LockedOrderNo, c.UsedOrderNo, status, orderNo)
+	}
+	return nil
 }
 
 // ConcurrentRetry runs n attempts at the same message at once, as retries
@@ -282,6 +325,9 @@ func ConcurrentRetry(ctx context.Context, env lab.Env, mode variant.Mode, n int)
 
 	env.Note("racing %d retries of message %s", n, f.Message.MessageID)
 	processAtOnce(ctx, f.App, slices.Repeat([]coupon.Message{f.Message}, n))
+	if err := couponState(ctx, f, coupon.StatusUsed, f.Message.OrderNo); err != nil {
+		return lab.Result{}, fmt.Errorf("after the retries: %w", err)
+	}
 	count, err := CountDeductions(ctx, f.DB, f.Message.OrderNo)
 	if err != nil {
 		return lab.Result{}, err

@@ -18,17 +18,22 @@ import (
 const RivalOrders = 20
 
 // ConcurrentOrders isolates the broken deduction's first flaw, the state
-// check outside the transaction. n different orders of the coupon's owner,
-// each with its own order.paid message for the same coupon, are deducted at
-// once. The second flaw (a coupon USED by the same order is let through)
-// cannot play a part, since no order is attempted twice; only orders that
-// read UNUSED before another one's deduction committed can deduct. So more
-// than one ledger row for the coupon is the race, and SequentialOrders, the
-// same orders one after another, is the control that shows it.
+// check outside the transaction. The coupon is locked by the first of n
+// different orders of its owner, and each of the n has its own order.paid
+// message for the same coupon; they are deducted at once. The order service
+// never sends order.paid for an order that did not lock the coupon, but the
+// deduction must not count on its producers: these are the paid events of
+// orders whose lock was lost, replayed, or never taken. The second flaw (a
+// coupon USED by the same order is let through) cannot play a part, since
+// no order is attempted twice; only orders that read the coupon not yet
+// USED before another one's deduction committed can deduct. So more than
+// one ledger row for the coupon is the race, and SequentialOrders, the same
+// orders one after another, is the control that shows it.
 //
 // The fixed deduction reads the coupon with FOR UPDATE inside its
-// transaction: one order deducts, and the n-1 others read it USED by that
-// order and fail their message with the reason.
+// transaction: the order holding the lock deducts, and the n-1 others read
+// it LOCKED by another order or USED by it, and fail their message with the
+// reason (the reconciler lists them as paid orders without the lock).
 func ConcurrentOrders(ctx context.Context, env lab.Env, mode variant.Mode, n int) (lab.Result, error) {
 	f, msgs, err := setupRivalOrders(ctx, env, "i1_race_"+string(mode), mode, n)
 	if err != nil {
@@ -44,9 +49,9 @@ func ConcurrentOrders(ctx context.Context, env lab.Env, mode variant.Mode, n int
 
 // SequentialOrders deducts the same n orders as ConcurrentOrders, one after
 // another. Even the broken deduction then writes one ledger row: the first
-// order deducts, and each later one reads the coupon USED by another order
-// and fails. It is the control of ConcurrentOrders: the same code and
-// orders, without the race, hold the invariant.
+// order (the lock's holder) deducts, and each later one reads the coupon
+// USED by another order and fails. It is the control of ConcurrentOrders:
+// the same code and orders, without the race, hold the invariant.
 func SequentialOrders(ctx context.Context, env lab.Env, mode variant.Mode, n int) (lab.Result, error) {
 	f, msgs, err := setupRivalOrders(ctx, env, "i1_serial_"+string(mode), mode, n)
 	if err != nil {
@@ -117,8 +122,10 @@ func warmPool(ctx context.Context, db *gorm.DB, n int) error {
 // settleRivalOrders lets the retry job finish any attempt that failed
 // transiently, checks every order's bookkeeping and counts the coupon's
 // ledger rows. Whatever the mode, each message must end either SUCCESS with
-// one ledger row for its order, or FAILED as used by another order with
-// none: anything else is an error of the scenario, not a verdict.
+// one ledger row for its order, or FAILED with none, as used by another
+// order or (the fixed deduction, reading the coupon still locked by its
+// holder) as not locked by this order: anything else is an error of the
+// scenario, not a verdict.
 func settleRivalOrders(ctx context.Context, env lab.Env, f *Fixture, msgs []coupon.Message, mode variant.Mode, sub, injected string) (lab.Result, error) {
 	if err := drainRetries(ctx, f.App); err != nil {
 		return lab.Result{}, err
@@ -137,14 +144,16 @@ func settleRivalOrders(ctx context.Context, env lab.Env, f *Fixture, msgs []coup
 		case got.Status == coupon.MessageSuccess && rows == 1:
 			deducted++
 		case got.Status == coupon.MessageFailed && rows == 0 &&
-			strings.Contains(got.LastError, coupon.ErrUsedByAnotherOrder.Error()):
+			(strings.Contains(got.LastError, coupon.ErrUsedByAnotherOrder.Error()) ||
+				strings.Contains(got.LastError, coupon.ErrNotLockedByOrder.Error())):
 			refused++
 		default:
 			return lab.Result{}, fmt.Errorf("order %s: message %s with %d ledger rows (last error %q), "+
-				"want SUCCESS with 1 row or FAILED as used by another order with none", m.OrderNo, got.Status, rows, got.LastError)
+				"want SUCCESS with 1 row or FAILED as used by another order or not locked by it, with none",
+				m.OrderNo, got.Status, rows, got.LastError)
 		}
 	}
-	env.Note("orders that deducted the coupon: %d; failed as used by another order: %d", deducted, refused)
+	env.Note("orders that deducted the coupon: %d; failed as used by another order or not locked by it: %d", deducted, refused)
 	var n int64
 	if err := f.DB.WithContext(ctx).Table("coupon_deduction").Where("coupon_id = ?", f.Coupon.ID).Count(&n).Error; err != nil {
 		return lab.Result{}, err

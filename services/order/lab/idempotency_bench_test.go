@@ -21,8 +21,11 @@ import (
 // real POST /orders (wired as cmd/order wires it: the platform's gin server
 // with request ids, logging, metrics, recovery and the body limit; the form
 // token check; the create-order use case writing the order and its
-// order.created outbox row in one transaction) without the Idempotency-Key
-// guard and with it (HandlerInTx, a fresh key per request).
+// order.created outbox row in one transaction, pricing its item from the
+// catalog and taking its stock) without the Idempotency-Key guard and with
+// it (HandlerInTx, a fresh key per request). Each worker orders its own
+// product, so the orders do not queue on one stock row (that is
+// BenchmarkHotProductStock's subject).
 //
 // Each iteration is one round: 2,000 requests to each server, 32 in flight,
 // the two back to back and in alternating order, so both see the same
@@ -46,13 +49,21 @@ func BenchmarkCreateOrderAPI(b *testing.B) {
 		guard variant.Mode
 	}{{"without", NoGuard}, {"with", variant.Fixed}}
 	apis := make([]*OrderAPI, len(variants))
+	products := make([][]uint64, len(variants))
 	for i, v := range variants {
-		api, err := StartOrderAPI(ctx, labEnv(b), "bench_"+v.name, v.guard)
+		api, err := StartOrderAPI(ctx, labEnv(b), "bench_"+v.name, OrderAPIConfig{Guard: v.guard})
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer api.Close()
 		apis[i] = api
+		for w := range inFlight {
+			id, err := api.CreateProduct(ctx, fmt.Sprintf("bench-%d", w), 1999, 1_000_000_000)
+			if err != nil {
+				b.Fatal(err)
+			}
+			products[i] = append(products[i], id)
+		}
 	}
 	spent := make([]time.Duration, len(variants))
 	cpu := make([]cpuTimes, len(variants))
@@ -61,7 +72,7 @@ func BenchmarkCreateOrderAPI(b *testing.B) {
 		for k := range variants {
 			v := (round + k) % len(variants)
 			start, cpu0 := time.Now(), readCPU()
-			if err := postOrders(ctx, apis[v].Handler, perRound, inFlight); err != nil {
+			if err := postOrders(ctx, apis[v].Handler, products[v], perRound); err != nil {
 				b.Fatalf("%s: %v", variants[v].name, err)
 			}
 			spent[v] += time.Since(start)
@@ -82,8 +93,9 @@ func BenchmarkCreateOrderAPI(b *testing.B) {
 }
 
 // postOrders serves n POST /orders, each with its own Idempotency-Key, from
-// workers goroutines, each a user of its own.
-func postOrders(ctx context.Context, h http.Handler, n, workers int) error {
+// one goroutine per product, each a user of its own ordering one unit of
+// its product.
+func postOrders(ctx context.Context, h http.Handler, products []uint64, n int) error {
 	var (
 		wg    sync.WaitGroup
 		next  = make(chan struct{}, n)
@@ -94,11 +106,12 @@ func postOrders(ctx context.Context, h http.Handler, n, workers int) error {
 		next <- struct{}{}
 	}
 	close(next)
-	for w := range workers {
+	for w, product := range products {
 		user := strconv.Itoa(w + 1)
+		body := OrderBody(product, 1)
 		wg.Go(func() {
 			for range next {
-				req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader(`{"amount":1999}`))
+				req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set(httpapi.UserIDHeader, user)
 				req.Header.Set(idempotency.HeaderKey, "bench-"+testenv.RandomSuffix(24))

@@ -32,7 +32,7 @@ func TestProductCRUD(t *testing.T) {
 				`not json`,
 				``,
 			} {
-				if status, doc := call(t, http.MethodPost, rig.URL+"/products", body); status != http.StatusBadRequest {
+				if status, doc := call(t, http.MethodPost, rig.URL+"/admin/products", body); status != http.StatusBadRequest {
 					t.Errorf("POST /products %s: %d %v, want 400", body, status, doc)
 				}
 			}
@@ -40,7 +40,7 @@ func TestProductCRUD(t *testing.T) {
 				t.Fatalf("bad input wrote %d products", n)
 			}
 
-			status, p := call(t, http.MethodPost, rig.URL+"/products", `{"brand":"acme","name":" Phone ","model":"X1","price":1999}`)
+			status, p := call(t, http.MethodPost, rig.URL+"/admin/products", `{"brand":"acme","name":" Phone ","model":"X1","price":1999}`)
 			if status != http.StatusCreated || p["name"] != "Phone" {
 				t.Fatalf("create: %d %v", status, p)
 			}
@@ -48,26 +48,26 @@ func TestProductCRUD(t *testing.T) {
 			if status, got := call(t, http.MethodGet, fmt.Sprintf("%s/products/%d", rig.URL, id), ""); status != http.StatusOK || num(got["id"]) != id || num(got["price"]) != 1999 {
 				t.Fatalf("get: %d %v", status, got)
 			}
-			status, dup := call(t, http.MethodPost, rig.URL+"/products", `{"brand":"other","name":"Phone","model":"X1","price":5}`)
+			status, dup := call(t, http.MethodPost, rig.URL+"/admin/products", `{"brand":"other","name":"Phone","model":"X1","price":5}`)
 			if status != http.StatusConflict || num(dup["existing_id"]) != id {
 				t.Fatalf("duplicate create: %d %v, want 409 naming %d", status, dup, id)
 			}
-			if status, _ := call(t, http.MethodPost, rig.URL+"/products", `{"brand":"acme","name":"Phone","model":"X2","price":1}`); status != http.StatusCreated {
+			if status, _ := call(t, http.MethodPost, rig.URL+"/admin/products", `{"brand":"acme","name":"Phone","model":"X2","price":1}`); status != http.StatusCreated {
 				t.Fatalf("another model: %d", status)
 			}
 			if _, list := call(t, http.MethodGet, rig.URL+"/products?brand=acme", ""); len(list["products"].([]any)) != 2 {
 				t.Fatalf("list before delete: %v", list)
 			}
 
-			if status, _ := call(t, http.MethodDelete, fmt.Sprintf("%s/products/%d", rig.URL, id), ""); status != http.StatusNoContent {
+			if status, _ := call(t, http.MethodDelete, fmt.Sprintf("%s/admin/products/%d", rig.URL, id), ""); status != http.StatusNoContent {
 				t.Fatalf("delete: %d", status)
 			}
-			for _, path := range []string{fmt.Sprintf("/products/%d", id), "/products/999999", "/products/abc", "/products/batch-copy/nope"} {
+			for _, path := range []string{fmt.Sprintf("/products/%d", id), "/products/999999", "/products/abc", "/admin/products/batch-copy/nope"} {
 				if status, _ := call(t, http.MethodGet, rig.URL+path, ""); status != http.StatusNotFound {
 					t.Errorf("GET %s: %d, want 404", path, status)
 				}
 			}
-			if status, _ := call(t, http.MethodDelete, fmt.Sprintf("%s/products/%d", rig.URL, id), ""); status != http.StatusNotFound {
+			if status, _ := call(t, http.MethodDelete, fmt.Sprintf("%s/admin/products/%d", rig.URL, id), ""); status != http.StatusNotFound {
 				t.Errorf("second delete: %d, want 404", status)
 			}
 			if _, list := call(t, http.MethodGet, rig.URL+"/products?brand=acme", ""); len(list["products"].([]any)) != 1 {
@@ -88,7 +88,7 @@ func TestProductCRUD(t *testing.T) {
 // one wins every time, and there is never more than one live product.
 func TestCreateDeleteCycle(t *testing.T) {
 	rig := startRig(t, variant.Fixed, 4, 100)
-	up := Upstream{BaseURL: rig.URL}
+	up := rig.Upstream()
 	ctx := context.Background()
 	p := NewProduct{Brand: "acme", Name: "Kettle", Model: "K-7", Price: 2500}
 	for round := range 3 {
@@ -150,7 +150,7 @@ func TestCreateRacingBatchCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up := Upstream{BaseURL: rig.URL}
+	up := rig.Upstream()
 	// A copy reaches the database some milliseconds after its 202 (outbox,
 	// relay, stream, worker), later when fifty run at once. Measure how long
 	// fifty concurrent copies take, then spread the creates' start over that
@@ -237,20 +237,20 @@ func TestAllOrNothingAndSkipDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, existing := call(t, http.MethodPost, rig.URL+"/products", `{"brand":"elsewhere","name":"aon-00004","model":"M-aon-00004","price":1}`)
+	status, existing := call(t, http.MethodPost, rig.URL+"/admin/products", `{"brand":"elsewhere","name":"aon-00004","model":"M-aon-00004","price":1}`)
 	if status != http.StatusCreated {
 		t.Fatalf("create the existing product: %d %v", status, existing)
 	}
 	existingID := num(existing["id"])
 
-	status, acc := call(t, http.MethodPost, rig.URL+"/products/batch-copy", jsonBody(t, CopyRecord{RecordID: "aon-1", SourceBrand: "default", TargetBrand: "shop", OnDuplicate: "fail"}))
+	status, acc := call(t, http.MethodPost, rig.URL+"/admin/products/batch-copy", jsonBody(t, CopyRecord{RecordID: "aon-1", SourceBrand: "default", TargetBrand: "shop", OnDuplicate: "fail"}))
 	if status != http.StatusAccepted || num(acc["chunks"]) != 1 {
 		t.Fatalf("all-or-nothing copy: %d %v, want 202 with one chunk", status, acc)
 	}
 	if _, err := rig.WaitJobs(ctx, 30*time.Second, acc["job_id"].(string)); err != nil {
 		t.Fatal(err)
 	}
-	_, job := call(t, http.MethodGet, rig.URL+"/products/batch-copy/"+acc["job_id"].(string), "")
+	_, job := call(t, http.MethodGet, rig.URL+"/admin/products/batch-copy/"+acc["job_id"].(string), "")
 	if job["status"] != product.JobCompletedWithFailures || job["done"] != true || num(job["created"]) != 0 || num(job["failed"]) != 10 || num(job["total"]) != 10 {
 		t.Fatalf("all-or-nothing job: %v", job)
 	}
@@ -266,14 +266,14 @@ func TestAllOrNothingAndSkipDuplicates(t *testing.T) {
 		t.Fatalf("all-or-nothing wrote %d products", n)
 	}
 
-	status, acc = call(t, http.MethodPost, rig.URL+"/products/batch-copy", jsonBody(t, CopyRecord{RecordID: "aon-2", TemplateIDs: ids, TargetBrand: "shop", OnDuplicate: "skip"}))
+	status, acc = call(t, http.MethodPost, rig.URL+"/admin/products/batch-copy", jsonBody(t, CopyRecord{RecordID: "aon-2", TemplateIDs: ids, TargetBrand: "shop", OnDuplicate: "skip"}))
 	if status != http.StatusAccepted || num(acc["chunks"]) != 4 {
 		t.Fatalf("skip copy: %d %v, want 202 with 4 chunks of 3", status, acc)
 	}
 	if _, err := rig.WaitJobs(ctx, 30*time.Second, acc["job_id"].(string)); err != nil {
 		t.Fatal(err)
 	}
-	_, job = call(t, http.MethodGet, rig.URL+"/products/batch-copy/"+acc["job_id"].(string), "")
+	_, job = call(t, http.MethodGet, rig.URL+"/admin/products/batch-copy/"+acc["job_id"].(string), "")
 	if job["status"] != product.JobCompleted || num(job["created"]) != 9 || num(job["skipped"]) != 1 || num(job["failed"]) != 0 {
 		t.Fatalf("skip job: %v", job)
 	}
@@ -306,7 +306,7 @@ func TestBatchCopyRequests(t *testing.T) {
 		`{"request_id":"r","template_ids":[1,2,424242],"target_brand":"shop"}`, // unknown template
 		`{"request_id":"r","source_brand":"nobody","target_brand":"shop"}`,     // nothing to copy
 	} {
-		if status, doc := call(t, http.MethodPost, rig.URL+"/products/batch-copy", body); status != http.StatusBadRequest {
+		if status, doc := call(t, http.MethodPost, rig.URL+"/admin/products/batch-copy", body); status != http.StatusBadRequest {
 			t.Errorf("%s: %d %v, want 400", body, status, doc)
 		}
 	}
@@ -315,8 +315,8 @@ func TestBatchCopyRequests(t *testing.T) {
 	}
 
 	body := jsonBody(t, CopyRecord{RecordID: "same", TemplateIDs: ids, TargetBrand: "shop"})
-	_, first := call(t, http.MethodPost, rig.URL+"/products/batch-copy", body)
-	status, second := call(t, http.MethodPost, rig.URL+"/products/batch-copy", body)
+	_, first := call(t, http.MethodPost, rig.URL+"/admin/products/batch-copy", body)
+	status, second := call(t, http.MethodPost, rig.URL+"/admin/products/batch-copy", body)
 	if status != http.StatusAccepted || second["job_id"] != first["job_id"] || second["existed"] != true {
 		t.Fatalf("resubmitted request id: %d %v, first %v", status, second, first)
 	}
@@ -372,14 +372,14 @@ func TestAllOrNothingLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, doc := call(t, http.MethodPost, rig.URL+"/products/batch-copy", jsonBody(t, CopyRecord{RecordID: "too-big", SourceBrand: "big", TargetBrand: "shop", OnDuplicate: "fail"}))
+	status, doc := call(t, http.MethodPost, rig.URL+"/admin/products/batch-copy", jsonBody(t, CopyRecord{RecordID: "too-big", SourceBrand: "big", TargetBrand: "shop", OnDuplicate: "fail"}))
 	if status != http.StatusBadRequest || !strings.Contains(fmt.Sprint(doc["detail"]), "at most 5000") {
 		t.Fatalf("all-or-nothing over the limit: %d %v, want 400", status, doc)
 	}
 	if n := count(t, rig, "SELECT COUNT(*) FROM product_copy_jobs"); n != 0 {
 		t.Fatalf("a refused request wrote %d jobs", n)
 	}
-	status, acc := call(t, http.MethodPost, rig.URL+"/products/batch-copy", jsonBody(t, CopyRecord{RecordID: "at-limit", TemplateIDs: ids[:limit], TargetBrand: "shop", OnDuplicate: "fail"}))
+	status, acc := call(t, http.MethodPost, rig.URL+"/admin/products/batch-copy", jsonBody(t, CopyRecord{RecordID: "at-limit", TemplateIDs: ids[:limit], TargetBrand: "shop", OnDuplicate: "fail"}))
 	if status != http.StatusAccepted || num(acc["chunks"]) != 1 {
 		t.Fatalf("all-or-nothing at the limit: %d %v", status, acc)
 	}

@@ -27,7 +27,8 @@ func startRig(t *testing.T, mode variant.Mode, workers, chunk int) *ProductRig {
 	return rig
 }
 
-// call sends a request with a raw body and decodes a JSON answer.
+// call sends a request with a raw body, as the operator (AdminToken), and
+// decodes a JSON answer.
 func call(t *testing.T, method, url, body string) (int, map[string]any) {
 	t.Helper()
 	var r io.Reader
@@ -39,6 +40,7 @@ func call(t *testing.T, method, url, body string) (int, map[string]any) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+AdminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

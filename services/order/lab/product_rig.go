@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -20,10 +21,13 @@ import (
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/config"
+	"github.com/oncemall/oncemall/services/order/internal/couponclient"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
+	"github.com/oncemall/oncemall/services/order/internal/paymentclient"
 	"github.com/oncemall/oncemall/services/order/internal/product"
 	"github.com/oncemall/oncemall/services/order/internal/store"
+	"github.com/oncemall/oncemall/services/order/internal/stubs"
 	"github.com/oncemall/oncemall/services/order/migrations"
 )
 
@@ -47,7 +51,8 @@ type ProductRig struct {
 	App   *app.App
 	// Consumer is the batch-copy consumer (running).
 	Consumer *inbox.Consumer
-	// URL is the base URL of the service's HTTP API.
+	// URL is the base URL of the service's HTTP API; its operator routes
+	// take AdminToken.
 	URL string
 
 	stops []func()
@@ -61,7 +66,7 @@ func StartProductRig(ctx context.Context, env lab.Env, suffix string, cfg Produc
 			r.Close()
 		}
 	}()
-	modes := config.Modes{OrderIdempotency: variant.Fixed, ProductCopy: cfg.Mode}
+	modes := config.Modes{OrderIdempotency: variant.Fixed, ProductCopy: cfg.Mode, Stock: variant.Fixed, Close: variant.Fixed}
 	svc, err := serviceConfig(modes)
 	if err != nil {
 		return nil, err
@@ -98,7 +103,13 @@ func StartProductRig(ctx context.Context, env lab.Env, suffix string, cfg Produc
 		return nil, err
 	}
 	r.Store = store.NewProducts(db, relay.Wake)
-	if r.App, err = app.New(store.New(db, relay.Wake), r.Store, svc.App(), env.Log, reg); err != nil {
+	// The catalog calls neither the coupon nor the payment service; stand-ins
+	// answer if an order is ever placed on the rig.
+	coupons, payments := stubs.NewCouponService(InternalToken), stubs.NewPaymentService(InternalToken)
+	r.stops = append(r.stops, coupons.Close, payments.Close)
+	if r.App, err = app.New(store.New(db, relay.Wake), r.Store,
+		couponclient.New(coupons.URL, InternalToken, http.DefaultClient), paymentclient.New(payments.URL, InternalToken, http.DefaultClient),
+		svc.App(), env.Log, reg); err != nil {
 		return nil, err
 	}
 	// The consumer as the platform builds it from the declaration, with
@@ -133,12 +144,15 @@ func StartProductRig(ctx context.Context, env lab.Env, suffix string, cfg Produc
 	r.stops = append(r.stops, func() { cancel(); wg.Wait() })
 
 	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 4 << 20}, Logger: env.Log, Registry: reg})
-	httpapi.New(r.App, httpapi.Options{Log: env.Log}).Register(srv.Engine())
+	httpapi.New(r.App, httpapi.Options{Log: env.Log, Admin: httpserver.AdminAuth(AdminToken)}).Register(srv.Engine())
 	ts := httptest.NewServer(srv.Handler())
 	r.URL = ts.URL
 	r.stops = append(r.stops, ts.Close)
 	return r, nil
 }
+
+// Upstream is the upstream simulator calling this rig as the operator.
+func (r *ProductRig) Upstream() Upstream { return Upstream{BaseURL: r.URL, AdminToken: AdminToken} }
 
 // Close stops the workers and drops the rig's database and stream.
 func (r *ProductRig) Close() {

@@ -3,6 +3,9 @@
 // in the product_*.go files: the catalog is wired as in production on a
 // throwaway database and stream, an upstream simulator sends duplicate
 // batch-copy requests, and the scenario counts duplicate live products.
+// Incident 4 (double submit) is in idempotency_scenarios.go and incident 5
+// (overselling) in stock_scenarios.go, both on the order API rig of
+// order_api.go.
 package lab
 
 import (
@@ -16,9 +19,10 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
-// Scenarios lists the order service's incident scenarios.
+// Scenarios lists the order service's incident scenarios: 3 (batch product
+// duplication), 4 (double submit) and 5 (overselling).
 func Scenarios() []lab.Scenario {
-	return append(ProductScenarios(), IdempotencyScenarios()...)
+	return append(append(ProductScenarios(), IdempotencyScenarios()...), StockScenarios()...)
 }
 
 // Incident 3's variants.
@@ -80,7 +84,7 @@ func duplicateBatchScenario(variant, suffix string, mode variant.Mode, onDup pro
 			records[b] = CopyRecord{RecordID: fmt.Sprintf("rec-%02d", b), SourceBrand: brand, TargetBrand: fmt.Sprintf("shop-%02d", b), OnDuplicate: string(onDup)}
 		}
 		env.Note("incident 3 %s: sending %d requests, each twice", variant, len(records))
-		jobs, err := Upstream{BaseURL: rig.URL}.RunJob(ctx, DuplicateRecords(records))
+		jobs, err := rig.Upstream().RunJob(ctx, DuplicateRecords(records))
 		if err != nil {
 			return res, err
 		}

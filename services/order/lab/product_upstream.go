@@ -36,10 +36,13 @@ func DuplicateRecords(records []CopyRecord) []CopyRecord {
 }
 
 // Upstream simulates the e-commerce platform's background job that calls the
-// catalog's batch-copy API, and its users creating products by hand.
+// catalog's batch-copy API, and its users creating products by hand: both
+// operator routes, called with the admin token.
 type Upstream struct {
 	BaseURL string
-	Client  *http.Client
+	// AdminToken is sent as the bearer token (the rig's is AdminToken).
+	AdminToken string
+	Client     *http.Client
 }
 
 // CopyAccepted is the 202 answer to a batch-copy request.
@@ -55,7 +58,7 @@ func (u Upstream) RunJob(ctx context.Context, records []CopyRecord) ([]string, e
 	ids := make([]string, 0, len(records))
 	for _, rec := range records {
 		var acc CopyAccepted
-		status, body, err := u.do(ctx, http.MethodPost, "/products/batch-copy", rec, &acc)
+		status, body, err := u.do(ctx, http.MethodPost, "/admin/products/batch-copy", rec, &acc)
 		if err != nil {
 			return ids, err
 		}
@@ -73,7 +76,7 @@ func (u Upstream) SendTwice(ctx context.Context, rec CopyRecord) ([]string, erro
 	return u.RunJob(ctx, DuplicateRecords([]CopyRecord{rec}))
 }
 
-// NewProduct is the body of POST /products.
+// NewProduct is the body of POST /admin/products.
 type NewProduct struct {
 	Brand string `json:"brand"`
 	Name  string `json:"name"`
@@ -88,13 +91,13 @@ type CreateResult struct {
 	ExistingID uint64 // the product that already had the key (409)
 }
 
-// CreateProduct sends one POST /products.
+// CreateProduct sends one POST /admin/products.
 func (u Upstream) CreateProduct(ctx context.Context, p NewProduct) (CreateResult, error) {
 	var out struct {
 		ID         uint64 `json:"id"`
 		ExistingID uint64 `json:"existing_id"`
 	}
-	status, body, err := u.do(ctx, http.MethodPost, "/products", p, &out)
+	status, body, err := u.do(ctx, http.MethodPost, "/admin/products", p, &out)
 	if err != nil {
 		return CreateResult{}, err
 	}
@@ -105,7 +108,7 @@ func (u Upstream) CreateProduct(ctx context.Context, p NewProduct) (CreateResult
 }
 
 // CreateWhileCopying starts the batch copy of rec and, delay later, creates
-// products by hand through POST /products: the second entry point racing
+// products by hand through POST /admin/products: the second entry point racing
 // the first while its workers run. It returns the copy's job id and every
 // create's answer.
 func (u Upstream) CreateWhileCopying(ctx context.Context, rec CopyRecord, products []NewProduct, delay time.Duration) (string, []CreateResult, error) {
@@ -141,9 +144,9 @@ func (u Upstream) CreateWhileCopying(ctx context.Context, rec CopyRecord, produc
 	return jobIDs[0], results, nil
 }
 
-// DeleteProduct sends DELETE /products/:id and returns the status.
+// DeleteProduct sends DELETE /admin/products/:id and returns the status.
 func (u Upstream) DeleteProduct(ctx context.Context, id uint64) (int, error) {
-	status, _, err := u.do(ctx, http.MethodDelete, fmt.Sprintf("/products/%d", id), nil, nil)
+	status, _, err := u.do(ctx, http.MethodDelete, fmt.Sprintf("/admin/products/%d", id), nil, nil)
 	return status, err
 }
 
@@ -162,6 +165,9 @@ func (u Upstream) do(ctx context.Context, method, path string, in, out any) (int
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if u.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+u.AdminToken)
+	}
 	client := u.Client
 	if client == nil {
 		client = http.DefaultClient

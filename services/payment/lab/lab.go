@@ -170,15 +170,16 @@ func StartSimulator(env lab.Env) (*pspsim.Simulator, string, func(), error) {
 // the defaults with a retry schedule short enough for a test run.
 func SimulatorConfig() pspsim.Config {
 	return pspsim.Config{
-		Log:           logging.Config{Level: "info"},
-		HTTPAddr:      ":8090", // unused: tests serve Handler on their own listener
-		Secret:        DevSecret,
-		CallbackURL:   "http://127.0.0.1:8083/payments/callback",
-		RetrySchedule: []string{"20ms", "50ms", "100ms"},
-		NotifyTimeout: 5 * time.Second,
-		NotifyDelay:   0,
-		Mode:          pspsim.ModeNormal,
-		StormCopies:   StormCopies,
-		Replays:       LateRetries,
+		Log:               logging.Config{Level: "info"},
+		HTTPAddr:          ":8090", // unused: tests serve Handler on their own listener
+		Secret:            DevSecret,
+		CallbackURL:       "http://127.0.0.1:8083/payments/callback",
+		RefundCallbackURL: "http://127.0.0.1:8083/payments/refunds/callback",
+		RetrySchedule:     []string{"20ms", "50ms", "100ms"},
+		NotifyTimeout:     5 * time.Second,
+		NotifyDelay:       0,
+		Mode:              pspsim.ModeNormal,
+		StormCopies:       StormCopies,
+		Replays:           LateRetries,
 	}
 }

@@ -31,8 +31,15 @@ import (
 // published development value, which ONCEMALL_ENV=lab accepts.
 const DevSecret = "dev-psp-secret-not-for-production"
 
-// AdminToken guards the rig's /admin endpoints.
-const AdminToken = "lab-admin-token"
+// AdminToken guards the rig's /admin endpoints, InternalToken its
+// /internal ones.
+const (
+	AdminToken    = "lab-admin-token"
+	InternalToken = "lab-internal-token"
+)
+
+// UserID owns the payments InsertPayment inserts.
+const UserID = 7
 
 // RigConfig says how to assemble a Rig.
 type RigConfig struct {
@@ -51,6 +58,9 @@ type RigConfig struct {
 	OrderURL, PSPURL string
 	// Lock, when set, is the callback entry lock (fixed mode only).
 	Lock *redislock.Client
+	// App tunes the use cases (the query and refund settings); the rig sets
+	// its notify URLs, the mode and the lock on top.
+	App app.Config
 }
 
 // Rig is the payment service's callback path assembled in-process over a
@@ -59,11 +69,15 @@ type RigConfig struct {
 // benchmark all drive it; only the order service and the platform are left
 // out (payments are inserted directly).
 type Rig struct {
-	DB          *gorm.DB
-	App         *app.App
-	Server      *httptest.Server
-	CallbackURL string
-	Registry    *prometheus.Registry
+	DB    *gorm.DB
+	Store *store.Store
+	App   *app.App
+	// Server serves the payment routes; CallbackURL and RefundCallbackURL
+	// are its notification addresses, sent with every charge and refund.
+	Server            *httptest.Server
+	CallbackURL       string
+	RefundCallbackURL string
+	Registry          *prometheus.Registry
 
 	stop func()
 }
@@ -92,19 +106,23 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 	var handler http.Handler
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { handler.ServeHTTP(w, req) }))
 	r.CallbackURL = r.Server.URL + "/payments/callback"
+	r.RefundCallbackURL = r.Server.URL + "/payments/refunds/callback"
 	stopRelay := r.stop
 	r.stop = func() { r.Server.Close(); stopRelay() }
 
 	var orders app.Orders
 	if cfg.OrderURL != "" {
-		orders = orderclient.New(cfg.OrderURL, &http.Client{Timeout: 5 * time.Second})
+		orders = orderclient.New(cfg.OrderURL, InternalToken, &http.Client{Timeout: 5 * time.Second})
 	}
 	var charges app.Platform
 	if cfg.PSPURL != "" {
 		charges = psp.NewClient(cfg.PSPURL, &http.Client{Timeout: 5 * time.Second})
 	}
-	a, err := app.New(store.New(db, wake), orders, charges, cfg.Lock,
-		app.Config{NotifyURL: r.CallbackURL, Callback: cfg.Mode, CallbackLock: cfg.Lock != nil}, log, reg)
+	acfg := cfg.App
+	acfg.NotifyURL, acfg.RefundNotifyURL = r.CallbackURL, r.RefundCallbackURL
+	acfg.Callback, acfg.CallbackLock = cfg.Mode, cfg.Lock != nil
+	r.Store = store.New(db, wake)
+	a, err := app.New(r.Store, orders, charges, cfg.Lock, acfg, log, reg)
 	if err == nil {
 		err = a.Check(context.Background())
 	}
@@ -124,7 +142,7 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 		Registry: reg,
 	})
 	api, err := httpapi.New(a, httpapi.Options{
-		Log: log, Admin: httpserver.AdminAuth(AdminToken), Idempotency: idem.Handler(),
+		Log: log, Admin: httpserver.AdminAuth(AdminToken), Internal: httpserver.AdminAuth(InternalToken), Idempotency: idem.Handler(),
 		Secret: []byte(DevSecret), SignatureWindow: cfg.Window, Registry: reg,
 	})
 	if err != nil {
@@ -140,16 +158,16 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 // Close stops the HTTP server and the relay.
 func (r *Rig) Close() { r.stop() }
 
-// InsertPayment inserts a WAIT_PAY payment of amount cents for a fresh order
-// and returns it.
+// InsertPayment inserts a WAIT_PAY payment of amount cents of UserID for a
+// fresh order ("O" + outTradeNo) and returns it.
 func (r *Rig) InsertPayment(ctx context.Context, outTradeNo string, amount int64) (payment.Payment, error) {
 	now := time.Now().UTC()
-	err := r.DB.WithContext(ctx).Exec(`INSERT INTO payments (out_trade_no, order_no, amount, status, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?)`, outTradeNo, "O"+outTradeNo, amount, string(payment.StatusWaitPay), now, now).Error
+	err := r.DB.WithContext(ctx).Exec(`INSERT INTO payments (out_trade_no, order_no, user_id, amount, status, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, outTradeNo, "O"+outTradeNo, UserID, amount, string(payment.StatusWaitPay), now, now).Error
 	if err != nil {
 		return payment.Payment{}, fmt.Errorf("insert payment %s: %w", outTradeNo, err)
 	}
-	return r.App.GetPayment(ctx, outTradeNo)
+	return r.Store.Get(ctx, outTradeNo)
 }
 
 // Effects are the side effects of the notifications for one payment.
@@ -157,6 +175,11 @@ type Effects struct {
 	Records int    // rows in payment_transaction and payment_transaction_broken
 	Events  int    // payment.succeeded rows in local_message
 	Status  string // the payment's status
+	// Refunds are its refund rows, RefundEvents its payment.refunded rows,
+	// RefundStatus its refund's status ("" without one).
+	Refunds      int
+	RefundEvents int
+	RefundStatus string
 }
 
 // Effects counts, in the database, what the notifications for outTradeNo did.
@@ -169,6 +192,10 @@ func (r *Rig) Effects(ctx context.Context, outTradeNo string) (Effects, error) {
 		db.Raw(`SELECT COUNT(*) FROM local_message WHERE topic = ?
 			AND JSON_UNQUOTE(JSON_EXTRACT(CONVERT(body USING utf8mb4), '$.payment_no')) = ?`, events.PaymentSucceeded, outTradeNo).Scan(&e.Events).Error,
 		db.Raw(`SELECT status FROM payments WHERE out_trade_no = ?`, outTradeNo).Scan(&e.Status).Error,
+		db.Raw(`SELECT COUNT(*) FROM refund WHERE out_trade_no = ?`, outTradeNo).Scan(&e.Refunds).Error,
+		db.Raw(`SELECT COALESCE(MAX(status), '') FROM refund WHERE out_trade_no = ?`, outTradeNo).Scan(&e.RefundStatus).Error,
+		db.Raw(`SELECT COUNT(*) FROM local_message WHERE topic = ?
+			AND JSON_UNQUOTE(JSON_EXTRACT(CONVERT(body USING utf8mb4), '$.payment_no')) = ?`, events.PaymentRefunded, outTradeNo).Scan(&e.RefundEvents).Error,
 	)
 	if err != nil {
 		return Effects{}, fmt.Errorf("count effects of %s: %w", outTradeNo, err)
@@ -179,8 +206,8 @@ func (r *Rig) Effects(ctx context.Context, outTradeNo string) (Effects, error) {
 // Snapshot is every row count and the payments' states: two equal snapshots
 // mean nothing changed in any table.
 type Snapshot struct {
-	Payments, Transactions, BrokenRecords, Messages int
-	PaymentStates                                   string
+	Payments, Transactions, BrokenRecords, Messages, Refunds int
+	PaymentStates, RefundStates                              string
 }
 
 // Snapshot reads the tables the callback can touch.
@@ -192,7 +219,9 @@ func (r *Rig) Snapshot(ctx context.Context) (Snapshot, error) {
 		db.Raw(`SELECT COUNT(*) FROM payment_transaction`).Scan(&s.Transactions).Error,
 		db.Raw(`SELECT COUNT(*) FROM payment_transaction_broken`).Scan(&s.BrokenRecords).Error,
 		db.Raw(`SELECT COUNT(*) FROM local_message`).Scan(&s.Messages).Error,
-		db.Raw(`SELECT COALESCE(GROUP_CONCAT(CONCAT(out_trade_no, ':', status, ':', platform_serial, ':', updated_at) ORDER BY id), '') FROM payments`).Scan(&s.PaymentStates).Error,
+		db.Raw(`SELECT COALESCE(GROUP_CONCAT(CONCAT(out_trade_no, ':', status, ':', platform_serial, ':', updated_at, ':', COALESCE(order_cancelled_at, '')) ORDER BY id), '') FROM payments`).Scan(&s.PaymentStates).Error,
+		db.Raw(`SELECT COUNT(*) FROM refund`).Scan(&s.Refunds).Error,
+		db.Raw(`SELECT COALESCE(GROUP_CONCAT(CONCAT(refund_no, ':', status, ':', attempts, ':', updated_at) ORDER BY id), '') FROM refund`).Scan(&s.RefundStates).Error,
 	)
 	return s, err
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 
 	"github.com/oncemall/oncemall/pkg/idempotency"
+	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/services/payment/migrations"
@@ -21,9 +22,9 @@ var schemaFiles embed.FS
 var Schema = migrate.Source{Name: "payment_lab", FS: mustSub(schemaFiles, "migrations")}
 
 // Migrations are the sources a rig's database needs: the service's own, the
-// outbox's, the idempotency records', and the lab schema, so that a rig can
-// run either handler.
-var Migrations = []migrate.Source{migrations.Source, outbox.Migrations, idempotency.Migrations, Schema}
+// outbox's, the inbox's (the order.cancelled consumer), the idempotency
+// records', and the lab schema, so that a rig can run either handler.
+var Migrations = []migrate.Source{migrations.Source, outbox.Migrations, inbox.Migrations, idempotency.Migrations, Schema}
 
 func mustSub(f fs.FS, dir string) fs.FS {
 	sub, err := fs.Sub(f, dir)

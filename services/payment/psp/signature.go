@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -84,4 +86,51 @@ func Verify(h http.Header, body []byte, secret []byte, now time.Time, window tim
 		return ErrStale
 	}
 	return nil
+}
+
+// ErrMalformed is a correctly signed notification whose body the merchant
+// cannot use: the merchant answers 400 and changes nothing.
+var ErrMalformed = errors.New("psp: malformed notification")
+
+// VerifyRefund verifies a refund notification as Verify does (signature in
+// constant time first, then the timestamp window) and decodes it. Errors are
+// ErrBadSignature or ErrStale, answered 401, or ErrMalformed (wrapped with
+// what is wrong), answered 400.
+func VerifyRefund(h http.Header, body []byte, secret []byte, now time.Time, window time.Duration) (RefundNotification, error) {
+	if err := Verify(h, body, secret, now, window); err != nil {
+		return RefundNotification{}, err
+	}
+	return ParseRefundNotification(body)
+}
+
+// ParseRefundNotification decodes a verified refund notification body and
+// checks that it names a refund the merchant can look up: a known channel,
+// both numbers, a positive amount, a success status and a time. A paid
+// notification sent to the refund address fails here, on its missing
+// refund_no.
+func ParseRefundNotification(body []byte) (RefundNotification, error) {
+	var n RefundNotification
+	if err := json.Unmarshal(body, &n); err != nil {
+		return RefundNotification{}, fmt.Errorf("%w: not valid JSON", ErrMalformed)
+	}
+	var problem string
+	switch {
+	case n.Channel != Channel:
+		problem = "unknown channel"
+	case n.RefundNo == "" || len(n.RefundNo) > 64:
+		problem = "refund_no is required (at most 64 characters)"
+	case n.RefundSerial == "" || len(n.RefundSerial) > 64:
+		problem = "refund_serial is required (at most 64 characters)"
+	case n.OutTradeNo == "" || len(n.OutTradeNo) > 64:
+		problem = "out_trade_no is required (at most 64 characters)"
+	case n.Amount <= 0:
+		problem = "amount must be positive"
+	case n.RefundStatus != TradeSuccess:
+		problem = "refund_status must be SUCCESS"
+	case n.RefundedAt.IsZero():
+		problem = "refunded_at is required"
+	default:
+		return n, nil
+	}
+	return RefundNotification{}, fmt.Errorf("%w: %s", ErrMalformed, problem)
 }

@@ -1,6 +1,7 @@
 package psp_test
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -87,5 +88,62 @@ func TestEverySigningHasAFreshNonce(t *testing.T) {
 	a, b := signed(at, []byte("x")), signed(at, []byte("x"))
 	if a.Get(psp.HeaderNonce) == b.Get(psp.HeaderNonce) || a.Get(psp.HeaderSignature) == b.Get(psp.HeaderSignature) {
 		t.Fatal("two signings of the same body at the same second share a nonce or a signature")
+	}
+}
+
+// TestVerifyRefund: a refund notification is verified like a paid one
+// (signature first, then the window) and then decoded and checked; a
+// correctly signed body the merchant cannot use is ErrMalformed, a paid
+// notification sent to the refund address among them.
+func TestVerifyRefund(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	window := 5 * time.Minute
+	valid := psp.RefundNotification{Channel: psp.Channel, RefundSerial: "RF1", RefundNo: "RP1", OutTradeNo: "P1",
+		Amount: 100, RefundStatus: psp.TradeSuccess, RefundedAt: now.UTC()}
+	encode := func(n any) []byte {
+		b, err := json.Marshal(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	with := func(change func(*psp.RefundNotification)) []byte {
+		n := valid
+		change(&n)
+		return encode(n)
+	}
+	body := encode(valid)
+	got, err := psp.VerifyRefund(signed(now, body), body, secret, now, window)
+	if err != nil || got != valid {
+		t.Fatalf("valid: %+v %v", got, err)
+	}
+	for _, tc := range []struct {
+		name   string
+		body   []byte
+		header http.Header
+		want   error
+	}{
+		{"tampered body", body, signed(now, with(func(n *psp.RefundNotification) { n.Amount = 1 })), psp.ErrBadSignature},
+		{"stale", body, signed(now.Add(-window-time.Second), body), psp.ErrStale},
+		{"not JSON", []byte("{"), signed(now, []byte("{")), psp.ErrMalformed},
+		{"no refund_no", with(func(n *psp.RefundNotification) { n.RefundNo = "" }), nil, psp.ErrMalformed},
+		{"no refund_serial", with(func(n *psp.RefundNotification) { n.RefundSerial = "" }), nil, psp.ErrMalformed},
+		{"no out_trade_no", with(func(n *psp.RefundNotification) { n.OutTradeNo = "" }), nil, psp.ErrMalformed},
+		{"no amount", with(func(n *psp.RefundNotification) { n.Amount = 0 }), nil, psp.ErrMalformed},
+		{"not a success", with(func(n *psp.RefundNotification) { n.RefundStatus = "FAILED" }), nil, psp.ErrMalformed},
+		{"unknown channel", with(func(n *psp.RefundNotification) { n.Channel = "x" }), nil, psp.ErrMalformed},
+		{"no time", with(func(n *psp.RefundNotification) { n.RefundedAt = time.Time{} }), nil, psp.ErrMalformed},
+		{"a paid notification", encode(psp.Notification{Channel: psp.Channel, PlatformSerial: "T1", OutTradeNo: "P1", Amount: 100,
+			TradeStatus: psp.TradeSuccess, PaidAt: now}), nil, psp.ErrMalformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := tc.header
+			if h == nil {
+				h = signed(now, tc.body)
+			}
+			if _, err := psp.VerifyRefund(h, tc.body, secret, now, window); !errors.Is(err, tc.want) {
+				t.Fatalf("VerifyRefund = %v, want %v", err, tc.want)
+			}
+		})
 	}
 }

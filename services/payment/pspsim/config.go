@@ -1,16 +1,19 @@
-// Package pspsim is a payment-platform simulator: it accepts charges and
-// delivers signed "paid" notifications the way real platforms do, retrying
-// on any non-2xx answer or timeout, and, by its configuration (PSP_MODE) or
-// by a plan a lab files for one charge (Plan, POST /sim/plans), misbehaving
-// in the ways that break naive callback handlers (storms of concurrent
-// copies, replays after success, out-of-order delivery, wrong amounts, bad
-// signatures, stale timestamps). cmd/psp-sim serves it on :8090; tests run
-// it in-process.
+// Package pspsim is a payment-platform simulator: it accepts charges,
+// closes, queries and refunds, and delivers signed "paid" and "refunded"
+// notifications the way real platforms do, retrying on any non-2xx answer
+// or timeout, and, by its configuration (PSP_MODE) or by a plan a lab files
+// for one charge (Plan, POST /sim/plans), misbehaving in the ways that break
+// naive handlers (storms of concurrent copies, replays after success,
+// out-of-order delivery, wrong amounts, bad signatures, stale timestamps,
+// notifications held in flight or never sent, a close that answers closed
+// on a paid charge). cmd/psp-sim serves it on :8090; tests run it
+// in-process.
 package pspsim
 
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -25,7 +28,10 @@ type Config struct {
 	Log         logging.Config
 	HTTPAddr    string `env:"PSP_HTTP_ADDR" default:":8090" usage:"listen address of the payment-platform simulator"`
 	Secret      string `env:"PSP_SECRET" default:"dev-psp-secret-not-for-production" usage:"HMAC-SHA256 key shared with the payment service; never empty (the default is the published development value)"`
-	CallbackURL string `env:"PSP_CALLBACK_URL" default:"http://127.0.0.1:8083/payments/callback" usage:"where notifications go when a charge names no notify_url"`
+	CallbackURL string `env:"PSP_CALLBACK_URL" default:"http://127.0.0.1:8083/payments/callback" usage:"where payment notifications go when a charge names no notify_url"`
+	// RefundCallbackURL is the refund notifications' default address, as
+	// CallbackURL is the payment notifications'.
+	RefundCallbackURL string `env:"PSP_REFUND_CALLBACK_URL" default:"http://127.0.0.1:8083/payments/refunds/callback" usage:"where refund notifications go when a refund request names no notify_url"`
 	// RetrySchedule is the wait before each retry of an unanswered or
 	// rejected notification. Real platforms spread about eight attempts over
 	// a day (for example 4m, 10m, 10m, 1h, 2h, 6h, 15h); the default
@@ -33,7 +39,7 @@ type Config struct {
 	RetrySchedule []string      `env:"PSP_RETRY_SCHEDULE" default:"200ms,500ms,1s,2s,4s" usage:"comma-separated waits before each notification retry (compressed by default; real platforms use minutes to hours)"`
 	NotifyTimeout time.Duration `env:"PSP_NOTIFY_TIMEOUT" default:"5s" usage:"how long one notification attempt waits for the merchant's answer before it counts as failed"`
 	NotifyDelay   time.Duration `env:"PSP_NOTIFY_DELAY" default:"50ms" usage:"wait between answering a charge and the first notification"`
-	Mode          string        `env:"PSP_MODE" default:"normal" usage:"delivery mode of charges without a plan naming one: normal, storm, replay, out_of_order, wrong_amount, bad_signature, stale_timestamp"`
+	Mode          string        `env:"PSP_MODE" default:"normal" usage:"delivery mode of charges without a plan naming one: normal, storm, replay, out_of_order, wrong_amount, bad_signature, stale_timestamp, hold, silent, close_race"`
 	// StormCopies, Replays and LostAnswers, like Mode, apply only to charges
 	// without a plan that names a mode (what the payment service's charges
 	// are, unless a lab filed a plan); a plan that names its mode gets
@@ -56,6 +62,8 @@ func (c Config) Validate() error {
 	return errors.Join(
 		c.Log.Validate(),
 		pkgconfig.CheckAddr("PSP_HTTP_ADDR", c.HTTPAddr),
+		checkURL("PSP_CALLBACK_URL", c.CallbackURL),
+		checkURL("PSP_REFUND_CALLBACK_URL", c.RefundCallbackURL),
 		// The simulator is a development tool, so its published default is
 		// allowed anywhere; an empty key would sign with nothing.
 		pkgconfig.CheckNotEmpty("PSP_SECRET", c.Secret),
@@ -69,6 +77,16 @@ func (c Config) Validate() error {
 		pkgconfig.CheckRange("PSP_REPLAYS", c.Replays, 0, maxPerCharge),
 		pkgconfig.CheckRange("PSP_LOST_ANSWERS", c.LostAnswers, 0, maxPerCharge),
 	)
+}
+
+// checkURL reports a value that is not an absolute http(s) URL, naming its
+// variable: the simulator posts its notifications there.
+func checkURL(varName, v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &pkgconfig.Error{Var: varName, Value: v, Err: errors.New("want an absolute http or https URL")}
+	}
+	return nil
 }
 
 // Schedule parses RetrySchedule.

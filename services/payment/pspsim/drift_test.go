@@ -16,5 +16,7 @@ func TestComposeDockerfileAndREADMEMatch(t *testing.T) {
 		Dir:      "services/payment/cmd/psp-sim",
 		Vars:     pkgconfig.Vars(&pspsim.Config{}),
 		AddrVars: []string{"PSP_HTTP_ADDR"},
+		// The simulator depends on nothing, so live is ready: /healthz.
+		HealthPath: "/healthz",
 	})
 }

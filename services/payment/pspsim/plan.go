@@ -18,10 +18,27 @@ const (
 	ModeWrongAmount    = "wrong_amount"    // notification amount differs from the charge
 	ModeBadSignature   = "bad_signature"   // signed with the wrong secret
 	ModeStaleTimestamp = "stale_timestamp" // signed with a timestamp outside any sane window
+	// ModeHold holds the notification of a paid charge until
+	// POST /sim/charges/{out_trade_no}/deliver (Simulator.Deliver): the
+	// customer has paid, the notification is in flight. A close or a query
+	// meanwhile answers paid.
+	ModeHold = "hold"
+	// ModeSilent never notifies the charge, nor its refunds: the platform
+	// has gone quiet, and only a query finds out that it was paid.
+	ModeSilent = "silent"
+	// ModeCloseRace is hold, and a close answers closed although the charge
+	// is paid: the race inside a real platform between the merchant's close
+	// and the customer's payment. The held notification, delivered later,
+	// reports a payment on a charge the merchant believes closed.
+	ModeCloseRace = "close_race"
 )
 
 // Modes lists every delivery mode.
-var Modes = []string{ModeNormal, ModeStorm, ModeReplay, ModeOutOfOrder, ModeWrongAmount, ModeBadSignature, ModeStaleTimestamp}
+var Modes = []string{ModeNormal, ModeStorm, ModeReplay, ModeOutOfOrder, ModeWrongAmount, ModeBadSignature, ModeStaleTimestamp,
+	ModeHold, ModeSilent, ModeCloseRace}
+
+// holds reports whether a charge delivered by p waits for Deliver.
+func (p Plan) holds() bool { return p.Mode == ModeHold || p.Mode == ModeCloseRace }
 
 // Plan says how the simulator delivers one charge's notification. It is the
 // simulator's own lab knob, never part of the platform contract (psp): a
@@ -30,7 +47,9 @@ var Modes = []string{ModeNormal, ModeStorm, ModeReplay, ModeOutOfOrder, ModeWron
 // charge request stays what a real platform receives.
 //
 // Storm and Replay combine: Copies concurrent deliveries first, then
-// Replays late ones.
+// Replays late ones. Copies, Replays and LostAnswers apply to a held
+// notification when it is delivered, and to the charge's refund
+// notifications, which are delivered by the charge's plan too (never held).
 type Plan struct {
 	Mode string `json:"mode,omitempty"`
 	// Copies is the number of concurrent deliveries in storm mode.
@@ -60,10 +79,15 @@ func (p Plan) Validate() error {
 	return nil
 }
 
-// PlanRequest is the body of POST /sim/plans: a Plan for the charge of
-// OutTradeNo.
+// PlanRequest is the body of POST /sim/plans: a Plan for the next charge of
+// OutTradeNo, or, with NextCharge instead, for the next charge of a trade
+// number that has no plan of its own. The second is for a lab that charges
+// through the payment service (POST /payments), which makes the
+// out_trade_no itself: it files the plan, then pays, with no other charge in
+// between.
 type PlanRequest struct {
-	OutTradeNo string `json:"out_trade_no"`
+	OutTradeNo string `json:"out_trade_no,omitempty"`
+	NextCharge bool   `json:"next_charge,omitempty"`
 	Plan
 }
 
@@ -76,7 +100,7 @@ type PlanRequest struct {
 // leaves them zero).
 func (s *Simulator) SetPlan(outTradeNo string, p Plan) error {
 	if outTradeNo == "" {
-		return errors.New("a plan needs the out_trade_no of the charge it is for")
+		return errors.New("a plan needs the out_trade_no of the charge it is for (or next_charge)")
 	}
 	if err := p.Validate(); err != nil {
 		return err
@@ -87,14 +111,35 @@ func (s *Simulator) SetPlan(outTradeNo string, p Plan) error {
 	return nil
 }
 
-// takePlan returns the plan filed for outTradeNo, if any, and forgets it:
-// a plan is for one charge.
+// SetNextPlan files p for the next charge of a trade number without a plan
+// of its own; plans filed this way are used in the order they were filed,
+// one charge each.
+func (s *Simulator) SetNextPlan(p Plan) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.next = append(s.next, p)
+	s.mu.Unlock()
+	return nil
+}
+
+// takePlan returns the plan filed for outTradeNo, else the oldest plan
+// filed for the next charge, if any, and forgets it: a plan is for one
+// charge.
 func (s *Simulator) takePlan(outTradeNo string) (Plan, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.plans[outTradeNo]
-	delete(s.plans, outTradeNo)
-	return p, ok
+	if p, ok := s.plans[outTradeNo]; ok {
+		delete(s.plans, outTradeNo)
+		return p, true
+	}
+	if len(s.next) > 0 {
+		p := s.next[0]
+		s.next = s.next[1:]
+		return p, true
+	}
+	return Plan{}, false
 }
 
 // handleSetPlan serves POST /sim/plans. It has no authentication: the
@@ -105,7 +150,16 @@ func (s *Simulator) handleSetPlan(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want a JSON plan"})
 		return
 	}
-	if err := s.SetPlan(req.OutTradeNo, req.Plan); err != nil {
+	var err error
+	switch {
+	case req.NextCharge && req.OutTradeNo != "":
+		err = errors.New("a plan is for out_trade_no or for the next charge, not both")
+	case req.NextCharge:
+		err = s.SetNextPlan(req.Plan)
+	default:
+		err = s.SetPlan(req.OutTradeNo, req.Plan)
+	}
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}

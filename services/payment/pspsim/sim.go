@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,25 +54,54 @@ type Attempt struct {
 	AnswerLost bool `json:"answer_lost,omitempty"`
 }
 
-// Charge is what the simulator knows about one accepted charge.
-type Charge struct {
-	Notification psp.Notification `json:"notification"`
-	NotifyURL    string           `json:"notify_url"`
+// Deliveries is how one notification (a charge's "paid", a refund's
+// "refunded") was delivered: where to, by which plan, and every attempt.
+type Deliveries struct {
+	NotifyURL string `json:"notify_url"`
 	// Plan is how the notification is delivered: the plan filed for the
-	// charge's out_trade_no, completed from the configuration.
+	// charge's out_trade_no, completed from the configuration. A refund is
+	// delivered by its charge's plan.
 	Plan     Plan      `json:"plan"`
 	Attempts []Attempt `json:"attempts"`
 	// Acknowledged is true once any delivery got a 2xx answer.
 	Acknowledged bool `json:"acknowledged"`
-	// Done is true when every delivery of this charge has finished,
-	// acknowledged or with its retry schedule exhausted.
+	// Done is true when every delivery has finished, acknowledged or with
+	// its retry schedule exhausted.
 	Done bool `json:"done"`
 
 	// answersToLose counts down Plan.LostAnswers.
 	answersToLose int
+	// what and id name the notification in the simulator's logs.
+	what, id string
 }
 
-// Tally is what a charge's deliveries came to, counted from its attempts.
+// Charge is what the simulator knows about one accepted charge.
+type Charge struct {
+	Notification psp.Notification `json:"notification"`
+	// Amount is what the merchant charged (the notification says one cent
+	// more in wrong_amount mode).
+	Amount int64 `json:"amount"`
+	// Status is the charge's status at the platform: PAID from the moment it
+	// is accepted, because the simulated customer pays at once.
+	Status string `json:"status"`
+	// Held is true while the notification waits for
+	// POST /sim/charges/{out_trade_no}/deliver (modes hold and close_race).
+	Held bool `json:"held"`
+	// Refunded is the amount given back so far.
+	Refunded int64 `json:"refunded"`
+	Deliveries
+}
+
+// Refund is what the simulator knows about one refund.
+type Refund struct {
+	Notification psp.RefundNotification `json:"notification"`
+	// Requests counts the refund requests that named this refund_no: the
+	// first made the refund, every later one got it back.
+	Requests int `json:"requests"`
+	Deliveries
+}
+
+// Tally is what a notification's deliveries came to, counted from its attempts.
 type Tally struct {
 	Attempts int // deliveries made, retries included
 	Copies   int // distinct copies delivered: the concurrent ones, then late retries
@@ -84,12 +114,12 @@ type Tally struct {
 	AcknowledgedCopies int
 }
 
-// Tally counts c's attempts. The simulator logs it when a charge is done;
-// tests read it from Get or GET /charges/{serial}.
-func (c Charge) Tally() Tally {
+// Tally counts d's attempts. The simulator logs it when a notification is
+// done; tests read it from Get or GET /charges/{serial}.
+func (d Deliveries) Tally() Tally {
 	copies, acked := map[int]bool{}, map[int]bool{}
-	t := Tally{Attempts: len(c.Attempts)}
-	for _, a := range c.Attempts {
+	t := Tally{Attempts: len(d.Attempts)}
+	for _, a := range d.Attempts {
 		copies[a.Copy] = true
 		if a.Try > 1 {
 			t.Retries++
@@ -111,7 +141,8 @@ func (c Charge) Tally() Tally {
 	return t
 }
 
-// Simulator accepts charges and delivers their notifications.
+// Simulator accepts charges, closes, queries and refunds, and delivers their
+// notifications.
 type Simulator struct {
 	cfg      Config
 	secret   []byte
@@ -129,6 +160,11 @@ type Simulator struct {
 	charges   map[string]*Charge // by platform serial
 	byTradeNo map[string]string  // out_trade_no → platform serial
 	plans     map[string]Plan    // out_trade_no → plan filed for its next charge
+	next      []Plan             // plans filed for the next charges of trade numbers without one
+	// closed holds the out_trade_nos closed before the platform saw a
+	// charge for them: a later charge of one is refused.
+	closed  map[string]bool
+	refunds map[string]*Refund // by refund_no
 }
 
 // New returns a simulator; Close stops its deliveries.
@@ -150,20 +186,32 @@ func New(cfg Config, log *slog.Logger) (*Simulator, error) {
 		charges:   map[string]*Charge{},
 		byTradeNo: map[string]string{},
 		plans:     map[string]Plan{},
+		closed:    map[string]bool{},
+		refunds:   map[string]*Refund{},
 	}, nil
 }
 
 // Handler serves the simulator's API:
 //
-//	POST /charges          accept a psp.ChargeRequest, answer psp.ChargeResponse (201)
-//	GET  /charges/{serial} the Charge with its delivery attempts
-//	POST /sim/plans        file a PlanRequest: how the next charge of its out_trade_no is delivered (lab only)
-//	GET  /healthz          liveness
+//	POST /charges                              accept a psp.ChargeRequest, answer psp.ChargeResponse (201); 409 if its out_trade_no was closed
+//	GET  /charges?out_trade_no=                the psp.Trade: status and, once paid, the transaction (404 unknown)
+//	POST /charges/{out_trade_no}/close         psp.CloseResponse: closed, or paid with the transaction
+//	GET  /charges/{serial}                     the Charge with its delivery attempts
+//	POST /refunds                              accept a psp.RefundRequest, answer psp.RefundResponse (201; 200 for a repeated refund_no)
+//	GET  /refunds/{refund_no}                  the Refund with its delivery attempts
+//	POST /sim/plans                            file a PlanRequest: how the next charge of its out_trade_no (or the next charge) is delivered (lab only)
+//	POST /sim/charges/{out_trade_no}/deliver   release a held notification (lab only)
+//	GET  /healthz                              liveness
 func (s *Simulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /charges", s.handleCharge)
-	mux.HandleFunc("POST /sim/plans", s.handleSetPlan)
+	mux.HandleFunc("GET /charges", s.handleQuery)
+	mux.HandleFunc("POST /charges/{out_trade_no}/close", s.handleClose)
 	mux.HandleFunc("GET /charges/{serial}", s.handleGetCharge)
+	mux.HandleFunc("POST /refunds", s.handleRefund)
+	mux.HandleFunc("GET /refunds/{refund_no}", s.handleGetRefund)
+	mux.HandleFunc("POST /sim/plans", s.handleSetPlan)
+	mux.HandleFunc("POST /sim/charges/{out_trade_no}/deliver", s.handleDeliver)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -177,6 +225,7 @@ func (s *Simulator) Close() {
 }
 
 // Wait blocks until every delivery started so far has finished or ctx ends.
+// A held notification has not started.
 func (s *Simulator) Wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
@@ -201,6 +250,19 @@ func (s *Simulator) Get(serial string) (Charge, bool) {
 	return cp, true
 }
 
+// GetRefund returns a copy of the refund with the given refund_no.
+func (s *Simulator) GetRefund(refundNo string) (Refund, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.refunds[refundNo]
+	if !ok {
+		return Refund{}, false
+	}
+	cp := *r
+	cp.Attempts = append([]Attempt(nil), r.Attempts...)
+	return cp, true
+}
+
 func (s *Simulator) handleGetCharge(w http.ResponseWriter, r *http.Request) {
 	c, ok := s.Get(r.PathValue("serial"))
 	if !ok {
@@ -208,6 +270,15 @@ func (s *Simulator) handleGetCharge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, c)
+}
+
+func (s *Simulator) handleGetRefund(w http.ResponseWriter, r *http.Request) {
+	ref, ok := s.GetRefund(r.PathValue("refund_no"))
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such refund"})
+		return
+	}
+	writeJSON(w, http.StatusOK, ref)
 }
 
 func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
@@ -224,8 +295,14 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 	now := s.now()
 	serial := fmt.Sprintf("T%s%06d", now.UTC().Format("20060102150405"), s.seq.Add(1))
 	// Like real platforms, charges are keyed by out_trade_no: charging the
-	// same payment again returns the first transaction and starts nothing.
+	// same payment again returns the first transaction and starts nothing,
+	// and a closed trade number cannot be paid.
 	s.mu.Lock()
+	if s.closed[req.OutTradeNo] {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "out_trade_no is closed"})
+		return
+	}
 	if prev, ok := s.byTradeNo[req.OutTradeNo]; ok {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, psp.ChargeResponse{PlatformSerial: prev, OutTradeNo: req.OutTradeNo, Amount: req.Amount})
@@ -246,63 +323,262 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 	if plan.Mode == ModeWrongAmount {
 		n.Amount++
 	}
-	c := &Charge{Notification: n, NotifyURL: notifyURL, Plan: plan, answersToLose: plan.LostAnswers}
+	c := &Charge{Notification: n, Amount: req.Amount, Status: psp.StatusPaid, Held: plan.holds(),
+		Deliveries: Deliveries{NotifyURL: notifyURL, Plan: plan, answersToLose: plan.LostAnswers, what: "payment", id: serial}}
+	if plan.Mode == ModeSilent {
+		c.Done = true // nothing will ever be delivered
+	}
 	s.mu.Lock()
 	s.charges[serial] = c
 	s.mu.Unlock()
-	s.log.Info("charge accepted", "platform_serial", serial, "out_trade_no", req.OutTradeNo, "amount", req.Amount, "mode", plan.Mode)
+	s.log.Info("charge accepted", "platform_serial", serial, "out_trade_no", req.OutTradeNo, "amount", req.Amount, "mode", plan.Mode, "held", c.Held)
 
 	body, _ := json.Marshal(n)
-	s.wg.Add(1)
-	if plan.Mode == ModeOutOfOrder {
+	switch {
+	case plan.Mode == ModeSilent || c.Held:
+		// Silent: never notified. Held: delivered by Deliver.
+	case plan.Mode == ModeOutOfOrder:
 		// The notification overtakes the charge answer: the merchant hears
 		// "paid" before it learns the platform serial from the charge call.
 		// A copy signed before the charge (outOfOrderAge) is held back and
 		// delivered after the first success, so the merchant also sees an
 		// older notification last.
+		s.wg.Add(1)
+		d := &c.Deliveries
 		early := s.signedAt(now.Add(-outOfOrderAge), plan)
-		ok := s.attempt(c, 0, 1, body)
+		ok := s.attempt(d, 0, 1, body)
 		answered := make(chan struct{})
 		defer close(answered)
 		go func() {
 			defer s.wg.Done()
 			if !ok {
-				ok = s.deliver(c, 0, body, 1)
+				ok = s.deliver(d, 0, body, 1)
 			}
 			<-answered
 			if ok && s.sleep(outOfOrderLag) {
-				s.send(c, 1, 1, body, early)
+				s.send(d, 1, 1, body, early)
 			}
-			s.replay(c, body)
-			s.finish(c)
+			s.replay(d, body)
+			s.finish(d)
 		}()
-	} else {
-		go func() {
-			defer s.wg.Done()
-			if !s.sleep(s.cfg.NotifyDelay) {
-				s.finish(c)
-				return
-			}
-			s.storm(c, body)
-			s.replay(c, body)
-			s.finish(c)
-		}()
+	default:
+		s.start(&c.Deliveries, body, s.cfg.NotifyDelay)
 	}
 	writeJSON(w, http.StatusCreated, psp.ChargeResponse{PlatformSerial: serial, OutTradeNo: req.OutTradeNo, Amount: req.Amount})
+}
+
+// start delivers d after delay: its concurrent copies, then its late
+// replays.
+func (s *Simulator) start(d *Deliveries, body []byte, delay time.Duration) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if !s.sleep(delay) {
+			s.finish(d)
+			return
+		}
+		s.storm(d, body)
+		s.replay(d, body)
+		s.finish(d)
+	}()
+}
+
+// ErrNotHeld is Deliver's answer for a charge whose notification is not
+// held: it was delivered already, is silent, or was never held.
+var ErrNotHeld = errors.New("the charge's notification is not held")
+
+// ErrUnknownCharge is the answer for an out_trade_no the simulator has no
+// charge for.
+var ErrUnknownCharge = errors.New("no such charge")
+
+// Deliver releases the held notification of outTradeNo's charge (modes hold
+// and close_race): the customer's payment, in flight until now, reaches the
+// merchant, with the plan's copies, replays and lost answers.
+func (s *Simulator) Deliver(outTradeNo string) error {
+	s.mu.Lock()
+	serial, ok := s.byTradeNo[outTradeNo]
+	if !ok {
+		s.mu.Unlock()
+		return ErrUnknownCharge
+	}
+	c := s.charges[serial]
+	if !c.Held {
+		s.mu.Unlock()
+		return ErrNotHeld
+	}
+	c.Held = false
+	body, _ := json.Marshal(c.Notification)
+	s.mu.Unlock()
+	s.log.Info("held notification released", "platform_serial", serial, "out_trade_no", outTradeNo)
+	s.start(&c.Deliveries, body, 0)
+	return nil
+}
+
+// handleDeliver serves POST /sim/charges/{out_trade_no}/deliver: 202 when
+// the held notification is on its way, 404 for an unknown charge, 409 for
+// one whose notification is not held.
+func (s *Simulator) handleDeliver(w http.ResponseWriter, r *http.Request) {
+	no := r.PathValue("out_trade_no")
+	switch err := s.Deliver(no); {
+	case err == nil:
+		writeJSON(w, http.StatusAccepted, map[string]string{"out_trade_no": no, "delivery": "started"})
+	case errors.Is(err, ErrUnknownCharge):
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+	default:
+		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+	}
+}
+
+// CloseCharge closes outTradeNo's charge as POST /charges/{out_trade_no}/close
+// does: a paid charge answers paid with its transaction (in close_race mode:
+// closed, although it is paid); an out_trade_no the platform never charged is
+// closed for good, so a later charge of it is refused.
+func (s *Simulator) CloseCharge(outTradeNo string) psp.CloseResponse {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	serial, ok := s.byTradeNo[outTradeNo]
+	if !ok {
+		s.closed[outTradeNo] = true
+		s.log.Info("trade closed before any charge", "out_trade_no", outTradeNo)
+		return psp.CloseResponse{Status: psp.CloseClosed, OutTradeNo: outTradeNo}
+	}
+	c := s.charges[serial]
+	if c.Plan.Mode == ModeCloseRace {
+		// The race inside a real platform: the close was accepted while the
+		// customer's payment was still completing, and the platform answers
+		// from the state it read before the payment landed.
+		s.log.Warn("close answered closed although the charge is paid (close_race)", "platform_serial", serial, "out_trade_no", outTradeNo)
+		return psp.CloseResponse{Status: psp.CloseClosed, OutTradeNo: outTradeNo}
+	}
+	t := tradeOf(c)
+	return psp.CloseResponse{Status: psp.ClosePaid, OutTradeNo: outTradeNo, Channel: t.Channel,
+		PlatformSerial: t.PlatformSerial, Amount: t.Amount, PaidAt: t.PaidAt}
+}
+
+func (s *Simulator) handleClose(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.CloseCharge(r.PathValue("out_trade_no")))
+}
+
+// Trade answers a query for outTradeNo: its status and, once paid, the
+// transaction; false when the platform never heard of it.
+func (s *Simulator) Trade(outTradeNo string) (psp.Trade, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	serial, ok := s.byTradeNo[outTradeNo]
+	if !ok {
+		if s.closed[outTradeNo] {
+			return psp.Trade{OutTradeNo: outTradeNo, Status: psp.StatusClosed}, true
+		}
+		return psp.Trade{}, false
+	}
+	return tradeOf(s.charges[serial]), true
+}
+
+// tradeOf is c as a query shows it: the amount the customer paid (the
+// notification's, which wrong_amount mode alters too).
+func tradeOf(c *Charge) psp.Trade {
+	paidAt := c.Notification.PaidAt
+	return psp.Trade{OutTradeNo: c.Notification.OutTradeNo, Status: c.Status, Channel: c.Notification.Channel,
+		PlatformSerial: c.Notification.PlatformSerial, Amount: c.Notification.Amount, PaidAt: &paidAt}
+}
+
+func (s *Simulator) handleQuery(w http.ResponseWriter, r *http.Request) {
+	no := r.URL.Query().Get("out_trade_no")
+	if no == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want ?out_trade_no="})
+		return
+	}
+	t, ok := s.Trade(no)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": ErrUnknownCharge.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+// handleRefund serves POST /refunds. A refund_no is made once: a repeat
+// with the same out_trade_no and amount gets the first refund back (200) and
+// starts nothing; a repeat naming anything else is refused (409). A new
+// refund needs a paid charge with that much left to give back (404 unknown
+// charge, 409 otherwise), is made at once (201) and notified by the charge's
+// plan: the same copies, replays, lost answers and signing, never held, and
+// never at all for a silent charge.
+func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
+	var req psp.RefundRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<16))
+	if err := dec.Decode(&req); err != nil || req.RefundNo == "" || len(req.RefundNo) > 64 || req.OutTradeNo == "" || req.Amount <= 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want refund_no (at most 64 characters), out_trade_no and a positive amount"})
+		return
+	}
+	notifyURL := req.NotifyURL
+	if notifyURL == "" {
+		notifyURL = s.cfg.RefundCallbackURL
+	}
+	s.mu.Lock()
+	if prev, ok := s.refunds[req.RefundNo]; ok {
+		n := prev.Notification
+		if n.OutTradeNo != req.OutTradeNo || n.Amount != req.Amount {
+			s.mu.Unlock()
+			writeJSON(w, http.StatusConflict, map[string]string{"error": "refund_no already names another refund"})
+			return
+		}
+		prev.Requests++
+		s.mu.Unlock()
+		s.log.Info("refund requested again: the same refund", "refund_no", req.RefundNo, "refund_serial", n.RefundSerial)
+		writeJSON(w, http.StatusOK, refundResponse(n))
+		return
+	}
+	serial, ok := s.byTradeNo[req.OutTradeNo]
+	if !ok {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": ErrUnknownCharge.Error()})
+		return
+	}
+	c := s.charges[serial]
+	if c.Status != psp.StatusPaid || c.Refunded+req.Amount > c.Amount {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusConflict, map[string]string{"error": fmt.Sprintf("charge %s is %s with %d of %d refunded", serial, c.Status, c.Refunded, c.Amount)})
+		return
+	}
+	c.Refunded += req.Amount
+	now := s.now()
+	n := psp.RefundNotification{
+		Channel: psp.Channel, RefundSerial: fmt.Sprintf("RF%s%06d", now.UTC().Format("20060102150405"), s.seq.Add(1)),
+		RefundNo: req.RefundNo, OutTradeNo: req.OutTradeNo, Amount: req.Amount,
+		RefundStatus: psp.TradeSuccess, RefundedAt: now.UTC().Truncate(time.Millisecond),
+	}
+	plan := c.Plan
+	ref := &Refund{Notification: n, Requests: 1,
+		Deliveries: Deliveries{NotifyURL: notifyURL, Plan: plan, answersToLose: plan.LostAnswers, what: "refund", id: n.RefundSerial}}
+	if plan.Mode == ModeSilent {
+		ref.Done = true
+	}
+	s.refunds[req.RefundNo] = ref
+	s.mu.Unlock()
+	s.log.Info("refund made", "refund_no", req.RefundNo, "refund_serial", n.RefundSerial, "out_trade_no", req.OutTradeNo, "amount", req.Amount, "mode", plan.Mode)
+	if plan.Mode != ModeSilent {
+		body, _ := json.Marshal(n)
+		s.start(&ref.Deliveries, body, s.cfg.NotifyDelay)
+	}
+	writeJSON(w, http.StatusCreated, refundResponse(n))
+}
+
+func refundResponse(n psp.RefundNotification) psp.RefundResponse {
+	return psp.RefundResponse{RefundNo: n.RefundNo, RefundSerial: n.RefundSerial, OutTradeNo: n.OutTradeNo, Amount: n.Amount}
 }
 
 // storm delivers Plan.Copies copies at once, each with its own retries. All
 // copies are released together by one channel close, so they hit the
 // merchant as close to simultaneously as the scheduler allows.
-func (s *Simulator) storm(c *Charge, body []byte) {
+func (s *Simulator) storm(d *Deliveries, body []byte) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	for i := 0; i < c.Plan.Copies; i++ {
+	for i := 0; i < d.Plan.Copies; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			s.deliver(c, i, body, 0)
+			s.deliver(d, i, body, 0)
 		}()
 	}
 	close(start)
@@ -312,44 +588,44 @@ func (s *Simulator) storm(c *Charge, body []byte) {
 // replay delivers Plan.Replays more copies one after another once the
 // notification has been acknowledged: the platform's late retries, or a
 // replay after success.
-func (s *Simulator) replay(c *Charge, body []byte) {
-	if c.Plan.Replays == 0 || !s.acknowledged(c) {
+func (s *Simulator) replay(d *Deliveries, body []byte) {
+	if d.Plan.Replays == 0 || !s.acknowledged(d) {
 		return
 	}
 	gap := 10 * time.Millisecond
 	if len(s.schedule) > 0 && s.schedule[0] < gap {
 		gap = s.schedule[0]
 	}
-	for i := 0; i < c.Plan.Replays; i++ {
+	for i := 0; i < d.Plan.Replays; i++ {
 		if !s.sleep(gap) {
 			return
 		}
-		s.deliver(c, c.Plan.Copies+i, body, 0)
+		s.deliver(d, d.Plan.Copies+i, body, 0)
 	}
 }
 
 // deliver sends one copy until it is acknowledged or the retry schedule is
 // exhausted; tries already made are skipped. It reports acknowledgement.
-func (s *Simulator) deliver(c *Charge, copyNo int, body []byte, triesDone int) bool {
+func (s *Simulator) deliver(d *Deliveries, copyNo int, body []byte, triesDone int) bool {
 	for try := triesDone + 1; ; try++ {
 		if try > 1 {
 			if try-2 >= len(s.schedule) {
-				s.log.Warn("notification retries exhausted", "platform_serial", c.Notification.PlatformSerial, "copy", copyNo)
+				s.log.Warn("notification retries exhausted", "notification", d.what, "serial", d.id, "copy", copyNo)
 				return false
 			}
 			if !s.sleep(s.schedule[try-2]) {
 				return false
 			}
 		}
-		if s.attempt(c, copyNo, try, body) {
+		if s.attempt(d, copyNo, try, body) {
 			return true
 		}
 	}
 }
 
 // attempt makes one signed delivery, signed now.
-func (s *Simulator) attempt(c *Charge, copyNo, try int, body []byte) bool {
-	return s.send(c, copyNo, try, body, s.signedAt(s.now(), c.Plan))
+func (s *Simulator) attempt(d *Deliveries, copyNo, try int, body []byte) bool {
+	return s.send(d, copyNo, try, body, s.signedAt(s.now(), d.Plan))
 }
 
 // signing says how one delivery is signed: with which secret and at which
@@ -372,13 +648,13 @@ func (s *Simulator) signedAt(at time.Time, p Plan) signing {
 
 // send posts body signed as g says and records the attempt. It reports
 // acknowledgement: a 2xx answer that reached the platform.
-func (s *Simulator) send(c *Charge, copyNo, try int, body []byte, g signing) bool {
+func (s *Simulator) send(d *Deliveries, copyNo, try int, body []byte, g signing) bool {
 	h := http.Header{}
 	psp.SignHeaders(h, g.secret, g.at, body)
 	h.Set("Content-Type", "application/json")
 
 	rec := Attempt{Copy: copyNo, Try: try, At: s.now()}
-	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, c.NotifyURL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, d.NotifyURL, bytes.NewReader(body))
 	if err == nil {
 		req.Header = h
 		var resp *http.Response
@@ -398,9 +674,9 @@ func (s *Simulator) send(c *Charge, copyNo, try int, body []byte, g signing) boo
 	// many copies race: the first LostAnswers 2xx answers are lost, and no
 	// other.
 	s.mu.Lock()
-	rec.AnswerLost = got2xx && c.answersToLose > 0
+	rec.AnswerLost = got2xx && d.answersToLose > 0
 	if rec.AnswerLost {
-		c.answersToLose--
+		d.answersToLose--
 	}
 	ok := got2xx && !rec.AnswerLost
 	switch {
@@ -411,28 +687,28 @@ func (s *Simulator) send(c *Charge, copyNo, try int, body []byte, g signing) boo
 		// behaves as if the connection had dropped before the answer.
 		rec.Error = "answer lost on the way back (lost_answers): counted as unanswered and retried"
 	}
-	c.Attempts = append(c.Attempts, rec)
+	d.Attempts = append(d.Attempts, rec)
 	if ok {
-		c.Acknowledged = true
+		d.Acknowledged = true
 	}
 	s.mu.Unlock()
-	s.log.Debug("notification delivered", "platform_serial", c.Notification.PlatformSerial, "copy", copyNo, "try", try, "status", rec.Status, "answer_lost", rec.AnswerLost, "err", rec.Error)
+	s.log.Debug("notification delivered", "notification", d.what, "serial", d.id, "copy", copyNo, "try", try, "status", rec.Status, "answer_lost", rec.AnswerLost, "err", rec.Error)
 	return ok
 }
 
-func (s *Simulator) acknowledged(c *Charge) bool {
+func (s *Simulator) acknowledged(d *Deliveries) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return c.Acknowledged
+	return d.Acknowledged
 }
 
-// finish marks c done and logs what its deliveries came to.
-func (s *Simulator) finish(c *Charge) {
+// finish marks d done and logs what its deliveries came to.
+func (s *Simulator) finish(d *Deliveries) {
 	s.mu.Lock()
-	c.Done = true
-	t, acked := c.Tally(), c.Acknowledged
+	d.Done = true
+	t, acked := d.Tally(), d.Acknowledged
 	s.mu.Unlock()
-	s.log.Info("charge deliveries done", "platform_serial", c.Notification.PlatformSerial, "mode", c.Plan.Mode,
+	s.log.Info("deliveries done", "notification", d.what, "serial", d.id, "mode", d.Plan.Mode,
 		"attempts", t.Attempts, "copies", t.Copies, "retries", t.Retries, "answers_lost", t.Lost, "refused", t.Refused,
 		"acknowledged_copies", t.AcknowledgedCopies, "acknowledged", acked)
 }

@@ -178,7 +178,8 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
-	if c.HTTPAddr != ":8090" || c.CallbackURL != "http://127.0.0.1:8083/payments/callback" || !strings.HasPrefix(c.Secret, "dev-") {
+	if c.HTTPAddr != ":8090" || c.CallbackURL != "http://127.0.0.1:8083/payments/callback" ||
+		c.RefundCallbackURL != "http://127.0.0.1:8083/payments/refunds/callback" || !strings.HasPrefix(c.Secret, "dev-") {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 }
@@ -188,11 +189,22 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 	c.RetrySchedule = []string{"1s", "soon"}
 	c.Mode = "chaos"
 	c.LostAnswers = -1
+	c.CallbackURL = "payment:8083/payments/callback"
+	c.RefundCallbackURL = ""
 	err := c.Validate()
 	var ce *pkgconfig.Error
-	for _, v := range []string{"PSP_RETRY_SCHEDULE", "PSP_MODE", "PSP_LOST_ANSWERS"} {
+	for _, v := range []string{"PSP_RETRY_SCHEDULE", "PSP_MODE", "PSP_LOST_ANSWERS", "PSP_CALLBACK_URL", "PSP_REFUND_CALLBACK_URL"} {
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), v) {
-			t.Fatalf("Validate = %v, want errors naming PSP_RETRY_SCHEDULE, PSP_MODE and PSP_LOST_ANSWERS", err)
+			t.Fatalf("Validate = %v, want an error naming %s", err, v)
+		}
+	}
+	// Every mode, the lab's hold, silent and close_race included, is a
+	// valid PSP_MODE.
+	for _, mode := range pspsim.Modes {
+		c := config()
+		c.Mode = mode
+		if err := c.Validate(); err != nil {
+			t.Errorf("PSP_MODE=%s: %v", mode, err)
 		}
 	}
 }
@@ -486,7 +498,7 @@ func TestLostAnswersInAStormAreExactlyThatMany(t *testing.T) {
 }
 
 func TestTally(t *testing.T) {
-	c := pspsim.Charge{Attempts: []pspsim.Attempt{
+	c := pspsim.Charge{Deliveries: pspsim.Deliveries{Attempts: []pspsim.Attempt{
 		{Copy: 0, Try: 1, Status: http.StatusOK, AnswerLost: true},
 		{Copy: 0, Try: 2, Status: http.StatusOK},
 		{Copy: 1, Try: 1, Status: http.StatusServiceUnavailable},
@@ -494,7 +506,7 @@ func TestTally(t *testing.T) {
 		{Copy: 2, Try: 1, Error: "timeout"},
 		{Copy: 2, Try: 2, Status: http.StatusUnauthorized},
 		{Copy: 3, Try: 1, Status: http.StatusNoContent},
-	}}
+	}}}
 	want := pspsim.Tally{Attempts: 7, Copies: 4, Retries: 3, Lost: 1, Answered: 6, Refused: 2, AcknowledgedCopies: 3}
 	if got := c.Tally(); got != want {
 		t.Fatalf("Tally = %+v, want %+v", got, want)

@@ -1,9 +1,12 @@
-// Command coupon runs the oncemall coupon service: coupons, their deduction
-// for the orders paid with them (incident 1), and the coupon.used event.
-// `coupon --help` lists the commands and every variable.
+// Command coupon runs the oncemall coupon service: coupons, the locks orders
+// take on them, their deduction for the orders paid with them (incident 1),
+// and the coupon.used event. `coupon --help` lists the commands and every
+// variable.
 package main
 
 import (
+	"net/http"
+
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
@@ -11,6 +14,7 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/internal/httpapi"
 	"github.com/oncemall/oncemall/services/coupon/internal/jobs"
 	"github.com/oncemall/oncemall/services/coupon/internal/messaging"
+	"github.com/oncemall/oncemall/services/coupon/internal/orderclient"
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
 	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
@@ -21,22 +25,28 @@ var service = platform.Service[config.Config]{
 	Name:       "coupon",
 	Port:       8082,
 	Migrations: []migrate.Source{migrations.Source},
-	Streams:    []string{"coupon", "order"}, // published, consumed
+	Streams:    []string{"coupon"}, // published; order.> is consumed from the order service's
 	Wire:       wire,
 }
 
-// wire builds the use cases over the platform's connections and declares
-// the routes, the order.paid consumer that lands messages, and the jobs that
-// deduct them and archive the notification records.
+// wire builds the use cases over the platform's connections and the order
+// service's client, and declares the routes, the consumers (order.paid lands
+// a message to deduct, order.cancelled releases a lock), and the jobs that
+// deduct, archive the notification records, sweep overdue locks and
+// reconcile.
 func wire(w *platform.Wiring, cfg config.Config) error {
 	st := store.New(w.DB, w.Outbox.Wake)
-	a, err := app.New(st, cfg.App(), w.Log, w.Registry)
+	orders := orderclient.New(cfg.OrderURL, w.InternalToken, &http.Client{Timeout: cfg.OrderTimeout})
+	a, err := app.New(st, orders, cfg.App(), w.Log, w.Registry)
 	if err != nil {
 		return err
 	}
-	w.Routes(httpapi.New(a, httpapi.Options{Log: w.Log, Admin: w.Admin}).Register)
+	w.Routes(httpapi.New(a, httpapi.Options{Log: w.Log, Admin: w.Admin, Internal: w.Internal}).Register)
 	w.Consume(messaging.OrderPaid(a, st))
+	w.Consume(messaging.OrderCancelled(a, st))
 	w.Job(jobs.RetryPass(a, cfg.RetrySchedule, w.Log))
 	w.Job(jobs.ArchiveRecords(a, cfg.ArchiveSchedule, w.Log))
+	w.Job(jobs.SweepLocks(a, cfg.SweepSchedule, w.Log))
+	w.Job(jobs.Reconcile(a, cfg.ReconcileSchedule, w.Log))
 	return nil
 }

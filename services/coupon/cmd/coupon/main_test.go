@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,12 +57,32 @@ func labEnv(t *testing.T) (events.Config, string) {
 }
 
 // TestRunServesConsumesDeductsAndShutsDown starts the whole service as
-// `coupon` would, issues a coupon over HTTP, publishes order.paid, waits for
-// the retry job to deduct and the relay to publish coupon.used, then stops
-// it with the context, as SIGTERM does.
+// `coupon` would and drives each path of a coupon through it: the operator
+// issues three coupons, the order service locks them over the internal
+// route; order.paid of the first order deducts its coupon (and coupon.used
+// is published), order.cancelled of the second releases its lock, and the
+// sweeper releases the third's lock once its deadline passes, since the
+// order service (an httptest server checking the internal token) has no such
+// order. The reconciliation job exports its gauge. Then the service stops
+// with the context, as SIGTERM does.
 func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 	ev, addr := labEnv(t)
-	t.Setenv("COUPON_RETRY_SCHEDULE", "@every 1s")
+	orders := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+platform.DevInternalToken {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"title":"Not Found","status":404}`))
+	}))
+	defer orders.Close()
+	for k, v := range map[string]string{
+		"COUPON_RETRY_SCHEDULE": "@every 1s", "COUPON_SWEEP_SCHEDULE": "@every 1s", "COUPON_RECONCILE_SCHEDULE": "@every 1s",
+		"ORDER_PAY_TIMEOUT": "1s", "COUPON_LOCK_MARGIN": "1s", "COUPON_LOCK_TTL": "2s", "ORDER_URL": orders.URL,
+	} {
+		t.Setenv(k, v)
+	}
 	conn := testenv.NATS(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -78,23 +99,54 @@ func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	var tpl, cp struct{ ID uint64 }
-	post(t, base+"/coupon-templates", `{"name":"10 off","discount_amount":1000}`, &tpl)
-	post(t, base+"/coupons", fmt.Sprintf(`{"template_id":%d,"user_id":7}`, tpl.ID), &cp)
-
-	body, _ := json.Marshal(events.OrderPaidV1{OrderNo: "ORDER-1", UserID: 7, Amount: 5000, CouponID: &cp.ID, PaymentNo: "P1", PaidAt: time.Now().UTC()})
-	_, err := conn.JS.Publish(ctx, ev.Subject(events.OrderPaid), body, jetstream.WithMsgID("evt-1"))
-	testenv.Must(t, err)
-
-	testenv.WaitFor(t, 15*time.Second, "the coupon to be USED by ORDER-1", func() bool {
-		resp, err := http.Get(fmt.Sprintf("%s/coupons/%d", base, cp.ID))
-		if err != nil {
-			return false
+	admin := "Bearer " + platform.DevAdminToken
+	internal := "Bearer " + platform.DevInternalToken
+	var tpl struct{ ID uint64 }
+	post(t, base+"/admin/coupon-templates", admin, `{"name":"10 off","discount_amount":1000}`, http.StatusCreated, &tpl)
+	coupons := make([]uint64, 3)
+	for i := range coupons {
+		var cp struct{ ID uint64 }
+		post(t, base+"/admin/coupons", admin, fmt.Sprintf(`{"template_id":%d,"user_id":7}`, tpl.ID), http.StatusCreated, &cp)
+		coupons[i] = cp.ID
+		var lock struct {
+			DiscountAmount int64 `json:"discount_amount"`
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return strings.Contains(string(b), `"status":"USED"`) && strings.Contains(string(b), `"used_order_no":"ORDER-1"`)
-	})
+		post(t, fmt.Sprintf("%s/internal/coupons/%d/lock", base, cp.ID), internal,
+			fmt.Sprintf(`{"order_no":"ORDER-%d","user_id":7,"order_amount":5000}`, i+1), http.StatusOK, &lock)
+		if lock.DiscountAmount != 1000 {
+			t.Fatalf("lock of coupon %d: discount %d, want 1000", cp.ID, lock.DiscountAmount)
+		}
+	}
+
+	publish := func(subject, id string, payload any) {
+		body, _ := json.Marshal(payload)
+		_, err := conn.JS.Publish(ctx, ev.Subject(subject), body, jetstream.WithMsgID(id))
+		testenv.Must(t, err)
+	}
+	publish(events.OrderPaid, "evt-1", events.OrderPaidV1{OrderNo: "ORDER-1", UserID: 7, Amount: 4000, CouponID: &coupons[0], PaymentNo: "P1", PaidAt: time.Now().UTC()})
+	publish(events.OrderCancelled, "evt-2", events.OrderCancelledV1{OrderNo: "ORDER-2", UserID: 7, CouponID: &coupons[1], Reason: events.CancelCustomer, CancelledAt: time.Now().UTC()})
+
+	couponIs := func(id uint64, want ...string) func() bool {
+		return func() bool {
+			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/coupons/%d", base, id), nil)
+			req.Header.Set("X-User-ID", "7")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			for _, w := range want {
+				if !strings.Contains(string(b), w) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	testenv.WaitFor(t, 15*time.Second, "the first coupon to be USED by ORDER-1", couponIs(coupons[0], `"status":"USED"`, `"used_order_no":"ORDER-1"`))
+	testenv.WaitFor(t, 15*time.Second, "the cancelled order's coupon to be released", couponIs(coupons[1], `"status":"UNUSED"`))
+	testenv.WaitFor(t, 15*time.Second, "the sweeper to release the lock of the order that never committed", couponIs(coupons[2], `"status":"UNUSED"`))
 	var used jetstream.RawStreamMsg
 	testenv.WaitFor(t, 15*time.Second, "coupon.used on the coupon stream", func() bool {
 		s, err := conn.JS.Stream(ctx, ev.StreamName(events.CouponUsed))
@@ -111,6 +163,16 @@ func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 	if id := used.Header.Get(jetstream.MsgIDHeader); id != "coupon-used-ORDER-1" {
 		t.Errorf("coupon.used has Nats-Msg-Id %q, want the order's coupon-used-ORDER-1", id)
 	}
+	testenv.WaitFor(t, 15*time.Second, "coupon_reconcile_findings on /metrics", func() bool {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `coupon_reconcile_findings{kind="lock_overdue"} 0`) &&
+			strings.Contains(string(b), `job_runs_total{job="coupon-reconcile",outcome="ok"}`)
+	})
 
 	cancel()
 	select {
@@ -164,9 +226,13 @@ func TestLoadDefaults(t *testing.T) {
 func TestLoadNamesTheBadVariable(t *testing.T) {
 	t.Setenv("ONCEMALL_ENV", "lab")
 	configtest.BadValuesNamed(t, func() error { _, err := service.Load(os.LookupEnv); return err }, configtest.With(map[string]string{
-		"COUPON_DEDUCTION_MODE": "sometimes",
-		"COUPON_RETRY_SCHEDULE": "often",
-		"COUPON_RETRY_MAX":      "0",
+		"COUPON_DEDUCTION_MODE":     "sometimes",
+		"COUPON_RETRY_SCHEDULE":     "often",
+		"COUPON_RETRY_MAX":          "0",
+		"COUPON_LOCK_TTL":           "5m",
+		"COUPON_SWEEP_SCHEDULE":     "whenever",
+		"COUPON_RECONCILE_SCHEDULE": "hourly-ish",
+		"ORDER_URL":                 "",
 	}))
 }
 
@@ -190,7 +256,8 @@ func TestBrokenDeductionRunsOnlyInTheLab(t *testing.T) {
 func TestHelpListsTheCouponVariables(t *testing.T) {
 	var out bytes.Buffer
 	testenv.Must(t, run(context.Background(), []string{"--help"}, &out))
-	for _, want := range []string{"COUPON_DEDUCTION_MODE", "COUPON_RETRY_SCHEDULE", "COUPON_ARCHIVE_SCHEDULE", ":8082", "oncemall_coupon"} {
+	for _, want := range []string{"COUPON_DEDUCTION_MODE", "COUPON_RETRY_SCHEDULE", "COUPON_ARCHIVE_SCHEDULE", "COUPON_LOCK_TTL",
+		"ORDER_PAY_TIMEOUT", "COUPON_SWEEP_SCHEDULE", "COUPON_RECONCILE_SCHEDULE", "ORDER_URL", ":8082", "oncemall_coupon"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help does not mention %s", want)
 		}
@@ -258,14 +325,18 @@ func TestRunScriptRoutesCouponThroughTheFaultProxy(t *testing.T) {
 	}
 }
 
-func post(t *testing.T, url, body string, out any) {
+func post(t *testing.T, url, authorization, body string, status int, out any) {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", bytes.NewBufferString(body))
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(body))
+	testenv.Must(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", authorization)
+	resp, err := http.DefaultClient.Do(req)
 	testenv.Must(t, err)
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
+	if resp.StatusCode != status {
 		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("POST %s: %d %s", url, resp.StatusCode, b)
+		t.Fatalf("POST %s: %d %s, want %d", url, resp.StatusCode, b, status)
 	}
 	testenv.Must(t, json.NewDecoder(resp.Body).Decode(out))
 }

@@ -1,14 +1,21 @@
 // Package app holds the coupon service's use cases, one file each:
 //
-//	commands: CreateTemplate, IssueCoupon, LandOrderPaid, ProcessDueMessages,
-//	          ProcessMessage (deductFixed or deductBroken), ArchiveIdempotentRecords
+//	commands: CreateTemplate, IssueCoupon, LockCoupon, ReleaseLock,
+//	          ReleaseCancelledOrder, SweepLocks, LandOrderPaid,
+//	          ProcessDueMessages, ProcessMessage (deductFixed or deductBroken),
+//	          ArchiveIdempotentRecords
 //	queries:  Template, Coupon, UserCoupons, Reconcile
 //
-// The deduction of incident 1 lives in deduct_fixed.go and, side by side,
-// deduct_broken.go; Config.Deduction picks one.
+// A coupon is locked when its order is placed (LockCoupon), used when the
+// order is paid (the deduction of incident 1, in deduct_fixed.go and, side
+// by side, deduct_broken.go; Config.Deduction picks one), and released when
+// the order is cancelled or never committed (ReleaseLock,
+// ReleaseCancelledOrder, SweepLocks). The contract with the other services
+// is docs/purchase-flow.md.
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,17 +50,30 @@ type Config struct {
 	NoticeRetention time.Duration
 	// ArchiveBatch is how many records one archive transaction moves.
 	ArchiveBatch int
+	// LockTTL is how long a lock lasts before the sweeper may ask about its
+	// order. It must outlast the order's payment deadline with a margin
+	// (internal/config checks it against ORDER_PAY_TIMEOUT), so a lock is
+	// never looked at while its order can still be paid.
+	LockTTL time.Duration
+	// SweepBatch is how many overdue locks the sweeper reads per page.
+	SweepBatch int
+	// LockOverdueAfter is how long past its deadline a lock may stay
+	// LOCKED before the reconciler reports it.
+	LockOverdueAfter time.Duration
 }
 
 // DefaultConfig returns working defaults.
 func DefaultConfig() Config {
 	return Config{
-		Deduction:       variant.Fixed,
-		Retry:           coupon.RetryPolicy{Max: 5, Base: 2 * time.Second, Cap: 5 * time.Minute},
-		ClaimBatch:      100,
-		ClaimLease:      time.Minute,
-		NoticeRetention: 30 * 24 * time.Hour,
-		ArchiveBatch:    500,
+		Deduction:        variant.Fixed,
+		Retry:            coupon.RetryPolicy{Max: 5, Base: 2 * time.Second, Cap: 5 * time.Minute},
+		ClaimBatch:       100,
+		ClaimLease:       time.Minute,
+		NoticeRetention:  30 * 24 * time.Hour,
+		ArchiveBatch:     500,
+		LockTTL:          45 * time.Minute,
+		SweepBatch:       100,
+		LockOverdueAfter: 30 * time.Minute,
 	}
 }
 
@@ -74,27 +94,45 @@ func (c Config) Validate() error {
 	check(c.ClaimLease > 0, "ClaimLease must be positive")
 	check(c.NoticeRetention > 0, "NoticeRetention must be positive")
 	check(c.ArchiveBatch > 0, "ArchiveBatch must be positive")
+	check(c.LockTTL > 0, "LockTTL must be positive")
+	check(c.SweepBatch > 0, "SweepBatch must be positive")
+	check(c.LockOverdueAfter > 0, "LockOverdueAfter must be positive")
 	return errors.Join(errs...)
+}
+
+// Orders is what the sweeper asks the order service (internal/orderclient
+// over GET /internal/orders/{no}).
+type Orders interface {
+	// OrderState returns the state of the order orderNo, and
+	// coupon.OrderNotFound when the order service has no such order. An
+	// error wrapping coupon.ErrOrderServiceUnavailable means the service
+	// could not be asked; any other error is a bad answer about this one
+	// order.
+	OrderState(ctx context.Context, orderNo string) (coupon.OrderState, error)
 }
 
 // App is the coupon service's use cases over a Store.
 type App struct {
 	store   coupon.Store
+	orders  Orders
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
 	now     func() time.Time
 }
 
-// New returns the use cases over store, with their metrics registered on
-// reg.
-func New(store coupon.Store, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*App, error) {
+// New returns the use cases over store, asking orders about the orders of
+// overdue locks, with their metrics registered on reg.
+func New(store coupon.Store, orders Orders, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if orders == nil {
+		return nil, errors.New("app: an order service client is required (the lock sweeper asks it)")
 	}
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	return &App{store: store, cfg: cfg, log: log, metrics: m, now: func() time.Time { return time.Now().UTC() }}, nil
+	return &App{store: store, orders: orders, cfg: cfg, log: log, metrics: m, now: func() time.Time { return time.Now().UTC() }}, nil
 }

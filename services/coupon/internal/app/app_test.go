@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/outbox"
@@ -25,10 +26,11 @@ import (
 var ctx = context.Background()
 
 type fixture struct {
-	app   *app.App
-	store *store.Store
-	reg   *prometheus.Registry
-	tpl   coupon.Template
+	app    *app.App
+	store  *store.Store
+	reg    *prometheus.Registry
+	tpl    coupon.Template
+	orders *orderService
 }
 
 func newFixture(t *testing.T, mode variant.Mode) *fixture {
@@ -59,12 +61,47 @@ func newFixtureOn(t testing.TB, mode variant.Mode, wrap func(*store.Store) coupo
 	cfg := app.DefaultConfig()
 	cfg.Deduction = mode
 	cfg.Retry = coupon.RetryPolicy{Max: 3, Base: time.Millisecond, Cap: time.Millisecond}
+	return newFixtureWith(t, cfg, s, st)
+}
+
+// newFixtureWith builds the app over s (st underneath) with cfg, and an
+// order service (an httptest server speaking the contract) for the sweeper.
+func newFixtureWith(t testing.TB, cfg app.Config, s coupon.Store, st *store.Store) *fixture {
+	t.Helper()
+	orders := newOrderService(t)
+	return newFixtureWithOrders(t, cfg, s, st, orders, orders.client())
+}
+
+// newFixtureWithOrders is newFixtureWith whose sweeper asks the order service
+// through client (which may reach orders through a forwarder, or not at
+// all).
+func newFixtureWithOrders(t testing.TB, cfg app.Config, s coupon.Store, st *store.Store, orders *orderService, client app.Orders) *fixture {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	a, err := app.New(s, cfg, testenv.Logger(t), reg)
+	a, err := app.New(s, client, cfg, testenv.Logger(t), reg)
 	testenv.Must(t, err)
 	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
 	testenv.Must(t, err)
-	return &fixture{app: a, store: st, reg: reg, tpl: tpl}
+	return &fixture{app: a, store: st, reg: reg, tpl: tpl, orders: orders}
+}
+
+// orderAmount is the total of the fixture's orders: above the template's
+// discount, which has no minimum.
+const orderAmount = 5000
+
+// lock locks couponID for orderNo as the order service does when it places
+// the order.
+func (f *fixture) lock(t testing.TB, couponID uint64, orderNo string, userID uint64) coupon.Lock {
+	t.Helper()
+	l, err := f.app.LockCoupon(ctx, couponID, coupon.LockRequest{OrderNo: orderNo, UserID: userID, OrderAmount: orderAmount})
+	testenv.Must(t, err)
+	return l
+}
+
+// testDB is a fresh database on the service's schema.
+func testDB(t testing.TB) *gorm.DB {
+	t.Helper()
+	return testenv.DB(t, migrations.Source, outbox.Migrations)
 }
 
 func (f *fixture) issue(t testing.TB, userID uint64) coupon.Coupon {
@@ -74,7 +111,7 @@ func (f *fixture) issue(t testing.TB, userID uint64) coupon.Coupon {
 	return c
 }
 
-func (f *fixture) land(t *testing.T, messageID, orderNo string, userID, couponID uint64) coupon.Message {
+func (f *fixture) land(t testing.TB, messageID, orderNo string, userID, couponID uint64) coupon.Message {
 	t.Helper()
 	testenv.Must(t, f.store.InTx(ctx, func(tx coupon.Tx) error {
 		return f.app.LandOrderPaid(ctx, tx, app.OrderPaid{MessageID: messageID, OrderNo: orderNo, UserID: userID, CouponID: couponID})
@@ -86,7 +123,7 @@ func (f *fixture) land(t *testing.T, messageID, orderNo string, userID, couponID
 	return m
 }
 
-func (f *fixture) count(t *testing.T, table, where string, args ...any) int {
+func (f *fixture) count(t testing.TB, table, where string, args ...any) int {
 	t.Helper()
 	var n int64
 	testenv.Must(t, f.store.DB().Table(table).Where(where, args...).Count(&n).Error)
@@ -95,7 +132,7 @@ func (f *fixture) count(t *testing.T, table, where string, args ...any) int {
 
 // metric returns the value of the counter name with the given label value
 // (or the only series when label is "").
-func (f *fixture) metric(t *testing.T, name, label string) float64 {
+func (f *fixture) metric(t testing.TB, name, label string) float64 {
 	t.Helper()
 	mfs, err := f.reg.Gather()
 	testenv.Must(t, err)
@@ -105,6 +142,9 @@ func (f *fixture) metric(t *testing.T, name, label string) float64 {
 		}
 		for _, m := range mf.GetMetric() {
 			if label == "" || hasLabelValue(m, label) {
+				if m.GetGauge() != nil {
+					return m.GetGauge().GetValue()
+				}
 				return m.GetCounter().GetValue()
 			}
 		}
@@ -124,6 +164,7 @@ func hasLabelValue(m *dto.Metric, v string) bool {
 func TestRetryPassDeductsALandedMessageOnce(t *testing.T) {
 	f := newFixture(t, variant.Fixed)
 	c := f.issue(t, 7)
+	f.lock(t, c.ID, "ORDER-1", 7)
 	m := f.land(t, "m1", "ORDER-1", 7, c.ID)
 	r, err := f.app.ProcessDueMessages(ctx)
 	if err != nil || r.Claimed != 1 || r.Deducted != 1 {
@@ -131,8 +172,8 @@ func TestRetryPassDeductsALandedMessageOnce(t *testing.T) {
 	}
 	got, _ := f.store.Message(ctx, m.ID)
 	cp, _ := f.app.Coupon(ctx, c.ID)
-	if got.Status != coupon.MessageSuccess || cp.Status != coupon.StatusUsed || cp.UsedOrderNo != "ORDER-1" {
-		t.Fatalf("message %s, coupon %s by %q", got.Status, cp.Status, cp.UsedOrderNo)
+	if got.Status != coupon.MessageSuccess || cp.Status != coupon.StatusUsed || cp.UsedOrderNo != "ORDER-1" || cp.LockedOrderNo != "ORDER-1" {
+		t.Fatalf("message %s, coupon %s by %q (locked by %q)", got.Status, cp.Status, cp.UsedOrderNo, cp.LockedOrderNo)
 	}
 	if n := f.count(t, "coupon_deduction", "order_no = ? AND amount = ?", "ORDER-1", 1000); n != 1 {
 		t.Fatalf("%d ledger rows", n)
@@ -156,12 +197,20 @@ func TestRetryPassDeductsALandedMessageOnce(t *testing.T) {
 // failure reason, so dashboards and alerts read 0 rather than no data.
 func TestFreshAppExposesItsLabelledCountersAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	if _, err := app.New(nil, app.DefaultConfig(), testenv.Logger(t), reg); err != nil {
+	if _, err := app.New(nil, newOrderService(t).client(), app.DefaultConfig(), testenv.Logger(t), reg); err != nil {
 		t.Fatal(err)
+	}
+	kinds := make([]string, len(coupon.AnomalyKinds))
+	for i, k := range coupon.AnomalyKinds {
+		kinds[i] = string(k)
 	}
 	want := map[string][]string{
 		"coupon_deductions_total":      {string(variant.Fixed), string(variant.Broken)},
 		"coupon_messages_failed_total": coupon.FailureReasons(),
+		"coupon_lock_requests_total":   append([]string{"locked", "same_lock"}, coupon.RefusalReasons()...),
+		"coupon_lock_releases_total":   {"release_call", "order_cancelled", "sweep"},
+		"coupon_sweep_decisions_total": {"released", "kept", "unreachable", "bad_answer"},
+		"coupon_reconcile_findings":    kinds,
 	}
 	mfs, err := reg.Gather()
 	testenv.Must(t, err)
@@ -172,7 +221,7 @@ func TestFreshAppExposesItsLabelledCountersAtZero(t *testing.T) {
 				if got[mf.GetName()] == nil {
 					got[mf.GetName()] = map[string]float64{}
 				}
-				got[mf.GetName()][lp.GetValue()] = m.GetCounter().GetValue()
+				got[mf.GetName()][lp.GetValue()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}
@@ -207,6 +256,7 @@ func TestCouponUsedByAnotherOrderFailsTheMessageWithItsReason(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			f := newFixture(t, mode)
 			c := f.issue(t, 7)
+			f.lock(t, c.ID, "FIRST", 7)
 			first := f.land(t, "m1", "FIRST", 7, c.ID)
 			if out, err := f.app.ProcessMessage(ctx, first); err != nil || out != app.Deducted {
 				t.Fatalf("first order: %s, %v", out, err)
@@ -241,6 +291,7 @@ func TestCouponUsedByAnotherOrderFailsTheMessageWithItsReason(t *testing.T) {
 func TestRetryOfADeductedOrderIsAbsorbed(t *testing.T) {
 	f := newFixture(t, variant.Fixed)
 	c := f.issue(t, 7)
+	f.lock(t, c.ID, "ORDER", 7)
 	first := f.land(t, "m1", "ORDER", 7, c.ID)
 	again := f.land(t, "m2", "ORDER", 7, c.ID)
 	if out, err := f.app.ProcessMessage(ctx, first); out != app.Deducted || err != nil {
@@ -276,6 +327,7 @@ func raceRetries(f *fixture, m coupon.Message, n int) {
 func TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix(t *testing.T) {
 	broken := newFixture(t, variant.Broken)
 	c := broken.issue(t, 7)
+	broken.lock(t, c.ID, "ORDER", 7)
 	raceRetries(broken, broken.land(t, "m1", "ORDER", 7, c.ID), 20)
 	as, err := broken.app.Reconcile(ctx)
 	testenv.Must(t, err)
@@ -293,6 +345,7 @@ func TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix(t *testing.T) {
 
 	fixed := newFixture(t, variant.Fixed)
 	c = fixed.issue(t, 7)
+	fixed.lock(t, c.ID, "ORDER", 7)
 	raceRetries(fixed, fixed.land(t, "m1", "ORDER", 7, c.ID), 20)
 	as, err = fixed.app.Reconcile(ctx)
 	if err != nil || len(as) != 0 {

@@ -11,28 +11,19 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
-// prepare issues n coupons and lands one message per coupon, each for its own
-// order, outside the timer.
+// prepare issues n coupons, locks each for its own order and lands that
+// order's message, outside the timer.
 func (f *fixture) prepare(b *testing.B, n int) []coupon.Message {
 	b.Helper()
 	msgs := make([]coupon.Message, n)
 	for i := range n {
 		c, err := f.app.IssueCoupon(ctx, f.tpl.ID, 7)
 		testenv.Must(b, err)
-		msgs[i] = f.landB(b, fmt.Sprintf("bm%d", i), fmt.Sprintf("BO%d", i), 7, c.ID)
+		orderNo := fmt.Sprintf("BO%d", i)
+		f.lock(b, c.ID, orderNo, 7)
+		msgs[i] = f.land(b, fmt.Sprintf("bm%d", i), orderNo, 7, c.ID)
 	}
 	return msgs
-}
-
-func (f *fixture) landB(b *testing.B, messageID, orderNo string, userID, couponID uint64) coupon.Message {
-	testenv.Must(b, f.store.InTx(ctx, func(tx coupon.Tx) error {
-		return f.app.LandOrderPaid(ctx, tx, app.OrderPaid{MessageID: messageID, OrderNo: orderNo, UserID: userID, CouponID: couponID})
-	}))
-	var id uint64
-	testenv.Must(b, f.store.DB().Table("coupon_message").Where("message_id = ?", messageID).Pluck("id", &id).Error)
-	m, err := f.store.Message(ctx, id)
-	testenv.Must(b, err)
-	return m
 }
 
 // BenchmarkDeduct measures deductions per second of distinct orders, 16

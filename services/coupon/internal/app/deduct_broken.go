@@ -16,13 +16,17 @@ import (
 // It breaks in three places, marked BROKEN below:
 //
 //  1. The state check runs outside the transaction, on a plain read. Two
-//     retries running at once both read UNUSED and both deduct: the row lock
+//     retries (or two orders) running at once both read the coupon not yet
+//     USED (LOCKED, since the order locked it) and both deduct: the row lock
 //     only serialises the two UPDATEs, it does not re-run the check.
 //  2. The check lets a coupon that is USED by this same order through: the
 //     message is still PENDING, and the code takes that as proof that the
 //     earlier attempt rolled back, because it got an error. A lost COMMIT
 //     acknowledgement is exactly the case where the earlier attempt returned
-//     an error AND committed; the retry then deducts a second time.
+//     an error AND committed; the retry then deducts a second time. The
+//     check is the one the code had before coupons were locked: it refuses
+//     only "USED by another order" and never asks which order holds the
+//     lock.
 //  3. The message status is updated in a separate statement after the
 //     deduction committed. When the COMMIT reply is lost (or this second
 //     statement fails), the effect is durable but the message stays PENDING,
@@ -57,8 +61,9 @@ func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, erro
 
 	err = a.store.InTx(ctx, func(tx coupon.Tx) error {
 		now := a.now()
-		// BROKEN (1, continued): no status in the WHERE clause, so this
-		// "succeeds" on a coupon another attempt has just used.
+		// BROKEN (1, continued): no status or lock holder in the WHERE
+		// clause, so this "succeeds" on a coupon another attempt has just
+		// used.
 		if _, err := tx.UseCouponUnconditionally(ctx, c.ID, m.OrderNo, now); err != nil {
 			return err
 		}
@@ -82,7 +87,7 @@ func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, erro
 
 	// BROKEN (3): the message status is not part of the deduction's
 	// transaction.
-	if _, err := a.store.MarkMessage(ctx, m.ID, coupon.MessageSuccess, m.RetryCount, a.now(), "", a.now()); err != nil {
+	if _, err := a.store.MarkMessage(ctx, m.ID, coupon.MessageSuccess, m.RetryCount, a.now(), "", "", a.now()); err != nil {
 		return "", fmt.Errorf("mark message %s done: %w", m.MessageID, err)
 	}
 	return Deducted, nil

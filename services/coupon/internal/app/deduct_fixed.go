@@ -9,9 +9,10 @@ import (
 )
 
 // deductFixed is the fix of incident 1 (the lost COMMIT acknowledgement): the
-// state check, the conditional state change, the ledger row and the message
-// status all happen in ONE transaction. Whatever the network does to the
-// COMMIT reply, the database holds either all of them or none:
+// state check, the conditional state change LOCKED -> USED by the order that
+// holds the lock, the ledger row and the message status all happen in ONE
+// transaction. Whatever the network does to the COMMIT reply, the database
+// holds either all of them or none:
 //
 //   - If the reply is lost, the message is already SUCCESS in the database and
 //     no pass of the retry job picks it up again.
@@ -20,8 +21,10 @@ import (
 //     this order and the attempt succeeds without a second effect.
 //   - Concurrent attempts queue on the coupon's row lock; the first deducts,
 //     the others then read USED-by-this-order.
-//   - A coupon USED by another order is a permanent refusal: the message goes
-//     to FAILED with the reason, and the other order's deduction is untouched.
+//   - A coupon USED by another order, or not locked by this order (UNUSED,
+//     or LOCKED by another), is a permanent refusal: the message goes to
+//     FAILED with the reason, the reconciler lists the paid order, and the
+//     other order's lock or deduction is untouched.
 //
 // Behind the state machine, the conditional update's rows affected are
 // checked and the ledger's unique key on order_no refuses a second row, so a
@@ -46,7 +49,7 @@ func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error
 			_, err := tx.SettleMessage(ctx, m.ID, now)
 			return err
 		}
-		n, err := tx.UseCouponIfUnused(ctx, c.ID, m.OrderNo, now)
+		n, err := tx.UseLockedCoupon(ctx, c.ID, m.OrderNo, now)
 		if err != nil {
 			return err
 		}

@@ -56,7 +56,11 @@ func (a *App) afterFailedAttempt(ctx context.Context, m coupon.Message, cause er
 	if coupon.IsPermanent(cause) {
 		status, next = coupon.MessageFailed, now
 	}
-	changed, err := a.store.MarkMessage(ctx, m.ID, status, attempts, next, coupon.TruncateError(cause), now)
+	reason := ""
+	if status == coupon.MessageFailed {
+		reason = coupon.FailureReason(cause)
+	}
+	changed, err := a.store.MarkMessage(ctx, m.ID, status, attempts, next, coupon.TruncateError(cause), reason, now)
 	if err != nil {
 		return Retry, errors.Join(cause, fmt.Errorf("record failed attempt: %w", err))
 	}
@@ -66,7 +70,7 @@ func (a *App) afterFailedAttempt(ctx context.Context, m coupon.Message, cause er
 		return Retry, cause
 	}
 	if status == coupon.MessageFailed {
-		a.metrics.messagesFailed.WithLabelValues(coupon.FailureReason(cause)).Inc()
+		a.metrics.messagesFailed.WithLabelValues(reason).Inc()
 		return Failed, cause
 	}
 	a.metrics.messageRetries.Inc()

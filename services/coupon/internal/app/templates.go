@@ -7,8 +7,12 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
-// CreateTemplate validates and stores a new coupon template.
+// CreateTemplate validates and stores a new coupon template. A template
+// that names no validity gets coupon.DefaultValidDays.
 func (a *App) CreateTemplate(ctx context.Context, t coupon.Template) (coupon.Template, error) {
+	if t.ValidDays == 0 {
+		t.ValidDays = coupon.DefaultValidDays
+	}
 	if err := t.Validate(); err != nil {
 		return coupon.Template{}, err
 	}

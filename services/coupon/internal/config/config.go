@@ -31,17 +31,41 @@ type Config struct {
 	NoticeRetention time.Duration `env:"COUPON_NOTICE_RETENTION" default:"720h" usage:"how long a biz_idempotent_record row stays online before archiving"`
 	ArchiveSchedule string        `env:"COUPON_ARCHIVE_SCHEDULE" default:"@every 1h" usage:"cron spec of the idempotent record archive job"`
 	ArchiveBatch    int           `env:"COUPON_ARCHIVE_BATCH" default:"500" usage:"records one archive transaction moves"`
+
+	// The coupon locks orders take when they are placed. A lock must
+	// outlast the order's payment deadline with a margin (Validate checks
+	// COUPON_LOCK_TTL >= ORDER_PAY_TIMEOUT + COUPON_LOCK_MARGIN), so the
+	// sweeper never looks at a lock whose order can still be paid. The
+	// coupon service cannot read the order service's setting, so
+	// ORDER_PAY_TIMEOUT is declared here too, with the same default.
+	PayTimeout       time.Duration `env:"ORDER_PAY_TIMEOUT" default:"15m" usage:"the order service's payment deadline; must equal the order service's ORDER_PAY_TIMEOUT (COUPON_LOCK_TTL is checked against it)"`
+	LockTTL          time.Duration `env:"COUPON_LOCK_TTL" default:"45m" usage:"how long a coupon lock lasts before the sweeper asks the order service about its order; at least ORDER_PAY_TIMEOUT + COUPON_LOCK_MARGIN"`
+	LockMargin       time.Duration `env:"COUPON_LOCK_MARGIN" default:"10m" usage:"how much longer than ORDER_PAY_TIMEOUT a lock must last: the close job's period, a late payment notification, clock skew"`
+	LockOverdueAfter time.Duration `env:"COUPON_LOCK_OVERDUE_AFTER" default:"30m" usage:"how long past its deadline a lock may stay LOCKED before the reconciler reports it (lock_overdue: the sweeper, the close job or the deduction is stuck)"`
+	SweepSchedule    string        `env:"COUPON_SWEEP_SCHEDULE" default:"@every 1m" usage:"cron spec of the coupon-sweep job that releases overdue locks whose order was not found or cancelled"`
+	SweepBatch       int           `env:"COUPON_SWEEP_BATCH" default:"100" usage:"overdue locks the sweeper reads per page"`
+
+	// The order service, which the sweeper asks about a lock's order
+	// (GET /internal/orders/{no}, with INTERNAL_TOKEN).
+	OrderURL     string        `env:"ORDER_URL" default:"http://127.0.0.1:8081" usage:"base URL of the order service, asked by the lock sweeper what became of a lock's order"`
+	OrderTimeout time.Duration `env:"ORDER_TIMEOUT" default:"3s" usage:"timeout of a call to the order service"`
+
+	// The reconciliation job.
+	ReconcileSchedule string `env:"COUPON_RECONCILE_SCHEDULE" default:"@every 1m" usage:"cron spec of the coupon-reconcile job that logs findings and sets coupon_reconcile_findings"`
 }
 
 // App returns the use cases' configuration.
 func (c Config) App() app.Config {
 	return app.Config{
-		Deduction:       c.Modes.Deduction,
-		Retry:           coupon.RetryPolicy{Max: c.RetryMax, Base: c.RetryBackoff, Cap: c.RetryBackoffMax},
-		ClaimBatch:      c.RetryBatch,
-		ClaimLease:      c.RetryLease,
-		NoticeRetention: c.NoticeRetention,
-		ArchiveBatch:    c.ArchiveBatch,
+		Deduction:        c.Modes.Deduction,
+		Retry:            coupon.RetryPolicy{Max: c.RetryMax, Base: c.RetryBackoff, Cap: c.RetryBackoffMax},
+		ClaimBatch:       c.RetryBatch,
+		ClaimLease:       c.RetryLease,
+		NoticeRetention:  c.NoticeRetention,
+		ArchiveBatch:     c.ArchiveBatch,
+		LockTTL:          c.LockTTL,
+		SweepBatch:       c.SweepBatch,
+		LockOverdueAfter: c.LockOverdueAfter,
 	}
 }
 
@@ -60,7 +84,29 @@ func (c Config) Validate() error {
 		pkgconfig.CheckPositive("COUPON_NOTICE_RETENTION", c.NoticeRetention),
 		pkgconfig.CheckSchedule("COUPON_ARCHIVE_SCHEDULE", c.ArchiveSchedule),
 		pkgconfig.CheckPositive("COUPON_ARCHIVE_BATCH", c.ArchiveBatch),
+		pkgconfig.CheckPositive("ORDER_PAY_TIMEOUT", c.PayTimeout),
+		pkgconfig.CheckPositive("COUPON_LOCK_MARGIN", c.LockMargin),
+		checkLockOutlastsPayment(c.LockTTL, c.PayTimeout, c.LockMargin),
+		pkgconfig.CheckPositive("COUPON_LOCK_OVERDUE_AFTER", c.LockOverdueAfter),
+		pkgconfig.CheckSchedule("COUPON_SWEEP_SCHEDULE", c.SweepSchedule),
+		pkgconfig.CheckPositive("COUPON_SWEEP_BATCH", c.SweepBatch),
+		pkgconfig.CheckNotEmpty("ORDER_URL", c.OrderURL),
+		pkgconfig.CheckPositive("ORDER_TIMEOUT", c.OrderTimeout),
+		pkgconfig.CheckSchedule("COUPON_RECONCILE_SCHEDULE", c.ReconcileSchedule),
 	)
+}
+
+// checkLockOutlastsPayment refuses a lock deadline that could pass while
+// its order can still be paid: the sweeper would then ask about an order
+// that is about to pay, and a wrong or early answer (an order service that
+// does not know the order yet) would release a lock its payment then finds
+// gone.
+func checkLockOutlastsPayment(ttl, payTimeout, margin time.Duration) error {
+	if ttl < payTimeout+margin {
+		return &pkgconfig.Error{Var: "COUPON_LOCK_TTL", Value: ttl.String(), Err: fmt.Errorf(
+			"must be at least ORDER_PAY_TIMEOUT (%s) + COUPON_LOCK_MARGIN (%s) = %s", payTimeout, margin, payTimeout+margin)}
+	}
+	return nil
 }
 
 func checkNotLess(name string, v, min time.Duration) error {

@@ -1,7 +1,8 @@
 // Package coupon is the coupon service's domain: templates, coupons issued to
-// users with their state machine (UNUSED -> USED), the deduction ledger, the
-// local message table entries that drive deductions, and the Store the domain
-// needs (Store and Tx). It imports no web, database or messaging library; the
+// users with their state machine (UNUSED -> LOCKED -> USED, and LOCKED ->
+// UNUSED when a lock is released), the locks orders take on coupons, the
+// deduction ledger, the local message table entries that drive deductions,
+// and the Store the domain needs (Store and Tx). It imports no web, database or messaging library; the
 // events a use case writes through Tx are pkg/events values, the contract
 // between the services.
 package coupon
@@ -15,11 +16,21 @@ import (
 // Status is a coupon's state.
 type Status string
 
-// A coupon starts UNUSED and becomes USED exactly once, by one order.
+// A coupon starts UNUSED. An order placed with it locks it (LOCKED, naming
+// the order and a deadline); the order's payment uses it (USED, exactly
+// once, by the order that held the lock); the order's cancellation, a
+// release call or the sweeper releases it (UNUSED again).
 const (
 	StatusUnused Status = "UNUSED"
+	StatusLocked Status = "LOCKED"
 	StatusUsed   Status = "USED"
 )
+
+// DefaultValidDays is the validity of a template that names none.
+const DefaultValidDays = 30
+
+// maxValidDays bounds a template's validity at about ten years.
+const maxValidDays = 3650
 
 // Template is what coupons are issued from.
 type Template struct {
@@ -27,7 +38,10 @@ type Template struct {
 	Name           string
 	DiscountAmount int64 // cents
 	MinOrderAmount int64 // cents
-	CreatedAt      time.Time
+	// ValidDays is how long a coupon of this template can be locked,
+	// counted from its issue (Coupon.ExpiresAt).
+	ValidDays int
+	CreatedAt time.Time
 }
 
 // Validate reports the first unusable field of a new template.
@@ -39,52 +53,79 @@ func (t Template) Validate() error {
 		return fmt.Errorf("%w: discount_amount must be positive", ErrInvalid)
 	case t.MinOrderAmount < 0:
 		return fmt.Errorf("%w: min_order_amount must not be negative", ErrInvalid)
+	case t.ValidDays < 1 || t.ValidDays > maxValidDays:
+		return fmt.Errorf("%w: valid_days must be 1 to %d", ErrInvalid, maxValidDays)
 	}
 	return nil
 }
 
 // Coupon is one coupon issued to one user.
 type Coupon struct {
-	ID          uint64
-	TemplateID  uint64
-	UserID      uint64
-	Status      Status
-	UsedOrderNo string // set when USED
-	Version     uint32
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	ID         uint64
+	TemplateID uint64
+	UserID     uint64
+	Status     Status
+	// LockedOrderNo and LockedUntil name the order that locked the coupon
+	// and the lock's deadline. They are kept when the lock is used (the
+	// record of the lock the deduction consumed) and cleared when it is
+	// released.
+	LockedOrderNo string
+	LockedUntil   time.Time
+	UsedOrderNo   string // set when USED
+	// ExpiresAt is the end of the coupon's validity, fixed at issue: a
+	// coupon cannot be locked from then on (a lock taken before it stays
+	// good until its order is paid or cancelled).
+	ExpiresAt time.Time
+	Version   uint32
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
-// Issue returns a new UNUSED coupon of template t for userID.
+// Issue returns a new UNUSED coupon of template t for userID, valid for the
+// template's ValidDays from now.
 func Issue(t Template, userID uint64, now time.Time) (Coupon, error) {
 	if userID == 0 {
 		return Coupon{}, fmt.Errorf("%w: user_id must be positive", ErrInvalid)
 	}
-	return Coupon{TemplateID: t.ID, UserID: userID, Status: StatusUnused, CreatedAt: now, UpdatedAt: now}, nil
+	if t.ValidDays < 1 {
+		return Coupon{}, fmt.Errorf("%w: template %d has no validity", ErrInvalid, t.ID)
+	}
+	return Coupon{TemplateID: t.ID, UserID: userID, Status: StatusUnused,
+		ExpiresAt: now.Add(time.Duration(t.ValidDays) * 24 * time.Hour), CreatedAt: now, UpdatedAt: now}, nil
 }
 
 // Decision is what a deduction request means for a coupon in its current state.
 type Decision int
 
 const (
-	// Apply: the coupon is UNUSED; deduct it.
+	// Apply: make the change asked for (lock the coupon, or deduct it).
 	Apply Decision = iota + 1
-	// AlreadyDone: the coupon is already USED by this very order, so an
-	// earlier attempt committed (even if its caller never heard so); the
+	// AlreadyDone: the change was made for this very order by an earlier
+	// request that committed (even if its caller never heard so); the
 	// request succeeds without a second effect.
 	AlreadyDone
 )
 
 // DecideDeduction is the state machine's answer to "deduct c for orderNo of
-// userID". It is only meaningful on a state read inside the transaction that
-// then writes the effect (see the fixed deduction).
+// userID", asked when the order is paid. Only the order that holds the
+// lock deducts; the coupon already USED by that order means an earlier
+// attempt committed. Anything else is a paid order that did not hold the
+// coupon, refused for good: USED by another order, or UNUSED or LOCKED by
+// another order (its lock was released before the payment landed). It is
+// only meaningful on a state read inside the transaction that then writes
+// the effect (see the fixed deduction).
 func (c Coupon) DecideDeduction(orderNo string, userID uint64) (Decision, error) {
 	if c.UserID != userID {
 		return 0, fmt.Errorf("%w: coupon %d belongs to user %d, not %d", ErrWrongOwner, c.ID, c.UserID, userID)
 	}
 	switch c.Status {
+	case StatusLocked:
+		if c.LockedOrderNo == orderNo {
+			return Apply, nil
+		}
+		return 0, fmt.Errorf("%w: coupon %d is locked by order %s, not %s", ErrNotLockedByOrder, c.ID, c.LockedOrderNo, orderNo)
 	case StatusUnused:
-		return Apply, nil
+		return 0, fmt.Errorf("%w: coupon %d is not locked, order %s does not hold it", ErrNotLockedByOrder, c.ID, orderNo)
 	case StatusUsed:
 		if c.UsedOrderNo == orderNo {
 			return AlreadyDone, nil
@@ -118,6 +159,11 @@ var (
 	ErrWrongOwner           = errors.New("coupon belongs to another user")
 	ErrUsedByAnotherOrder   = errors.New("coupon already used by another order")
 	ErrOrderAlreadyDeducted = errors.New("order already has a deduction")
+	// ErrNotLockedByOrder refuses to deduct a coupon for a paid order that
+	// does not hold its lock: the lock was released (or never taken) before
+	// the payment landed. The order got its discount without the coupon;
+	// the reconciler reports it.
+	ErrNotLockedByOrder = errors.New("coupon not locked by this order")
 	// ErrConcurrentChange is returned when a conditional update matched no
 	// row although the state read in the same transaction allowed it. It is
 	// transient: the retry reads the new state and decides again.
@@ -145,6 +191,7 @@ var failureReasons = []struct {
 }{
 	{ErrUsedByAnotherOrder, "used_by_another_order"},
 	{ErrOrderAlreadyDeducted, "order_already_deducted"},
+	{ErrNotLockedByOrder, "not_locked_by_order"},
 	{ErrWrongOwner, "wrong_owner"},
 	{ErrNotFound, "not_found"},
 	{ErrInvalid, "invalid"},

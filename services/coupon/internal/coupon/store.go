@@ -16,6 +16,10 @@ type Store interface {
 	CreateCoupon(ctx context.Context, c *Coupon) error
 	Coupon(ctx context.Context, id uint64) (Coupon, error)
 	UserCoupons(ctx context.Context, userID uint64) ([]Coupon, error)
+	// OverdueLocks returns up to limit LOCKED coupons whose deadline is
+	// before now, with an id above afterID, in id order: the sweeper pages
+	// through them all, so locks it keeps cannot hide the ones behind.
+	OverdueLocks(ctx context.Context, now time.Time, afterID uint64, limit int) ([]Coupon, error)
 
 	Message(ctx context.Context, id uint64) (Message, error)
 	// ClaimDueMessages picks up to limit PENDING messages due at now that no
@@ -24,16 +28,19 @@ type Store interface {
 	// replica that dies mid-way lets its claim lapse after lease.
 	ClaimDueMessages(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]Message, error)
 	// MarkMessage moves a PENDING message to status with the given retry
-	// bookkeeping. It reports false when the message was no longer PENDING
-	// (another attempt settled it), which is not an error.
-	MarkMessage(ctx context.Context, id uint64, status MessageStatus, retryCount int, next time.Time, lastError string, now time.Time) (bool, error)
+	// bookkeeping (reason is the FailureReason label of a FAILED message,
+	// empty otherwise). It reports false when the message was no longer
+	// PENDING (another attempt settled it), which is not an error.
+	MarkMessage(ctx context.Context, id uint64, status MessageStatus, retryCount int, next time.Time, lastError, reason string, now time.Time) (bool, error)
 
 	// InTx runs fn in one database transaction, committed when fn returns
 	// nil. A commit error is returned as is: the transaction may or may not
 	// have committed (a lost COMMIT acknowledgement looks exactly like this).
 	InTx(ctx context.Context, fn func(Tx) error) error
 
-	Reconcile(ctx context.Context) ([]Anomaly, error)
+	// Reconcile lists the broken invariants (see AnomalyKind); a LOCKED
+	// coupon whose deadline is before overdueBefore is reported as stuck.
+	Reconcile(ctx context.Context, overdueBefore time.Time) ([]Anomaly, error)
 	// ArchiveIdempotentRecords moves up to batch records whose expire_time is
 	// before now to the archive table and reports how many moved.
 	ArchiveIdempotentRecords(ctx context.Context, now time.Time, batch int) (int, error)
@@ -47,9 +54,18 @@ type Tx interface {
 	// CouponForUpdate reads the coupon with a row lock held to the end of
 	// the transaction (a locking read sees the latest committed state).
 	CouponForUpdate(ctx context.Context, id uint64) (Coupon, error)
-	// UseCouponIfUnused is the state machine's conditional update
-	// UNUSED -> USED; it returns the rows affected (0 or 1).
-	UseCouponIfUnused(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
+	// LockCoupon is the state machine's conditional update UNUSED ->
+	// LOCKED by orderNo until until; it returns the rows affected (0 or 1).
+	// An order holds one coupon at most: a second lock by the same order
+	// returns ErrNotAvailable.
+	LockCoupon(ctx context.Context, id uint64, orderNo string, until, now time.Time) (int64, error)
+	// ReleaseLock is the conditional update LOCKED by orderNo -> UNUSED;
+	// it returns the rows affected (0 when the coupon is not locked by
+	// that order: released already, used, or locked by another).
+	ReleaseLock(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
+	// UseLockedCoupon is the deduction's conditional update LOCKED by
+	// orderNo -> USED by orderNo; it returns the rows affected (0 or 1).
+	UseLockedCoupon(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
 	// UseCouponUnconditionally sets USED whatever the current state. Only
 	// the broken deduction calls it.
 	UseCouponUnconditionally(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
@@ -67,6 +83,10 @@ type Tx interface {
 	// AddEvent queues e in the transaction (the outbox), so it is published
 	// if and only if the transaction commits.
 	AddEvent(ctx context.Context, e events.Event) error
+	// AfterCommit runs fn once the transaction has committed, and never if
+	// it rolls back: where a use case counts or logs an effect that must
+	// not be counted when the transaction that made it is undone.
+	AfterCommit(ctx context.Context, fn func())
 	// InsertMessage lands a message; false, without error, when its
 	// message id is already there.
 	InsertMessage(ctx context.Context, m *Message) (bool, error)
@@ -94,12 +114,35 @@ func NoticeKey(orderNo string) string { return "coupon.used:" + orderNo }
 // AnomalyKind names what the reconciler found.
 type AnomalyKind string
 
-// The invariants of incident 1, as the reconciler checks them.
+// The invariants the reconciler checks: those of incident 1's deduction
+// (one ledger row per order, a USED coupon with its ledger row and a ledger
+// row with its USED coupon) and those of the locks (a paid order held its
+// coupon's lock; a lock is settled soon after its deadline).
 const (
 	AnomalyDuplicateDeduction AnomalyKind = "order_deducted_more_than_once"
 	AnomalyUsedWithoutLedger  AnomalyKind = "used_coupon_without_deduction"
-	AnomalyLedgerOnUnused     AnomalyKind = "deduction_on_unused_coupon"
+	// AnomalyLedgerOnUnused is a ledger row whose coupon is not USED
+	// (UNUSED, or LOCKED again).
+	AnomalyLedgerOnUnused AnomalyKind = "deduction_on_unused_coupon"
+	// AnomalyPaidWithoutLock is a paid order whose coupon it did not hold:
+	// its order.paid message FAILED as not locked by the order, used by
+	// another order, or another user's coupon. The order was discounted
+	// and the coupon was not used for it.
+	AnomalyPaidWithoutLock AnomalyKind = "paid_order_coupon_not_locked"
+	// AnomalyLockOverdue is a coupon still LOCKED long after its deadline:
+	// the sweeper, the order close job or the deduction is stuck.
+	AnomalyLockOverdue AnomalyKind = "lock_overdue"
 )
+
+// AnomalyKinds lists every kind, for the findings gauge to start at zero.
+var AnomalyKinds = []AnomalyKind{AnomalyDuplicateDeduction, AnomalyUsedWithoutLedger, AnomalyLedgerOnUnused,
+	AnomalyPaidWithoutLock, AnomalyLockOverdue}
+
+// PaidWithoutLockReasons are the failure reasons of a message whose paid
+// order did not hold the coupon (AnomalyPaidWithoutLock).
+func PaidWithoutLockReasons() []string {
+	return []string{FailureReason(ErrNotLockedByOrder), FailureReason(ErrUsedByAnotherOrder), FailureReason(ErrWrongOwner)}
+}
 
 // Anomaly is one broken invariant.
 type Anomaly struct {
@@ -107,4 +150,9 @@ type Anomaly struct {
 	OrderNo  string
 	CouponID uint64
 	Count    int
+	// Reason is the failure reason of a paid order's message
+	// (AnomalyPaidWithoutLock).
+	Reason string
+	// LockedUntil is the deadline of an overdue lock (AnomalyLockOverdue).
+	LockedUntil time.Time
 }

@@ -22,6 +22,19 @@ var statuses = []struct {
 	{coupon.ErrNotFound, http.StatusNotFound},
 }
 
+// refuseOrFail answers a refused lock as 422 problem+json carrying the
+// refusal's reason (coupon.RefusalReason: not_found, not_owner,
+// not_available, expired, below_minimum), which the order service passes
+// on; anything else goes to fail. An unknown coupon is a refusal here, not
+// a 404: the route exists, the coupon the order names does not.
+func (h *API) refuseOrFail(c *gin.Context, err error) {
+	if reason, ok := coupon.RefusalReason(err); ok {
+		problem.Write(c, problem.New(http.StatusUnprocessableEntity, err.Error()).With("reason", reason))
+		return
+	}
+	h.fail(c, err)
+}
+
 // fail answers err as problem+json with its status.
 func (h *API) fail(c *gin.Context, err error) {
 	for _, s := range statuses {

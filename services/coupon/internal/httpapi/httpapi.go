@@ -1,6 +1,8 @@
-// Package httpapi is the coupon service's HTTP interface: templates, issuing
-// and reading coupons, and the admin reconciliation report. Errors are
-// answered in problem+json, mapped to their status in errors.go.
+// Package httpapi is the coupon service's HTTP interface: a user's own
+// coupons, the lock and release the order service calls (/internal), and
+// the operator routes (/admin: templates, issuing, reconciliation). Errors
+// are answered in problem+json, mapped to their status in errors.go. The
+// contract with the other services is docs/purchase-flow.md.
 package httpapi
 
 import (
@@ -8,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -17,6 +20,11 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
+// UserIDHeader carries the caller's user id. The gateway in front of the
+// services authenticates the customer and sets it; the service trusts it
+// (docs/security.md), and answers only for that user's coupons.
+const UserIDHeader = "X-User-ID"
+
 // Options are what the routes need besides the use cases.
 type Options struct {
 	// Log receives the errors the API answers with 500 (logged once, here).
@@ -25,6 +33,10 @@ type Options struct {
 	// ADMIN_TOKEN check (platform.Wiring.Admin). Without it they refuse
 	// every request: an operator route is never left open by omission.
 	Admin gin.HandlerFunc
+	// Internal guards the routes other services call, under /internal: the
+	// platform's INTERNAL_TOKEN check (platform.Wiring.Internal). Without it
+	// they refuse every request too.
+	Internal gin.HandlerFunc
 }
 
 // API serves the coupon endpoints.
@@ -36,25 +48,38 @@ type API struct {
 // New returns the API over a's use cases.
 func New(a *app.App, opts Options) *API { return &API{app: a, opts: opts} }
 
-// Register installs the routes on r, the operator ones behind Options.Admin.
+// Register installs the routes on r: the user's routes open (the gateway
+// names the user), the service routes behind Options.Internal and the
+// operator routes behind Options.Admin.
 func (h *API) Register(r gin.IRouter) {
-	r.POST("/coupon-templates", h.createTemplate)
-	r.GET("/coupon-templates/:id", h.getTemplate)
-	r.POST("/coupons", h.issueCoupon)
 	r.GET("/coupons/:id", h.getCoupon)
 	r.GET("/users/:id/coupons", h.userCoupons)
-	guard := h.opts.Admin
-	if guard == nil {
-		guard = func(c *gin.Context) { problem.Abort(c, http.StatusForbidden, "operator routes are not enabled") }
-	}
-	admin := r.Group("/admin", guard)
+
+	internal := r.Group("/internal", guard(h.opts.Internal, "service routes are not enabled"))
+	internal.POST("/coupons/:id/lock", h.lock)
+	internal.POST("/coupons/:id/release", h.release)
+
+	admin := r.Group("/admin", guard(h.opts.Admin, "operator routes are not enabled"))
+	admin.POST("/coupon-templates", h.createTemplate)
+	admin.GET("/coupon-templates/:id", h.getTemplate)
+	admin.POST("/coupons", h.issueCoupon)
 	admin.GET("/reconcile", h.reconcile)
+}
+
+// guard returns g, or a handler that refuses everything when g is nil.
+func guard(g gin.HandlerFunc, detail string) gin.HandlerFunc {
+	if g != nil {
+		return g
+	}
+	return func(c *gin.Context) { problem.Abort(c, http.StatusForbidden, detail) }
 }
 
 type templateRequest struct {
 	Name           string `json:"name"`
 	DiscountAmount int64  `json:"discount_amount"`
 	MinOrderAmount int64  `json:"min_order_amount"`
+	// ValidDays is optional: 0 or absent is coupon.DefaultValidDays.
+	ValidDays int `json:"valid_days"`
 }
 
 type templateResponse struct {
@@ -62,12 +87,13 @@ type templateResponse struct {
 	Name           string `json:"name"`
 	DiscountAmount int64  `json:"discount_amount"`
 	MinOrderAmount int64  `json:"min_order_amount"`
+	ValidDays      int    `json:"valid_days"`
 	CreatedAt      string `json:"created_at"`
 }
 
 func toTemplateResponse(t coupon.Template) templateResponse {
 	return templateResponse{ID: t.ID, Name: t.Name, DiscountAmount: t.DiscountAmount, MinOrderAmount: t.MinOrderAmount,
-		CreatedAt: t.CreatedAt.UTC().Format(timeFormat)}
+		ValidDays: t.ValidDays, CreatedAt: t.CreatedAt.UTC().Format(timeFormat)}
 }
 
 type issueRequest struct {
@@ -76,25 +102,53 @@ type issueRequest struct {
 }
 
 type couponResponse struct {
-	ID          uint64 `json:"id"`
-	TemplateID  uint64 `json:"template_id"`
-	UserID      uint64 `json:"user_id"`
-	Status      string `json:"status"`
-	UsedOrderNo string `json:"used_order_no,omitempty"`
-	CreatedAt   string `json:"created_at"`
-	UpdatedAt   string `json:"updated_at"`
+	ID            uint64 `json:"id"`
+	TemplateID    uint64 `json:"template_id"`
+	UserID        uint64 `json:"user_id"`
+	Status        string `json:"status"`
+	LockedOrderNo string `json:"locked_order_no,omitempty"`
+	LockedUntil   string `json:"locked_until,omitempty"`
+	UsedOrderNo   string `json:"used_order_no,omitempty"`
+	ExpiresAt     string `json:"expires_at"`
+	CreatedAt     string `json:"created_at"`
+	UpdatedAt     string `json:"updated_at"`
 }
 
 func toCouponResponse(c coupon.Coupon) couponResponse {
 	return couponResponse{ID: c.ID, TemplateID: c.TemplateID, UserID: c.UserID, Status: string(c.Status),
-		UsedOrderNo: c.UsedOrderNo, CreatedAt: c.CreatedAt.UTC().Format(timeFormat), UpdatedAt: c.UpdatedAt.UTC().Format(timeFormat)}
+		LockedOrderNo: c.LockedOrderNo, LockedUntil: formatOptional(c.LockedUntil), UsedOrderNo: c.UsedOrderNo,
+		ExpiresAt: c.ExpiresAt.UTC().Format(timeFormat), CreatedAt: c.CreatedAt.UTC().Format(timeFormat),
+		UpdatedAt: c.UpdatedAt.UTC().Format(timeFormat)}
+}
+
+type lockRequest struct {
+	OrderNo     string `json:"order_no"`
+	UserID      uint64 `json:"user_id"`
+	OrderAmount int64  `json:"order_amount"`
+}
+
+type lockResponse struct {
+	CouponID       uint64 `json:"coupon_id"`
+	OrderNo        string `json:"order_no"`
+	DiscountAmount int64  `json:"discount_amount"`
+	LockedUntil    string `json:"locked_until"`
+}
+
+type releaseRequest struct {
+	OrderNo string `json:"order_no"`
+}
+
+type releaseResponse struct {
+	Released bool `json:"released"`
 }
 
 type anomalyResponse struct {
-	Kind     string `json:"kind"`
-	OrderNo  string `json:"order_no,omitempty"`
-	CouponID uint64 `json:"coupon_id,omitempty"`
-	Count    int    `json:"count,omitempty"`
+	Kind        string `json:"kind"`
+	OrderNo     string `json:"order_no,omitempty"`
+	CouponID    uint64 `json:"coupon_id,omitempty"`
+	Count       int    `json:"count,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	LockedUntil string `json:"locked_until,omitempty"`
 }
 
 type reconcileResponse struct {
@@ -103,12 +157,21 @@ type reconcileResponse struct {
 
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
+// formatOptional formats t, or nothing for the zero time.
+func formatOptional(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeFormat)
+}
+
 func (h *API) createTemplate(c *gin.Context) {
 	var req templateRequest
 	if !httpserver.DecodeJSON(c, &req) {
 		return
 	}
-	t, err := h.app.CreateTemplate(c.Request.Context(), coupon.Template{Name: req.Name, DiscountAmount: req.DiscountAmount, MinOrderAmount: req.MinOrderAmount})
+	t, err := h.app.CreateTemplate(c.Request.Context(), coupon.Template{Name: req.Name, DiscountAmount: req.DiscountAmount,
+		MinOrderAmount: req.MinOrderAmount, ValidDays: req.ValidDays})
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -146,12 +209,21 @@ func (h *API) issueCoupon(c *gin.Context) {
 	c.JSON(http.StatusCreated, toCouponResponse(cp))
 }
 
+// getCoupon answers a coupon to its owner only. Anyone else gets the same
+// 404 as for a coupon that does not exist, so coupon ids cannot be probed.
 func (h *API) getCoupon(c *gin.Context) {
+	caller, ok := callerID(c)
+	if !ok {
+		return
+	}
 	id, ok := pathID(c)
 	if !ok {
 		return
 	}
 	cp, err := h.app.Coupon(c.Request.Context(), id)
+	if err == nil && cp.UserID != caller {
+		err = fmt.Errorf("coupon %d: %w", id, coupon.ErrNotFound)
+	}
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -159,9 +231,19 @@ func (h *API) getCoupon(c *gin.Context) {
 	c.JSON(http.StatusOK, toCouponResponse(cp))
 }
 
+// userCoupons lists the caller's own coupons; another user's list is
+// forbidden (the path names the user, so there is nothing to hide).
 func (h *API) userCoupons(c *gin.Context) {
+	caller, ok := callerID(c)
+	if !ok {
+		return
+	}
 	id, ok := pathID(c)
 	if !ok {
+		return
+	}
+	if id != caller {
+		problem.Abort(c, http.StatusForbidden, fmt.Sprintf("user %d may list only their own coupons", caller))
 		return
 	}
 	cs, err := h.app.UserCoupons(c.Request.Context(), id)
@@ -176,6 +258,45 @@ func (h *API) userCoupons(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"coupons": out})
 }
 
+// lock locks the coupon for the order being placed. A refusal is 422 with
+// its reason (see errors.go); a retry by the holder gets the same lock.
+func (h *API) lock(c *gin.Context) {
+	id, ok := pathID(c)
+	if !ok {
+		return
+	}
+	var req lockRequest
+	if !httpserver.DecodeJSON(c, &req) {
+		return
+	}
+	l, err := h.app.LockCoupon(c.Request.Context(), id, coupon.LockRequest{OrderNo: req.OrderNo, UserID: req.UserID,
+		OrderAmount: req.OrderAmount})
+	if err != nil {
+		h.refuseOrFail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, lockResponse{CouponID: l.CouponID, OrderNo: l.OrderNo, DiscountAmount: l.DiscountAmount,
+		LockedUntil: l.LockedUntil.UTC().Format(timeFormat)})
+}
+
+// release releases the lock the order holds, if it holds one.
+func (h *API) release(c *gin.Context) {
+	id, ok := pathID(c)
+	if !ok {
+		return
+	}
+	var req releaseRequest
+	if !httpserver.DecodeJSON(c, &req) {
+		return
+	}
+	released, err := h.app.ReleaseLock(c.Request.Context(), id, req.OrderNo)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, releaseResponse{Released: released})
+}
+
 func (h *API) reconcile(c *gin.Context) {
 	as, err := h.app.Reconcile(c.Request.Context())
 	if err != nil {
@@ -184,9 +305,22 @@ func (h *API) reconcile(c *gin.Context) {
 	}
 	out := reconcileResponse{Anomalies: make([]anomalyResponse, len(as))}
 	for i, a := range as {
-		out.Anomalies[i] = anomalyResponse{Kind: string(a.Kind), OrderNo: a.OrderNo, CouponID: a.CouponID, Count: a.Count}
+		out.Anomalies[i] = anomalyResponse{Kind: string(a.Kind), OrderNo: a.OrderNo, CouponID: a.CouponID, Count: a.Count,
+			Reason: a.Reason, LockedUntil: formatOptional(a.LockedUntil)}
 	}
 	c.JSON(http.StatusOK, out)
+}
+
+// callerID reads the caller from UserIDHeader: missing or not a positive
+// integer is 400.
+func callerID(c *gin.Context) (uint64, bool) {
+	raw := c.GetHeader(UserIDHeader)
+	id, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil || id == 0 {
+		problem.Abort(c, http.StatusBadRequest, fmt.Sprintf("%s %q is not a positive integer", UserIDHeader, raw))
+		return 0, false
+	}
+	return id, true
 }
 
 func pathID(c *gin.Context) (uint64, bool) {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -23,16 +25,35 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
 
-const adminToken = "test-admin-token"
+const (
+	adminToken    = "test-admin-token"
+	internalToken = "test-internal-token"
+)
+
+var (
+	asAdmin    = []string{"Authorization", "Bearer " + adminToken}
+	asService  = []string{"Authorization", "Bearer " + internalToken}
+	asUser42   = []string{httpapi.UserIDHeader, "42"}
+	ctx        = context.Background()
+	noSweeping = noOrders{}
+)
+
+// noOrders is the sweeper's order service; the API never sweeps.
+type noOrders struct{}
+
+func (noOrders) OrderState(context.Context, string) (coupon.OrderState, error) {
+	return "", coupon.ErrOrderServiceUnavailable
+}
 
 func newServer(t *testing.T) (http.Handler, *gorm.DB, *app.App) {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
 	db := testenv.DB(t, migrations.Source, outbox.Migrations)
-	a, err := app.New(store.New(db, func() {}), app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
+	a, err := app.New(store.New(db, func() {}), noSweeping, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	e := gin.New()
-	httpapi.New(a, httpapi.Options{Log: testenv.Logger(t), Admin: httpserver.AdminAuth(adminToken)}).Register(e)
+	httpapi.New(a, httpapi.Options{Log: testenv.Logger(t), Admin: httpserver.AdminAuth(adminToken),
+		Internal: httpserver.AdminAuth(internalToken)}).Register(e)
 	return e, db, a
 }
 
@@ -64,67 +85,302 @@ func count(t *testing.T, db *gorm.DB, table string) int64 {
 	return n
 }
 
-func TestIssueAndReadCoupons(t *testing.T) {
-	h, _, _ := newServer(t)
-	w := do(t, h, http.MethodPost, "/coupon-templates", `{"name":"10 off","discount_amount":1000,"min_order_amount":5000}`)
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// seed creates a template (no minimum, discount 1000) and issues a coupon of
+// it to user 42, both as the operator.
+func seed(t *testing.T, h http.Handler) (tplID, couponID uint64) {
+	t.Helper()
+	w := do(t, h, http.MethodPost, "/admin/coupon-templates", `{"name":"10 off","discount_amount":1000}`, asAdmin...)
 	if w.Code != http.StatusCreated {
 		t.Fatalf("create template: %d %s", w.Code, w.Body)
 	}
-	tpl := decode[struct{ ID uint64 }](t, w)
-
-	w = do(t, h, http.MethodPost, "/coupons", `{"template_id":`+itoa(tpl.ID)+`,"user_id":42}`)
+	tplID = decode[struct{ ID uint64 }](t, w).ID
+	w = do(t, h, http.MethodPost, "/admin/coupons", `{"template_id":`+itoa(tplID)+`,"user_id":42}`, asAdmin...)
 	if w.Code != http.StatusCreated {
 		t.Fatalf("issue: %d %s", w.Code, w.Body)
 	}
-	type couponBody struct {
-		ID         uint64
-		TemplateID uint64 `json:"template_id"`
-		UserID     uint64 `json:"user_id"`
-		Status     string
+	return tplID, decode[struct{ ID uint64 }](t, w).ID
+}
+
+type couponBody struct {
+	ID            uint64
+	TemplateID    uint64 `json:"template_id"`
+	UserID        uint64 `json:"user_id"`
+	Status        string
+	LockedOrderNo string `json:"locked_order_no"`
+	LockedUntil   string `json:"locked_until"`
+	UsedOrderNo   string `json:"used_order_no"`
+	ExpiresAt     string `json:"expires_at"`
+}
+
+// TestTheOperatorIssuesAndOnlyTheOwnerReads: templates and coupons are made
+// behind the admin token; a coupon and a coupon list are answered to their
+// owner only.
+func TestTheOperatorIssuesAndOnlyTheOwnerReads(t *testing.T) {
+	h, _, _ := newServer(t)
+	w := do(t, h, http.MethodPost, "/admin/coupon-templates", `{"name":"10 off 50","discount_amount":1000,"min_order_amount":5000,"valid_days":7}`, asAdmin...)
+	tpl := decode[struct {
+		ID        uint64
+		ValidDays int `json:"valid_days"`
+	}](t, w)
+	if w.Code != http.StatusCreated || tpl.ValidDays != 7 {
+		t.Fatalf("create template: %d %s", w.Code, w.Body)
 	}
+	if w := do(t, h, http.MethodGet, "/admin/coupon-templates/"+itoa(tpl.ID), "", asAdmin...); w.Code != http.StatusOK {
+		t.Fatalf("read template: %d %s", w.Code, w.Body)
+	}
+	w = do(t, h, http.MethodPost, "/admin/coupons", `{"template_id":`+itoa(tpl.ID)+`,"user_id":42}`, asAdmin...)
 	c := decode[couponBody](t, w)
-	if c.Status != "UNUSED" || c.UserID != 42 || c.TemplateID != tpl.ID {
-		t.Fatalf("issued %+v", c)
+	if w.Code != http.StatusCreated || c.Status != "UNUSED" || c.UserID != 42 || c.TemplateID != tpl.ID || c.ExpiresAt == "" {
+		t.Fatalf("issue: %d %s", w.Code, w.Body)
 	}
 
-	w = do(t, h, http.MethodGet, "/coupons/"+itoa(c.ID), "")
+	w = do(t, h, http.MethodGet, "/coupons/"+itoa(c.ID), "", asUser42...)
 	if got := decode[couponBody](t, w); w.Code != http.StatusOK || got != c {
-		t.Fatalf("get: %d %+v, want %+v", w.Code, got, c)
+		t.Fatalf("the owner reads: %d %+v, want %+v", w.Code, got, c)
 	}
-	w = do(t, h, http.MethodGet, "/users/42/coupons", "")
-	list := decode[struct{ Coupons []couponBody }](t, w)
-	if w.Code != http.StatusOK || len(list.Coupons) != 1 || list.Coupons[0] != c {
-		t.Fatalf("list: %d %s", w.Code, w.Body)
+	w = do(t, h, http.MethodGet, "/users/42/coupons", "", asUser42...)
+	if list := decode[struct{ Coupons []couponBody }](t, w); w.Code != http.StatusOK || len(list.Coupons) != 1 || list.Coupons[0] != c {
+		t.Fatalf("the owner lists: %d %s", w.Code, w.Body)
 	}
-	w = do(t, h, http.MethodGet, "/users/43/coupons", "")
-	if w.Code != http.StatusOK || strings.TrimSpace(w.Body.String()) != `{"coupons":[]}` {
-		t.Fatalf("empty list: %d %s", w.Code, w.Body)
+
+	// Another user: the coupon is as missing as one that does not exist,
+	// and another user's list is forbidden.
+	other := []string{httpapi.UserIDHeader, "43"}
+	stranger := do(t, h, http.MethodGet, "/coupons/"+itoa(c.ID), "", other...)
+	missing := do(t, h, http.MethodGet, "/coupons/"+itoa(c.ID+1000), "", other...)
+	if stranger.Code != http.StatusNotFound || missing.Code != http.StatusNotFound ||
+		stranger.Header().Get("Content-Type") != problem.ContentType {
+		t.Fatalf("another user's coupon: %d %s; a missing one: %d", stranger.Code, stranger.Body, missing.Code)
+	}
+	if w := do(t, h, http.MethodGet, "/users/42/coupons", "", other...); w.Code != http.StatusForbidden || w.Header().Get("Content-Type") != problem.ContentType {
+		t.Fatalf("another user's list: %d %s, want 403", w.Code, w.Body)
+	}
+	if w := do(t, h, http.MethodGet, "/users/43/coupons", "", other...); w.Code != http.StatusOK || strings.TrimSpace(w.Body.String()) != `{"coupons":[]}` {
+		t.Fatalf("an empty list: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestRoutesAnswerOnlyTheirCallers: the operator routes need the admin
+// token, the service routes the internal token (and the two are not
+// interchangeable); the user routes need X-User-ID.
+func TestRoutesAnswerOnlyTheirCallers(t *testing.T) {
+	h, db, _ := newServer(t)
+	_, couponID := seed(t, h)
+	tests := []struct {
+		name, method, path, body string
+		headers                  []string
+		status                   int
+	}{
+		{"template without a token", http.MethodPost, "/admin/coupon-templates", `{"name":"x","discount_amount":1}`, nil, http.StatusUnauthorized},
+		{"issue without a token", http.MethodPost, "/admin/coupons", `{"template_id":1,"user_id":42}`, nil, http.StatusUnauthorized},
+		{"issue with the internal token", http.MethodPost, "/admin/coupons", `{"template_id":1,"user_id":42}`, asService, http.StatusUnauthorized},
+		{"reconcile as a user", http.MethodGet, "/admin/reconcile", "", asUser42, http.StatusUnauthorized},
+		{"lock without a token", http.MethodPost, "/internal/coupons/" + itoa(couponID) + "/lock", `{"order_no":"O","user_id":42,"order_amount":5000}`, nil, http.StatusUnauthorized},
+		{"lock with the admin token", http.MethodPost, "/internal/coupons/" + itoa(couponID) + "/lock", `{"order_no":"O","user_id":42,"order_amount":5000}`, asAdmin, http.StatusUnauthorized},
+		{"release as a user", http.MethodPost, "/internal/coupons/" + itoa(couponID) + "/release", `{"order_no":"O"}`, asUser42, http.StatusUnauthorized},
+		{"the old open template route", http.MethodPost, "/coupon-templates", `{"name":"x","discount_amount":1}`, nil, http.StatusNotFound},
+		{"the old open issue route", http.MethodPost, "/coupons", `{"template_id":1,"user_id":42}`, nil, http.StatusNotFound},
+		{"a coupon without X-User-ID", http.MethodGet, "/coupons/" + itoa(couponID), "", nil, http.StatusBadRequest},
+		{"a coupon with a malformed X-User-ID", http.MethodGet, "/coupons/" + itoa(couponID), "", []string{httpapi.UserIDHeader, "42abc"}, http.StatusBadRequest},
+		{"a list without X-User-ID", http.MethodGet, "/users/42/coupons", "", nil, http.StatusBadRequest},
+		{"a list with X-User-ID 0", http.MethodGet, "/users/42/coupons", "", []string{httpapi.UserIDHeader, "0"}, http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := do(t, h, tt.method, tt.path, tt.body, tt.headers...)
+			if w.Code != tt.status {
+				t.Fatalf("status %d %s, want %d", w.Code, w.Body, tt.status)
+			}
+		})
+	}
+	if n := count(t, db, "coupon_template"); n != 1 {
+		t.Fatalf("%d templates, want the seeded one only", n)
+	}
+	if n := count(t, db, "coupons"); n != 1 {
+		t.Fatalf("%d coupons, want the seeded one only", n)
+	}
+	var locked int64
+	testenv.Must(t, db.Table("coupons").Where("status <> ?", "UNUSED").Count(&locked).Error)
+	if locked != 0 {
+		t.Fatal("a refused lock or release changed a coupon")
+	}
+}
+
+type lockBody struct {
+	CouponID       uint64 `json:"coupon_id"`
+	OrderNo        string `json:"order_no"`
+	DiscountAmount int64  `json:"discount_amount"`
+	LockedUntil    string `json:"locked_until"`
+}
+
+// TestLockAndReleaseOverHTTP: the order service's two calls as the contract
+// has them. A lock answers the discount and the deadline; the same call
+// again answers the same lock; another order gets 422 not_available in
+// problem+json; the holder's release answers true once, then false.
+func TestLockAndReleaseOverHTTP(t *testing.T) {
+	h, db, _ := newServer(t)
+	_, couponID := seed(t, h)
+	lockPath := "/internal/coupons/" + itoa(couponID) + "/lock"
+	releasePath := "/internal/coupons/" + itoa(couponID) + "/release"
+
+	w := do(t, h, http.MethodPost, lockPath, `{"order_no":"ORDER-1","user_id":42,"order_amount":5000}`, asService...)
+	first := decode[lockBody](t, w)
+	if w.Code != http.StatusOK || first.CouponID != couponID || first.OrderNo != "ORDER-1" || first.DiscountAmount != 1000 || first.LockedUntil == "" {
+		t.Fatalf("lock: %d %s", w.Code, w.Body)
+	}
+	again := do(t, h, http.MethodPost, lockPath, `{"order_no":"ORDER-1","user_id":42,"order_amount":5000}`, asService...)
+	if again.Code != http.StatusOK || again.Body.String() != w.Body.String() {
+		t.Fatalf("the same lock again: %d %s, want %s", again.Code, again.Body, w.Body)
+	}
+	other := do(t, h, http.MethodPost, lockPath, `{"order_no":"ORDER-2","user_id":42,"order_amount":5000}`, asService...)
+	p := decode[map[string]any](t, other)
+	if other.Code != http.StatusUnprocessableEntity || other.Header().Get("Content-Type") != problem.ContentType ||
+		p["reason"] != "not_available" || p["status"] != float64(422) {
+		t.Fatalf("another order: %d %s, want 422 not_available", other.Code, other.Body)
+	}
+	var status string
+	testenv.Must(t, db.Table("coupons").Where("id = ?", couponID).Pluck("locked_order_no", &status).Error)
+	if status != "ORDER-1" {
+		t.Fatalf("the coupon is locked by %q, want ORDER-1", status)
+	}
+
+	for i, want := range []string{`{"released":false}`, `{"released":true}`, `{"released":false}`} {
+		order := "ORDER-1"
+		if i == 0 {
+			order = "ORDER-2"
+		}
+		w := do(t, h, http.MethodPost, releasePath, `{"order_no":"`+order+`"}`, asService...)
+		if w.Code != http.StatusOK || strings.TrimSpace(w.Body.String()) != want {
+			t.Fatalf("release %d by %s: %d %s, want %s", i+1, order, w.Code, w.Body, want)
+		}
+	}
+}
+
+// TestLockRefusalsOverHTTP: each refusal of the contract is 422
+// problem+json with its reason, and the coupon is unchanged.
+func TestLockRefusalsOverHTTP(t *testing.T) {
+	h, db, _ := newServer(t)
+	w := do(t, h, http.MethodPost, "/admin/coupon-templates", `{"name":"10 off 50","discount_amount":1000,"min_order_amount":5000}`, asAdmin...)
+	tplID := decode[struct{ ID uint64 }](t, w).ID
+	w = do(t, h, http.MethodPost, "/admin/coupons", `{"template_id":`+itoa(tplID)+`,"user_id":42}`, asAdmin...)
+	couponID := decode[struct{ ID uint64 }](t, w).ID
+	expired := decode[struct{ ID uint64 }](t, do(t, h, http.MethodPost, "/admin/coupons", `{"template_id":`+itoa(tplID)+`,"user_id":42}`, asAdmin...)).ID
+	testenv.Must(t, db.Exec("UPDATE coupons SET expires_at = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND WHERE id = ?", expired).Error)
+	do(t, h, http.MethodPost, "/internal/coupons/"+itoa(couponID)+"/lock", `{"order_no":"HOLDER","user_id":42,"order_amount":5000}`, asService...)
+	free := decode[struct{ ID uint64 }](t, do(t, h, http.MethodPost, "/admin/coupons", `{"template_id":`+itoa(tplID)+`,"user_id":42}`, asAdmin...)).ID
+
+	tests := []struct {
+		name   string
+		coupon uint64
+		body   string
+		reason string
+	}{
+		{"unknown coupon", free + 1000, `{"order_no":"O","user_id":42,"order_amount":5000}`, "not_found"},
+		{"another user's coupon", free, `{"order_no":"O","user_id":43,"order_amount":5000}`, "not_owner"},
+		{"locked by another order", couponID, `{"order_no":"O","user_id":42,"order_amount":5000}`, "not_available"},
+		{"expired", expired, `{"order_no":"O","user_id":42,"order_amount":5000}`, "expired"},
+		{"below the minimum", free, `{"order_no":"O","user_id":42,"order_amount":4999}`, "below_minimum"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := do(t, h, http.MethodPost, "/internal/coupons/"+itoa(tt.coupon)+"/lock", tt.body, asService...)
+			p := decode[map[string]any](t, w)
+			if w.Code != http.StatusUnprocessableEntity || w.Header().Get("Content-Type") != problem.ContentType || p["reason"] != tt.reason {
+				t.Fatalf("%d %s, want 422 with reason %s", w.Code, w.Body, tt.reason)
+			}
+		})
+	}
+	var locked []uint64
+	testenv.Must(t, db.Table("coupons").Where("status = ?", "LOCKED").Pluck("id", &locked).Error)
+	if len(locked) != 1 || locked[0] != couponID {
+		t.Fatalf("locked coupons %v, want only %d", locked, couponID)
+	}
+}
+
+// TestConcurrentLockCallsOverHTTP: many orders' lock calls for one coupon
+// at once through the whole HTTP stack: exactly one 200, the rest 422
+// not_available.
+func TestConcurrentLockCallsOverHTTP(t *testing.T) {
+	h, _, _ := newServer(t)
+	_, couponID := seed(t, h)
+	const n = 40
+	codes := make([]int, n)
+	reasons := make([]any, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			w := do(t, h, http.MethodPost, "/internal/coupons/"+itoa(couponID)+"/lock",
+				`{"order_no":"ORDER-`+strconv.Itoa(i)+`","user_id":42,"order_amount":5000}`, asService...)
+			codes[i] = w.Code
+			if w.Code != http.StatusOK {
+				var p map[string]any
+				_ = json.Unmarshal(w.Body.Bytes(), &p)
+				reasons[i] = p["reason"]
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	ok := 0
+	for i := range n {
+		switch {
+		case codes[i] == http.StatusOK:
+			ok++
+		case codes[i] != http.StatusUnprocessableEntity || reasons[i] != "not_available":
+			t.Fatalf("call %d: %d %v, want 200 or 422 not_available", i, codes[i], reasons[i])
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d lock calls answered 200, want exactly 1", ok)
 	}
 }
 
 // TestBadInputIsRefusedWithProblemAndWritesNothing: every malformed request
-// is answered 4xx in problem+json, and no row is written.
+// is answered 4xx in problem+json, and no row is written or changed.
 func TestBadInputIsRefusedWithProblemAndWritesNothing(t *testing.T) {
 	h, db, _ := newServer(t)
+	_, couponID := seed(t, h)
+	lock := "/internal/coupons/" + itoa(couponID) + "/lock"
+	release := "/internal/coupons/" + itoa(couponID) + "/release"
 	tests := []struct {
 		name, method, path, body string
+		headers                  []string
 		status                   int
 	}{
-		{"not JSON", http.MethodPost, "/coupons", `{"template_id":`, http.StatusBadRequest},
-		{"unknown field", http.MethodPost, "/coupons", `{"template_id":1,"user_id":1,"admin":true}`, http.StatusBadRequest},
-		{"negative id", http.MethodPost, "/coupons", `{"template_id":-1,"user_id":1}`, http.StatusBadRequest},
-		{"missing user", http.MethodPost, "/coupons", `{"template_id":1}`, http.StatusBadRequest},
-		{"trailing data", http.MethodPost, "/coupons", `{"template_id":1,"user_id":1} {}`, http.StatusBadRequest},
-		{"unknown template", http.MethodPost, "/coupons", `{"template_id":999,"user_id":1}`, http.StatusUnprocessableEntity},
-		{"template without name", http.MethodPost, "/coupon-templates", `{"name":"","discount_amount":100}`, http.StatusBadRequest},
-		{"template with zero discount", http.MethodPost, "/coupon-templates", `{"name":"x","discount_amount":0}`, http.StatusBadRequest},
-		{"non-numeric coupon id", http.MethodGet, "/coupons/abc", "", http.StatusBadRequest},
-		{"zero user id", http.MethodGet, "/users/0/coupons", "", http.StatusBadRequest},
-		{"missing coupon", http.MethodGet, "/coupons/999", "", http.StatusNotFound},
+		{"issue: not JSON", http.MethodPost, "/admin/coupons", `{"template_id":`, asAdmin, http.StatusBadRequest},
+		{"issue: unknown field", http.MethodPost, "/admin/coupons", `{"template_id":1,"user_id":1,"admin":true}`, asAdmin, http.StatusBadRequest},
+		{"issue: negative id", http.MethodPost, "/admin/coupons", `{"template_id":-1,"user_id":1}`, asAdmin, http.StatusBadRequest},
+		{"issue: missing user", http.MethodPost, "/admin/coupons", `{"template_id":1}`, asAdmin, http.StatusBadRequest},
+		{"issue: trailing data", http.MethodPost, "/admin/coupons", `{"template_id":1,"user_id":1} {}`, asAdmin, http.StatusBadRequest},
+		{"issue: unknown template", http.MethodPost, "/admin/coupons", `{"template_id":999,"user_id":1}`, asAdmin, http.StatusUnprocessableEntity},
+		{"template: no name", http.MethodPost, "/admin/coupon-templates", `{"name":"","discount_amount":100}`, asAdmin, http.StatusBadRequest},
+		{"template: zero discount", http.MethodPost, "/admin/coupon-templates", `{"name":"x","discount_amount":0}`, asAdmin, http.StatusBadRequest},
+		{"template: validity too long", http.MethodPost, "/admin/coupon-templates", `{"name":"x","discount_amount":1,"valid_days":3651}`, asAdmin, http.StatusBadRequest},
+		{"template: negative validity", http.MethodPost, "/admin/coupon-templates", `{"name":"x","discount_amount":1,"valid_days":-1}`, asAdmin, http.StatusBadRequest},
+		{"read: non-numeric coupon id", http.MethodGet, "/coupons/abc", "", asUser42, http.StatusBadRequest},
+		{"read: zero user id", http.MethodGet, "/users/0/coupons", "", []string{httpapi.UserIDHeader, "0"}, http.StatusBadRequest},
+		{"read: missing coupon", http.MethodGet, "/coupons/999", "", asUser42, http.StatusNotFound},
+		{"lock: not JSON", http.MethodPost, lock, `{"order_no":`, asService, http.StatusBadRequest},
+		{"lock: unknown field", http.MethodPost, lock, `{"order_no":"O","user_id":42,"order_amount":5000,"discount_amount":5000}`, asService, http.StatusBadRequest},
+		{"lock: no order number", http.MethodPost, lock, `{"user_id":42,"order_amount":5000}`, asService, http.StatusBadRequest},
+		{"lock: order number too long", http.MethodPost, lock, `{"order_no":"` + strings.Repeat("x", 65) + `","user_id":42,"order_amount":5000}`, asService, http.StatusBadRequest},
+		{"lock: no user", http.MethodPost, lock, `{"order_no":"O","order_amount":5000}`, asService, http.StatusBadRequest},
+		{"lock: negative user", http.MethodPost, lock, `{"order_no":"O","user_id":-42,"order_amount":5000}`, asService, http.StatusBadRequest},
+		{"lock: no amount", http.MethodPost, lock, `{"order_no":"O","user_id":42}`, asService, http.StatusBadRequest},
+		{"lock: negative amount", http.MethodPost, lock, `{"order_no":"O","user_id":42,"order_amount":-1}`, asService, http.StatusBadRequest},
+		{"lock: amount as text", http.MethodPost, lock, `{"order_no":"O","user_id":42,"order_amount":"5000"}`, asService, http.StatusBadRequest},
+		{"lock: non-numeric coupon id", http.MethodPost, "/internal/coupons/abc/lock", `{"order_no":"O","user_id":42,"order_amount":5000}`, asService, http.StatusBadRequest},
+		{"release: no order number", http.MethodPost, release, `{}`, asService, http.StatusBadRequest},
+		{"release: unknown field", http.MethodPost, release, `{"order_no":"O","force":true}`, asService, http.StatusBadRequest},
+		{"release: zero coupon id", http.MethodPost, "/internal/coupons/0/release", `{"order_no":"O"}`, asService, http.StatusBadRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := do(t, h, tt.method, tt.path, tt.body)
+			w := do(t, h, tt.method, tt.path, tt.body, tt.headers...)
 			if w.Code != tt.status {
 				t.Fatalf("status %d %s, want %d", w.Code, w.Body, tt.status)
 			}
@@ -136,10 +392,16 @@ func TestBadInputIsRefusedWithProblemAndWritesNothing(t *testing.T) {
 			}
 		})
 	}
-	for _, table := range []string{"coupon_template", "coupons"} {
-		if n := count(t, db, table); n != 0 {
-			t.Fatalf("%d rows in %s after refused requests", n, table)
-		}
+	if n := count(t, db, "coupon_template"); n != 1 {
+		t.Fatalf("%d templates after refused requests, want the seeded one", n)
+	}
+	if n := count(t, db, "coupons"); n != 1 {
+		t.Fatalf("%d coupons after refused requests, want the seeded one", n)
+	}
+	var version uint32
+	testenv.Must(t, db.Table("coupons").Where("id = ?", couponID).Pluck("version", &version).Error)
+	if version != 0 {
+		t.Fatalf("the seeded coupon changed (version %d)", version)
 	}
 }
 
@@ -151,38 +413,46 @@ func TestReconcileNeedsTheAdminTokenAndListsAnomalies(t *testing.T) {
 	if w := do(t, h, http.MethodGet, "/admin/reconcile", "", "Authorization", "Bearer wrong"); w.Code != http.StatusUnauthorized {
 		t.Fatalf("wrong token: %d", w.Code)
 	}
-	auth := []string{"Authorization", "Bearer " + adminToken}
-	w := do(t, h, http.MethodGet, "/admin/reconcile", "", auth...)
+	w := do(t, h, http.MethodGet, "/admin/reconcile", "", asAdmin...)
 	if w.Code != http.StatusOK || strings.TrimSpace(w.Body.String()) != `{"anomalies":[]}` {
 		t.Fatalf("clean: %d %s", w.Code, w.Body)
 	}
 
-	// A coupon marked USED with no ledger row behind it.
-	ctx := context.Background()
+	// A coupon marked USED with no ledger row behind it, and a paid order
+	// whose coupon's lock was released before its payment landed.
 	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "x", DiscountAmount: 1})
 	testenv.Must(t, err)
 	c, err := a.IssueCoupon(ctx, tpl.ID, 1)
 	testenv.Must(t, err)
 	testenv.Must(t, db.Exec("UPDATE coupons SET status = 'USED', used_order_no = 'LOST' WHERE id = ?", c.ID).Error)
-	w = do(t, h, http.MethodGet, "/admin/reconcile", "", auth...)
-	want := `{"anomalies":[{"kind":"used_coupon_without_deduction","order_no":"LOST","coupon_id":` + itoa(c.ID) + `}]}`
+	released, err := a.IssueCoupon(ctx, tpl.ID, 1)
+	testenv.Must(t, err)
+	st := store.New(db, func() {})
+	testenv.Must(t, st.InTx(ctx, func(tx coupon.Tx) error {
+		return a.LandOrderPaid(ctx, tx, app.OrderPaid{MessageID: "m1", OrderNo: "PAID", UserID: 1, CouponID: released.ID})
+	}))
+	if r, err := a.ProcessDueMessages(ctx); err != nil || r.Failed != 1 {
+		t.Fatalf("deduct the unlocked coupon: %+v, %v", r, err)
+	}
+	w = do(t, h, http.MethodGet, "/admin/reconcile", "", asAdmin...)
+	want := `{"anomalies":[{"kind":"used_coupon_without_deduction","order_no":"LOST","coupon_id":` + itoa(c.ID) + `},` +
+		`{"kind":"paid_order_coupon_not_locked","order_no":"PAID","coupon_id":` + itoa(released.ID) + `,"reason":"not_locked_by_order"}]}`
 	if w.Code != http.StatusOK || strings.TrimSpace(w.Body.String()) != want {
-		t.Fatalf("anomaly: %d %s, want %s", w.Code, w.Body, want)
+		t.Fatalf("anomalies: %d %s, want %s", w.Code, w.Body, want)
 	}
 }
 
-// TestOperatorRoutesWithoutAGuardRefuseEverything: an API built without
-// Options.Admin fails closed.
-func TestOperatorRoutesWithoutAGuardRefuseEverything(t *testing.T) {
-	_, _, a := newServer(t)
+// TestGuardedRoutesWithoutAGuardRefuseEverything: an API built without
+// Options.Admin or Options.Internal fails closed.
+func TestGuardedRoutesWithoutAGuardRefuseEverything(t *testing.T) {
+	h, _, a := newServer(t)
+	_, couponID := seed(t, h)
 	e := gin.New()
 	httpapi.New(a, httpapi.Options{Log: testenv.Logger(t)}).Register(e)
-	if w := do(t, e, http.MethodGet, "/admin/reconcile", "", "Authorization", "Bearer "+adminToken); w.Code != http.StatusForbidden {
+	if w := do(t, e, http.MethodGet, "/admin/reconcile", "", asAdmin...); w.Code != http.StatusForbidden {
 		t.Fatalf("reconcile without a guard: %d %s, want 403", w.Code, w.Body)
 	}
-}
-
-func itoa(n uint64) string {
-	b, _ := json.Marshal(n)
-	return string(b)
+	if w := do(t, e, http.MethodPost, "/internal/coupons/"+itoa(couponID)+"/lock", `{"order_no":"O","user_id":42,"order_amount":5000}`, asService...); w.Code != http.StatusForbidden {
+		t.Fatalf("lock without a guard: %d %s, want 403", w.Code, w.Body)
+	}
 }

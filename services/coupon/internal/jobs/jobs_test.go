@@ -2,12 +2,16 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
@@ -25,11 +29,13 @@ func TestJobsDeductAndArchive(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, migrations.Source, outbox.Migrations)
 	st := store.New(db, func() {})
-	a, err := app.New(st, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
+	a, err := app.New(st, unreachable{}, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "x", DiscountAmount: 1})
 	testenv.Must(t, err)
 	c, err := a.IssueCoupon(ctx, tpl.ID, 7)
+	testenv.Must(t, err)
+	_, err = a.LockCoupon(ctx, c.ID, coupon.LockRequest{OrderNo: "O1", UserID: 7, OrderAmount: 100})
 	testenv.Must(t, err)
 	now := time.Now().UTC()
 	testenv.Must(t, st.InTx(ctx, func(tx coupon.Tx) error {
@@ -71,5 +77,84 @@ func TestJobsDeductAndArchive(t *testing.T) {
 	testenv.Must(t, db.Table("biz_idempotent_record").Count(&online).Error)
 	if archived != 1 || online != 1 {
 		t.Fatalf("archived %d, online %d; want the expired record archived and the deduction's notice record online", archived, online)
+	}
+}
+
+// unreachable is an order service that cannot be reached.
+type unreachable struct{}
+
+func (unreachable) OrderState(context.Context, string) (coupon.OrderState, error) {
+	return "", coupon.ErrOrderServiceUnavailable
+}
+
+// cancelledOrders answers every order CANCELLED.
+type cancelledOrders struct{}
+
+func (cancelledOrders) OrderState(context.Context, string) (coupon.OrderState, error) {
+	return coupon.OrderCancelled, nil
+}
+
+// TestSweepAndReconcileJobs runs one pass of the coupon-sweep and the
+// coupon-reconcile jobs as the platform's cron would. A lock past its
+// deadline and past the overdue bound is reported (the alert is logged with
+// each kind's count); a sweep whose order service is unreachable fails the
+// run and keeps the lock; once the order service answers, the sweep
+// releases it and the next reconciliation is clean.
+func TestSweepAndReconcileJobs(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DB(t, migrations.Source, outbox.Migrations)
+	st := store.New(db, func() {})
+	cfg := app.DefaultConfig()
+	// A lock that is past its deadline and the overdue bound as soon as it
+	// is taken: the jobs run on the real clock.
+	cfg.LockTTL, cfg.LockOverdueAfter = time.Millisecond, time.Millisecond
+	var logs testenv.SyncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	build := func(orders app.Orders) *app.App {
+		a, err := app.New(st, orders, cfg, log, prometheus.NewRegistry())
+		testenv.Must(t, err)
+		return a
+	}
+	down := build(unreachable{})
+	tpl, err := down.CreateTemplate(ctx, coupon.Template{Name: "x", DiscountAmount: 1})
+	testenv.Must(t, err)
+	c, err := down.IssueCoupon(ctx, tpl.ID, 7)
+	testenv.Must(t, err)
+	_, err = down.LockCoupon(ctx, c.ID, coupon.LockRequest{OrderNo: "GONE", UserID: 7, OrderAmount: 100})
+	testenv.Must(t, err)
+	time.Sleep(5 * time.Millisecond)
+
+	reconcile := jobs.Reconcile(down, "@every 1m", log)
+	sweep := jobs.SweepLocks(down, "@every 1m", log)
+	for _, j := range []platform.Job{reconcile, sweep} {
+		if j.Name == "" || j.Schedule != "@every 1m" || j.EveryReplica {
+			t.Fatalf("job %+v: want a named job on the given schedule, on one replica at a time", j)
+		}
+	}
+	if sweep.Name != "coupon-sweep" || reconcile.Name != "coupon-reconcile" {
+		t.Fatalf("jobs named %q and %q, want coupon-sweep and coupon-reconcile", sweep.Name, reconcile.Name)
+	}
+	testenv.Must(t, reconcile.Run(ctx))
+	for _, want := range []string{`"alert":"coupon_reconcile"`, `"lock_overdue":1`, `"paid_order_coupon_not_locked":0`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("alert %q lacks %s", logs.String(), want)
+		}
+	}
+	if err := sweep.Run(ctx); !errors.Is(err, coupon.ErrOrderServiceUnavailable) {
+		t.Fatalf("sweep with the order service down: %v, want its error for the platform to count", err)
+	}
+	if got, _ := st.Coupon(ctx, c.ID); got.Status != coupon.StatusLocked {
+		t.Fatalf("coupon = %+v, want still LOCKED", got)
+	}
+
+	up := build(cancelledOrders{})
+	testenv.Must(t, jobs.SweepLocks(up, "@every 1m", log).Run(ctx))
+	if got, _ := st.Coupon(ctx, c.ID); got.Status != coupon.StatusUnused {
+		t.Fatalf("coupon = %+v, want released", got)
+	}
+	before := logs.String()
+	testenv.Must(t, jobs.Reconcile(up, "@every 1m", log).Run(ctx))
+	if after := strings.TrimPrefix(logs.String(), before); strings.Contains(after, "alert") {
+		t.Fatalf("a clean reconciliation alerted: %s", after)
 	}
 }

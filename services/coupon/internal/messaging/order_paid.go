@@ -1,7 +1,7 @@
-// Package messaging connects the coupon service to the events it consumes:
-// each function returns a platform.Consumer whose handler decodes the
-// pkg/events payload, converts it to the use case's input and calls it in
-// the inbox's transaction.
+// Package messaging connects the coupon service to the events it consumes
+// (order.paid, order.cancelled): each function returns a platform.Consumer
+// whose handler decodes the pkg/events payload, converts it to the use
+// case's input and calls it in the inbox's transaction.
 package messaging
 
 import (

@@ -22,9 +22,17 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
 
+// noOrders is the sweeper's order service in tests that never sweep.
+type noOrders struct{}
+
+func (noOrders) OrderState(context.Context, string) (coupon.OrderState, error) {
+	return "", coupon.ErrOrderServiceUnavailable
+}
+
 // TestOrderPaidFlowsFromJetStreamToOneDeduction drives the whole pipeline of
-// incident 1 against real NATS and MariaDB: order.paid events are consumed by
-// the inbox into coupon_message, and a retry pass deducts. A second event for
+// incident 1 against real NATS and MariaDB: the coupon locked by ORDER-1,
+// order.paid events are consumed by the inbox into coupon_message, and a
+// retry pass deducts. A second event for
 // the same order (another message id) lands too, and is absorbed by the state
 // machine; an order without coupon and a malformed event land nothing. The
 // consumer runs as the platform runs the declaration: under a unique event
@@ -40,11 +48,13 @@ func TestOrderPaidFlowsFromJetStreamToOneDeduction(t *testing.T) {
 
 	db := testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations)
 	st := store.New(db, func() {})
-	a, err := app.New(st, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
+	a, err := app.New(st, noOrders{}, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
 	testenv.Must(t, err)
 	c, err := a.IssueCoupon(ctx, tpl.ID, 7)
+	testenv.Must(t, err)
+	_, err = a.LockCoupon(ctx, c.ID, coupon.LockRequest{OrderNo: "ORDER-1", UserID: 7, OrderAmount: 5000})
 	testenv.Must(t, err)
 
 	decl := messaging.OrderPaid(a, st)

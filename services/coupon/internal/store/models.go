@@ -14,35 +14,47 @@ type templateRow struct {
 	Name           string
 	DiscountAmount int64
 	MinOrderAmount int64
+	ValidDays      int
 	CreatedAt      time.Time
 }
 
 func (templateRow) TableName() string { return "coupon_template" }
 
 func toDBTemplate(t coupon.Template) templateRow {
-	return templateRow{ID: t.ID, Name: t.Name, DiscountAmount: t.DiscountAmount, MinOrderAmount: t.MinOrderAmount, CreatedAt: t.CreatedAt}
+	return templateRow{ID: t.ID, Name: t.Name, DiscountAmount: t.DiscountAmount, MinOrderAmount: t.MinOrderAmount,
+		ValidDays: t.ValidDays, CreatedAt: t.CreatedAt}
 }
 
 func (r templateRow) toDomain() coupon.Template {
-	return coupon.Template{ID: r.ID, Name: r.Name, DiscountAmount: r.DiscountAmount, MinOrderAmount: r.MinOrderAmount, CreatedAt: r.CreatedAt}
+	return coupon.Template{ID: r.ID, Name: r.Name, DiscountAmount: r.DiscountAmount, MinOrderAmount: r.MinOrderAmount,
+		ValidDays: r.ValidDays, CreatedAt: r.CreatedAt}
 }
 
 type couponRow struct {
-	ID          uint64 `gorm:"primaryKey"`
-	TemplateID  uint64
-	UserID      uint64
-	Status      string
-	UsedOrderNo *string
-	Version     uint32
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	ID            uint64 `gorm:"primaryKey"`
+	TemplateID    uint64
+	UserID        uint64
+	Status        string
+	LockedOrderNo *string
+	LockedUntil   *time.Time
+	UsedOrderNo   *string
+	ExpiresAt     time.Time
+	Version       uint32
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 func (couponRow) TableName() string { return "coupons" }
 
 func toDBCoupon(c coupon.Coupon) couponRow {
 	r := couponRow{ID: c.ID, TemplateID: c.TemplateID, UserID: c.UserID, Status: string(c.Status),
-		Version: c.Version, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+		ExpiresAt: c.ExpiresAt, Version: c.Version, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+	if c.LockedOrderNo != "" {
+		r.LockedOrderNo = &c.LockedOrderNo
+	}
+	if !c.LockedUntil.IsZero() {
+		r.LockedUntil = &c.LockedUntil
+	}
 	if c.UsedOrderNo != "" {
 		r.UsedOrderNo = &c.UsedOrderNo
 	}
@@ -51,7 +63,13 @@ func toDBCoupon(c coupon.Coupon) couponRow {
 
 func (r couponRow) toDomain() coupon.Coupon {
 	c := coupon.Coupon{ID: r.ID, TemplateID: r.TemplateID, UserID: r.UserID, Status: coupon.Status(r.Status),
-		Version: r.Version, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		ExpiresAt: r.ExpiresAt, Version: r.Version, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if r.LockedOrderNo != nil {
+		c.LockedOrderNo = *r.LockedOrderNo
+	}
+	if r.LockedUntil != nil {
+		c.LockedUntil = *r.LockedUntil
+	}
 	if r.UsedOrderNo != nil {
 		c.UsedOrderNo = *r.UsedOrderNo
 	}
@@ -80,6 +98,7 @@ type messageRow struct {
 	RetryCount    int
 	NextRetryTime time.Time
 	LastError     string
+	FailureReason string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 }

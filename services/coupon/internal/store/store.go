@@ -82,6 +82,20 @@ func (s *Store) UserCoupons(ctx context.Context, userID uint64) ([]coupon.Coupon
 	return out, nil
 }
 
+// OverdueLocks implements coupon.Store.
+func (s *Store) OverdueLocks(ctx context.Context, now time.Time, afterID uint64, limit int) ([]coupon.Coupon, error) {
+	var rows []couponRow
+	if err := s.db.WithContext(ctx).Where("status = ? AND locked_until < ? AND id > ?", string(coupon.StatusLocked), now, afterID).
+		Order("id").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list overdue locks: %w", err)
+	}
+	out := make([]coupon.Coupon, len(rows))
+	for i, r := range rows {
+		out[i] = r.toDomain()
+	}
+	return out, nil
+}
+
 // Message returns the local message id, or coupon.ErrNotFound.
 func (s *Store) Message(ctx context.Context, id uint64) (coupon.Message, error) {
 	var row messageRow
@@ -157,11 +171,11 @@ func (s *Store) ClaimDueMessages(ctx context.Context, now time.Time, limit int, 
 }
 
 // MarkMessage implements coupon.Store.
-func (s *Store) MarkMessage(ctx context.Context, id uint64, status coupon.MessageStatus, retryCount int, next time.Time, lastError string, now time.Time) (bool, error) {
+func (s *Store) MarkMessage(ctx context.Context, id uint64, status coupon.MessageStatus, retryCount int, next time.Time, lastError, reason string, now time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Model(&messageRow{}).
 		Where("id = ? AND status = ?", id, string(coupon.MessagePending)).
 		Updates(map[string]any{"status": string(status), "retry_count": retryCount, "next_retry_time": next,
-			"last_error": lastError, "updated_at": now})
+			"last_error": lastError, "failure_reason": reason, "updated_at": now})
 	if res.Error != nil {
 		return false, fmt.Errorf("mark message %d %s: %w", id, status, res.Error)
 	}
@@ -169,22 +183,31 @@ func (s *Store) MarkMessage(ctx context.Context, id uint64, status coupon.Messag
 }
 
 // InTx implements coupon.Store. gorm's Transaction returns the Commit error,
-// which is the one that a lost COMMIT acknowledgement produces. After a
-// commit that added events it wakes the relay; after a lost acknowledgement
-// the relay's poll finds them instead.
+// which is the one that a lost COMMIT acknowledgement produces. After the
+// commit it runs what the transaction registered with AfterCommit (the
+// relay's wake, if events were added); after a rollback or a lost
+// acknowledgement it runs none of it (the relay's poll finds the events of
+// a commit whose acknowledgement was lost).
 func (s *Store) InTx(ctx context.Context, fn func(coupon.Tx) error) error {
-	added := false
+	var after []func()
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return fn(&Tx{db: tx, eventAdded: func(context.Context) { added = true }})
+		after = nil
+		return fn(&Tx{db: tx, wake: s.wake, onCommit: func(_ context.Context, f func()) { after = append(after, f) }})
 	})
-	if err == nil && added {
-		s.wake()
+	if err == nil {
+		for _, f := range after {
+			f()
+		}
 	}
 	return err
 }
 
-// Reconcile implements coupon.Store with three queries, one per invariant.
-func (s *Store) Reconcile(ctx context.Context) ([]coupon.Anomaly, error) {
+// reconcileLimit bounds the rows each reconciliation query returns: a
+// report of a thousand findings of a kind is already an incident.
+const reconcileLimit = 1000
+
+// Reconcile implements coupon.Store with one query per invariant.
+func (s *Store) Reconcile(ctx context.Context, overdueBefore time.Time) ([]coupon.Anomaly, error) {
 	db := s.db.WithContext(ctx)
 	out := []coupon.Anomaly{}
 
@@ -193,7 +216,7 @@ func (s *Store) Reconcile(ctx context.Context) ([]coupon.Anomaly, error) {
 		N       int
 	}
 	if err := db.Raw(`SELECT order_no, COUNT(*) AS n FROM coupon_deduction
-		GROUP BY order_no HAVING COUNT(*) > 1 ORDER BY order_no LIMIT 1000`).Scan(&dups).Error; err != nil {
+		GROUP BY order_no HAVING COUNT(*) > 1 ORDER BY order_no LIMIT ?`, reconcileLimit).Scan(&dups).Error; err != nil {
 		return nil, fmt.Errorf("reconcile duplicate deductions: %w", err)
 	}
 	for _, d := range dups {
@@ -206,7 +229,7 @@ func (s *Store) Reconcile(ctx context.Context) ([]coupon.Anomaly, error) {
 	}
 	if err := db.Raw(`SELECT c.id, c.used_order_no FROM coupons c
 		WHERE c.status = ? AND NOT EXISTS (SELECT 1 FROM coupon_deduction d WHERE d.coupon_id = c.id)
-		ORDER BY c.id LIMIT 1000`, string(coupon.StatusUsed)).Scan(&orphans).Error; err != nil {
+		ORDER BY c.id LIMIT ?`, string(coupon.StatusUsed), reconcileLimit).Scan(&orphans).Error; err != nil {
 		return nil, fmt.Errorf("reconcile used coupons without deduction: %w", err)
 	}
 	for _, o := range orphans {
@@ -217,18 +240,42 @@ func (s *Store) Reconcile(ctx context.Context) ([]coupon.Anomaly, error) {
 		out = append(out, a)
 	}
 
-	var unused []struct {
+	var notUsed []struct {
 		OrderNo  string
 		CouponID uint64
 		N        int
 	}
 	if err := db.Raw(`SELECT d.order_no, d.coupon_id, COUNT(*) AS n FROM coupon_deduction d
-		JOIN coupons c ON c.id = d.coupon_id WHERE c.status = ?
-		GROUP BY d.order_no, d.coupon_id ORDER BY d.order_no LIMIT 1000`, string(coupon.StatusUnused)).Scan(&unused).Error; err != nil {
-		return nil, fmt.Errorf("reconcile deductions on unused coupons: %w", err)
+		JOIN coupons c ON c.id = d.coupon_id WHERE c.status <> ?
+		GROUP BY d.order_no, d.coupon_id ORDER BY d.order_no LIMIT ?`, string(coupon.StatusUsed), reconcileLimit).Scan(&notUsed).Error; err != nil {
+		return nil, fmt.Errorf("reconcile deductions on coupons not used: %w", err)
 	}
-	for _, u := range unused {
+	for _, u := range notUsed {
 		out = append(out, coupon.Anomaly{Kind: coupon.AnomalyLedgerOnUnused, OrderNo: u.OrderNo, CouponID: u.CouponID, Count: u.N})
+	}
+
+	var unheld []struct {
+		OrderNo       string
+		CouponID      uint64
+		FailureReason string
+	}
+	if err := db.Raw(`SELECT order_no, coupon_id, failure_reason FROM coupon_message
+		WHERE status = ? AND failure_reason IN ? ORDER BY id LIMIT ?`,
+		string(coupon.MessageFailed), coupon.PaidWithoutLockReasons(), reconcileLimit).Scan(&unheld).Error; err != nil {
+		return nil, fmt.Errorf("reconcile paid orders without their coupon's lock: %w", err)
+	}
+	for _, u := range unheld {
+		out = append(out, coupon.Anomaly{Kind: coupon.AnomalyPaidWithoutLock, OrderNo: u.OrderNo, CouponID: u.CouponID, Reason: u.FailureReason})
+	}
+
+	var overdue []couponRow
+	if err := db.Where("status = ? AND locked_until < ?", string(coupon.StatusLocked), overdueBefore).
+		Order("locked_until, id").Limit(reconcileLimit).Find(&overdue).Error; err != nil {
+		return nil, fmt.Errorf("reconcile overdue locks: %w", err)
+	}
+	for _, r := range overdue {
+		c := r.toDomain()
+		out = append(out, coupon.Anomaly{Kind: coupon.AnomalyLockOverdue, OrderNo: c.LockedOrderNo, CouponID: c.ID, LockedUntil: c.LockedUntil})
 	}
 	return out, nil
 }
@@ -281,20 +328,26 @@ func (s *Store) ArchiveIdempotentRecords(ctx context.Context, now time.Time, bat
 
 // Tx is coupon.Tx on one gorm transaction.
 type Tx struct {
-	db *gorm.DB
-	// eventAdded is called by AddEvent: it arranges for the relay to be
-	// woken once the transaction has committed, by whoever commits it.
-	eventAdded func(ctx context.Context)
+	db   *gorm.DB
+	wake func()
+	// onCommit arranges for fn to run once the transaction has committed,
+	// by whoever commits it.
+	onCommit func(ctx context.Context, fn func())
+	// wakeQueued is set once an event has arranged the relay's wake.
+	wakeQueued bool
 }
 
 var _ coupon.Tx = (*Tx)(nil)
 
 // BindTx returns the coupon.Tx view of the inbox consumer's transaction,
-// which the consumer commits: an event added in it wakes the relay after
-// that commit (inbox.OnCommit).
+// which the consumer commits: what is registered with AfterCommit (the
+// relay's wake included) runs after that commit (inbox.OnCommit).
 func (s *Store) BindTx(tx *gorm.DB) coupon.Tx {
-	return &Tx{db: tx, eventAdded: func(ctx context.Context) { inbox.OnCommit(ctx, s.wake) }}
+	return &Tx{db: tx, wake: s.wake, onCommit: inbox.OnCommit}
 }
+
+// AfterCommit implements coupon.Tx.
+func (t *Tx) AfterCommit(ctx context.Context, fn func()) { t.onCommit(ctx, fn) }
 
 // Template implements coupon.Tx.
 func (t *Tx) Template(ctx context.Context, id uint64) (coupon.Template, error) {
@@ -315,10 +368,39 @@ func (t *Tx) CouponForUpdate(ctx context.Context, id uint64) (coupon.Coupon, err
 	return row.toDomain(), nil
 }
 
-// UseCouponIfUnused implements coupon.Tx.
-func (t *Tx) UseCouponIfUnused(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
+// LockCoupon implements coupon.Tx. The unique key on locked_order_no turns
+// a second coupon for the same order into coupon.ErrNotAvailable; a
+// duplicate key inside a MySQL transaction rolls back only the statement.
+func (t *Tx) LockCoupon(ctx context.Context, id uint64, orderNo string, until, now time.Time) (int64, error) {
 	res := t.db.WithContext(ctx).Model(&couponRow{}).
 		Where("id = ? AND status = ?", id, string(coupon.StatusUnused)).
+		Updates(map[string]any{"status": string(coupon.StatusLocked), "locked_order_no": orderNo, "locked_until": until,
+			"version": gorm.Expr("version + 1"), "updated_at": now})
+	if res.Error != nil {
+		if database.IsDuplicateKey(res.Error) {
+			return 0, fmt.Errorf("%w: order %s already holds another coupon", coupon.ErrNotAvailable, orderNo)
+		}
+		return 0, fmt.Errorf("lock coupon %d: %w", id, res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
+// ReleaseLock implements coupon.Tx.
+func (t *Tx) ReleaseLock(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
+	res := t.db.WithContext(ctx).Model(&couponRow{}).
+		Where("id = ? AND status = ? AND locked_order_no = ?", id, string(coupon.StatusLocked), orderNo).
+		Updates(map[string]any{"status": string(coupon.StatusUnused), "locked_order_no": nil, "locked_until": nil,
+			"version": gorm.Expr("version + 1"), "updated_at": now})
+	if res.Error != nil {
+		return 0, fmt.Errorf("release coupon %d of order %s: %w", id, orderNo, res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
+// UseLockedCoupon implements coupon.Tx.
+func (t *Tx) UseLockedCoupon(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
+	res := t.db.WithContext(ctx).Model(&couponRow{}).
+		Where("id = ? AND status = ? AND locked_order_no = ?", id, string(coupon.StatusLocked), orderNo).
 		Updates(map[string]any{"status": string(coupon.StatusUsed), "used_order_no": orderNo,
 			"version": gorm.Expr("version + 1"), "updated_at": now})
 	if res.Error != nil {
@@ -328,8 +410,9 @@ func (t *Tx) UseCouponIfUnused(ctx context.Context, id uint64, orderNo string, n
 }
 
 // UseCouponUnconditionally implements coupon.Tx. It exists only for the
-// broken deduction: there is no status in the WHERE clause, so it "succeeds"
-// on a coupon that is already USED.
+// broken deduction: there is no status or lock holder in the WHERE clause,
+// so it "succeeds" on a coupon that is already USED, or locked by another
+// order.
 func (t *Tx) UseCouponUnconditionally(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
 	res := t.db.WithContext(ctx).Model(&couponRow{}).Where("id = ?", id).
 		Updates(map[string]any{"status": string(coupon.StatusUsed), "used_order_no": orderNo,
@@ -391,7 +474,10 @@ func (t *Tx) AddEvent(ctx context.Context, e events.Event) error {
 	if err := outbox.Add(t.db.WithContext(ctx), msg); err != nil {
 		return err
 	}
-	t.eventAdded(ctx)
+	if !t.wakeQueued {
+		t.wakeQueued = true
+		t.onCommit(ctx, t.wake)
+	}
 	return nil
 }
 

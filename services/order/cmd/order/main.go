@@ -1,17 +1,24 @@
-// Command order runs the oncemall order service: orders and their payment,
-// and the product catalog with its batch copy. `order --help` lists the
+// Command order runs the oncemall order service: orders (priced from the
+// catalog, their stock reserved, their coupon locked at the coupon service,
+// paid, cancelled and closed when unpaid), and the product catalog with its
+// stock and its batch copy. `order --help` lists the
 // commands and every variable; the platform (pkg/platform) runs the rest.
 package main
 
 import (
+	"net/http"
+
 	"github.com/oncemall/oncemall/pkg/formtoken"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/config"
+	"github.com/oncemall/oncemall/services/order/internal/couponclient"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
+	"github.com/oncemall/oncemall/services/order/internal/jobs"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
+	"github.com/oncemall/oncemall/services/order/internal/paymentclient"
 	"github.com/oncemall/oncemall/services/order/internal/store"
 	"github.com/oncemall/oncemall/services/order/migrations"
 )
@@ -22,13 +29,17 @@ var service = platform.Service[config.Config]{
 	Name:       "order",
 	Port:       8081,
 	Migrations: []migrate.Source{migrations.Source, idempotency.Migrations},
-	Streams:    []string{"order", "payment", "product"}, // published; consumed; both (the batch copy)
+	Streams:    []string{"order", "product"}, // published (product.> is also consumed: the batch copy)
 	Wire:       wire,
 }
 
 func wire(w *platform.Wiring, cfg config.Config) error {
 	orders, products := store.New(w.DB, w.Outbox.Wake), store.NewProducts(w.DB, w.Outbox.Wake)
-	a, err := app.New(orders, products, cfg.App(), w.Log, w.Registry)
+	// The services it calls present the internal token; each call is
+	// bounded by its own timeout, below the request's deadline.
+	coupons := couponclient.New(cfg.Peers.CouponURL, w.InternalToken, &http.Client{Timeout: cfg.Peers.CouponTimeout})
+	payments := paymentclient.New(cfg.Peers.PaymentURL, w.InternalToken, &http.Client{Timeout: cfg.Peers.PaymentTimeout})
+	a, err := app.New(orders, products, coupons, payments, cfg.App(), w.Log, w.Registry)
 	if err != nil {
 		return err
 	}
@@ -43,10 +54,12 @@ func wire(w *platform.Wiring, cfg config.Config) error {
 		return err
 	}
 	w.Routes(httpapi.New(a, httpapi.Options{
-		Log: w.Log, Admin: w.Admin, Tokens: tokens, CompleteInTx: store.CompleteInTx,
+		Log: w.Log, Admin: w.Admin, Internal: w.Internal, Tokens: tokens, CompleteInTx: store.CompleteInTx,
 		Guard: idem.HandlerInTxFor(string(cfg.Modes.OrderIdempotency)),
 	}).Register)
 	w.Consume(messaging.PaymentSucceeded(a, orders))
 	w.Consume(messaging.ProductCopy(a, products, cfg.Modes.CopyWorkers(cfg.Products.Workers)))
+	w.Job(jobs.Close(a, cfg.Orders.CloseSchedule, w.Log))
+	w.Job(jobs.Reconcile(a, cfg.Orders.ReconcileSchedule, w.Log))
 	return nil
 }

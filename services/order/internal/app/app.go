@@ -2,15 +2,20 @@
 //
 // Orders:
 //
-//	create_order.go     validate, insert the order and its order.created event in one transaction
-//	get_order.go        read one order
-//	mark_order_paid.go  apply payment.succeeded in the consumer's transaction: WAIT_PAY → PAID and order.paid
-//	reconcile.go        list what breaks the payment chain's invariants (GET /admin/reconcile)
+//	create_order.go       price from the catalog, lock the coupon, then in one transaction: reserve stock, insert the order, order.created
+//	reserve_stock.go      incident 5: the stock of an order taken the fixed way (reserve_stock_fixed.go), the broken one (reserve_stock_broken.go) or the optimistic one (reserve_stock_optimistic.go)
+//	get_order.go          read one order: its owner's view, and the services' view
+//	mark_order_paid.go    apply payment.succeeded in the consumer's transaction: WAIT_PAY → PAID, reservations CONFIRMED, order.paid
+//	cancel_order.go       the owner's cancel: close the order
+//	close_order.go        close one order: close its charge (close_charge_fixed.go, or not: close_charge_broken.go), then WAIT_PAY → CANCELLED, reservations RELEASED, order.cancelled
+//	close_expired.go      the order-close job's pass over orders unpaid past Config.PayTimeout
+//	reconcile.go          list what breaks the order side's invariants (GET /admin/reconcile, the order-reconcile job)
 //
 // Products (incident 3; services/order/PRODUCTS.md):
 //
-//	create_product.go   POST /products, the fixed way (create_product_fixed.go) or the broken one (create_product_broken.go)
+//	create_product.go   POST /admin/products, the fixed way (create_product_fixed.go) or the broken one (create_product_broken.go)
 //	get_products.go     a live product, and a brand's live products by page
+//	set_stock.go        PUT /admin/products/{id}/stock
 //	delete_product.go   logical deletion that frees the product's key
 //	create_templates.go the default product data batch copies start from
 //	start_copy.go       accept a batch copy: job, chunks and their events in one transaction
@@ -18,11 +23,13 @@
 //	copy_progress.go    a job's counters and completion
 //
 // The use cases see the database only through the order and product
-// Store and Tx interfaces; which way products are created is
-// Config.ProductCopy, the service's PRODUCT_COPY_MODE.
+// Store and Tx interfaces, and the coupon and payment services through
+// Coupons and Payments; which way each incident's step runs is a
+// variant.Mode of Config.
 package app
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -38,6 +45,11 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
+// Optimistic is the third value of ORDER_STOCK_MODE, a lab variant: stock
+// taken by a compare-and-set on the stock row's version, the whole order
+// transaction retried a bounded number of times when it loses.
+const Optimistic variant.Mode = "optimistic"
+
 // Config tunes the use cases.
 type Config struct {
 	// ProductCopy is how products are created: variant.Fixed, the dedup
@@ -47,6 +59,18 @@ type Config struct {
 	// variant is that broken code consumed by one worker, which the
 	// service's wiring decides, not the use cases.
 	ProductCopy variant.Mode
+	// Stock is how an order takes its stock (incident 5): variant.Fixed,
+	// the conditional decrement; variant.Broken, read then write back the
+	// value computed from the read; Optimistic, a version compare-and-set.
+	Stock variant.Mode
+	// Close is how an order is closed (incident 6): variant.Fixed asks the
+	// payment service to close the charge first; variant.Broken does not.
+	Close variant.Mode
+	// PayTimeout is how long an order may wait for its payment before the
+	// order-close job closes it (ORDER_PAY_TIMEOUT).
+	PayTimeout time.Duration
+	// CloseBatch bounds the orders one pass of the order-close job closes.
+	CloseBatch int
 	// ChunkSize is how many products one batch-copy message carries when
 	// duplicates are skipped: the unit of one worker's transaction (1..1000).
 	ChunkSize int
@@ -68,6 +92,18 @@ func (c Config) Validate() error {
 	if c.ProductCopy == "" {
 		errs = append(errs, errors.New("app: ProductCopy is required"))
 	}
+	if c.Stock != variant.Fixed && c.Stock != variant.Broken && c.Stock != Optimistic {
+		errs = append(errs, fmt.Errorf("app: Stock must be fixed, broken or optimistic, got %q", c.Stock))
+	}
+	if c.Close != variant.Fixed && c.Close != variant.Broken {
+		errs = append(errs, fmt.Errorf("app: Close must be fixed or broken, got %q", c.Close))
+	}
+	if c.PayTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("app: PayTimeout must be positive, got %s", c.PayTimeout))
+	}
+	if c.CloseBatch < 1 || c.CloseBatch > 10000 {
+		errs = append(errs, fmt.Errorf("app: CloseBatch must be in 1..10000, got %d", c.CloseBatch))
+	}
 	if c.ChunkSize < 1 || c.ChunkSize > 1000 {
 		errs = append(errs, fmt.Errorf("app: ChunkSize must be in 1..1000, got %d", c.ChunkSize))
 	}
@@ -80,36 +116,103 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Coupons is the coupon service as placing an order needs it
+// (internal/couponclient).
+type Coupons interface {
+	// Lock locks a coupon for an order and returns its discount. The call
+	// is idempotent per order number: a retry gets the same lock. A refusal
+	// is *order.CouponRefusedError; anything else that is not an answer (no
+	// answer, an answer outside the contract) wraps order.ErrUnavailable,
+	// and then the coupon may or may not be locked.
+	Lock(ctx context.Context, r order.CouponLockRequest) (order.CouponLock, error)
+	// Release releases the coupon's lock if order orderNo holds it, and
+	// reports whether it did; releasing a lock the order does not hold
+	// changes nothing.
+	Release(ctx context.Context, couponID uint64, orderNo string) (bool, error)
+}
+
+// Payments is the payment service as closing an order needs it
+// (internal/paymentclient).
+type Payments interface {
+	// CloseCharge closes the order's charge so that no payment can land
+	// after the order closes, and answers order.ChargeClosed, or
+	// order.ChargePaid when the customer paid first. It is idempotent.
+	// Anything but an answer wraps order.ErrUnavailable.
+	CloseCharge(ctx context.Context, orderNo string) (order.ChargeOutcome, error)
+}
+
 // App is the set of use cases.
 type App struct {
 	orders   order.Store
 	products product.Store
+	coupons  Coupons
+	payments Payments
 	cfg      Config
 	log      *slog.Logger
 	now      func() time.Time
+	m        appMetrics
+}
+
+// appMetrics are what an operator watches of the use cases.
+type appMetrics struct {
 	// copied counts the products the batch-copy workers handled, by
 	// outcome.
 	copied *prometheus.CounterVec
+	// stock counts stock decisions by outcome: reserved, out_of_stock,
+	// and, in the optimistic variant, conflict (a lost compare-and-set,
+	// retried) and contention (given up).
+	stock *prometheus.CounterVec
+	// couponLocks and couponReleases count the calls to the coupon
+	// service by outcome.
+	couponLocks, couponReleases *prometheus.CounterVec
+	// closes counts order closes by reason and outcome.
+	closes *prometheus.CounterVec
+	// findings is the last reconciliation's count of each anomaly kind.
+	findings *prometheus.GaugeVec
 }
 
-// New returns the use cases over the orders' and the catalog's stores,
-// registering their metrics on reg.
-func New(orders order.Store, products product.Store, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*App, error) {
+// New returns the use cases over the orders' and the catalog's stores and
+// the coupon and payment services, registering their metrics on reg.
+func New(orders order.Store, products product.Store, coupons Coupons, payments Payments, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	copied, err := metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "order_product_copy_products_total",
-		Help: "Products handled by batch-copy workers, by outcome (created, skipped, failed).",
-	}, []string{"outcome"}))
-	if err != nil {
+	if orders == nil || products == nil || coupons == nil || payments == nil {
+		return nil, errors.New("app: orders, products, coupons and payments are required")
+	}
+	var m appMetrics
+	var errs []error
+	counter := func(dst **prometheus.CounterVec, name, help string, labels ...string) {
+		c, err := metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+		*dst = c
+		errs = append(errs, err)
+	}
+	counter(&m.copied, "order_product_copy_products_total", "Products handled by batch-copy workers, by outcome (created, skipped, failed).", "outcome")
+	counter(&m.stock, "order_stock_decisions_total", "Stock taken for order lines, by mode and outcome (reserved, out_of_stock; optimistic also conflict, contention).", "mode", "outcome")
+	counter(&m.couponLocks, "order_coupon_locks_total", "Coupon lock calls to the coupon service, by outcome (locked, refused, failed).", "outcome")
+	counter(&m.couponReleases, "order_coupon_releases_total", "Coupon lock releases after an order failed, by outcome (released, not_held, kept: the order had committed, failed: left to the coupon sweeper).", "outcome")
+	counter(&m.closes, "order_closes_total", "Order closes by reason (timeout, customer) and outcome (cancelled, already_cancelled, paid, failed).", "reason", "outcome")
+	findings, err := metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "order_reconcile_findings",
+		Help: "Findings of the last reconciliation, by kind; anything above zero is an incident.",
+	}, []string{"kind"}))
+	m.findings = findings
+	if err := errors.Join(append(errs, err)...); err != nil {
 		return nil, fmt.Errorf("app metrics: %w", err)
 	}
+	for _, k := range order.AnomalyKinds {
+		m.findings.WithLabelValues(string(k))
+	}
 	return &App{
-		orders: orders, products: products, cfg: cfg, log: log, copied: copied,
-		now: func() time.Time { return time.Now().UTC() },
+		orders: orders, products: products, coupons: coupons, payments: payments, cfg: cfg, log: log, m: m,
+		now: now,
 	}, nil
 }
+
+// now is the use cases' clock: UTC, to the millisecond the database keeps
+// (DATETIME(3)), so that an answer built from a value just written says
+// what a later read of it says.
+func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
 // newOrderNo returns a unique, roughly time-ordered order number:
 // "O" + UTC time to the millisecond + 8 random hex digits.

@@ -51,9 +51,9 @@ func (a *App) CopyChunk(ctx context.Context, tx product.Tx, c product.CopyChunk)
 	// Counted before the message's transaction commits: a commit that fails
 	// afterwards gets the chunk redelivered and counted again, so the metric
 	// can run slightly ahead of the database. The job's counters cannot.
-	a.copied.WithLabelValues("created").Add(float64(res.Created))
-	a.copied.WithLabelValues("skipped").Add(float64(res.Skipped))
-	a.copied.WithLabelValues("failed").Add(float64(res.Failed))
+	a.m.copied.WithLabelValues("created").Add(float64(res.Created))
+	a.m.copied.WithLabelValues("skipped").Add(float64(res.Skipped))
+	a.m.copied.WithLabelValues("failed").Add(float64(res.Failed))
 	if res.Error != "" {
 		a.log.WarnContext(ctx, "batch copy chunk failed", "job_id", c.JobID, "seq", c.Seq, "error", res.Error)
 	}

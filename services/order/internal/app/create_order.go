@@ -2,18 +2,20 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
 
-// CreateOrder is the input of the CreateOrder use case. Give Items or
-// Amount, not both.
+// CreateOrder is the input of the CreateOrder use case: who orders, what
+// (products and quantities only; prices come from the catalog), and an
+// optional coupon.
 type CreateOrder struct {
 	UserID   uint64
-	Items    []order.Item
-	Amount   int64
+	Lines    []order.Line
 	CouponID *uint64
 }
 
@@ -28,33 +30,97 @@ type TxHook func(ctx context.Context, tx order.Tx, o order.Order) error
 // twice for one order.
 func OrderCreatedEventID(orderNo string) string { return "order-created-" + orderNo }
 
-// CreateOrder validates cmd and, in one transaction, inserts the order (in
-// WAIT_PAY), its order.created event and whatever the hooks write (they run
-// last, in order). Invalid input returns order.ErrInvalid with nothing
-// written.
-func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook) (order.Order, error) {
+// releaseTimeout bounds the release of a coupon lock after an order failed;
+// it runs on a context of its own, because the request's may be what ended.
+const releaseTimeout = 5 * time.Second
+
+// CreateOrder places an order:
+//
+//  1. validate cmd (order.ErrInvalid);
+//  2. with a coupon: price the lines from the catalog
+//     (order.ErrProductUnavailable for a product that does not exist or was
+//     deleted) and lock the coupon at the coupon service for the order's
+//     total (*order.CouponRefusedError; order.ErrUnavailable when it does
+//     not answer). The lock is a network call, so it is made before the
+//     transaction, never inside it;
+//  3. in one transaction: read the prices under a shared lock (with a
+//     coupon, re-read them: order.ErrPriceChanged if they moved since
+//     step 2; without one this read prices the order, and the read of
+//     step 2 is not needed), take the stock the way Config.Stock says
+//     (order.ErrOutOfStock), insert the order with its items' snapshot,
+//     its reservations and order.created, and run the hooks last.
+//
+// If anything after the lock fails (a refusal, an error, a panic), the lock
+// is released before CreateOrder returns. If the process dies between the
+// lock and the commit, nothing here can release it: the coupon service's
+// lock deadline and its sweeper, which asks GET /internal/orders/{no}, do.
+// Every refusal leaves nothing of the order written.
+func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook) (o order.Order, err error) {
+	switch {
+	case cmd.UserID == 0:
+		return order.Order{}, fmt.Errorf("%w: user id must be positive", order.ErrInvalid)
+	case cmd.CouponID != nil && *cmd.CouponID == 0:
+		return order.Order{}, fmt.Errorf("%w: coupon_id must be positive when given", order.ErrInvalid)
+	}
+	if err := order.CheckLines(cmd.Lines); err != nil {
+		return order.Order{}, err
+	}
 	now := a.now()
 	no, err := newOrderNo(now)
 	if err != nil {
 		return order.Order{}, err
 	}
-	o, err := order.New(no, cmd.UserID, cmd.Items, cmd.Amount, cmd.CouponID, now)
-	if err != nil {
-		return order.Order{}, err
-	}
-	err = a.orders.InTx(ctx, func(tx order.Tx) error {
-		if err := tx.Insert(ctx, o); err != nil {
-			return err
+
+	// priced are the items as priced for the coupon lock; nil without a
+	// coupon.
+	var priced []order.Item
+	var discount int64
+	if cmd.CouponID != nil {
+		// No := in this block: the deferred release below must see
+		// CreateOrder's named result err, not a shadow of it.
+		var catalog map[uint64]order.CatalogEntry
+		if catalog, err = a.orders.Catalog(ctx, order.ProductIDs(cmd.Lines)); err != nil {
+			return order.Order{}, fmt.Errorf("create order: %w", err)
 		}
-		if err := tx.AddEvent(ctx, orderCreated(o)); err != nil {
-			return err
+		if priced, err = order.Price(cmd.Lines, catalog); err != nil {
+			return order.Order{}, err
 		}
-		for _, h := range hooks {
-			if err := h(ctx, tx, o); err != nil {
-				return err
+		var lock order.CouponLock
+		if lock, err = a.lockCoupon(ctx, order.CouponLockRequest{CouponID: *cmd.CouponID, OrderNo: no, UserID: cmd.UserID, OrderAmount: order.Total(priced)}); err != nil {
+			return order.Order{}, err
+		}
+		discount = lock.DiscountAmount
+		defer func() {
+			// Whatever made the order fail, or a panic on its way up,
+			// releases the lock this order took.
+			if p := recover(); p != nil {
+				a.releaseCoupon(ctx, *cmd.CouponID, no, fmt.Errorf("panic: %v", p))
+				panic(p)
 			}
+			if err != nil {
+				a.releaseCoupon(ctx, *cmd.CouponID, no, err)
+			}
+		}()
+	}
+
+	err = a.inStockTx(ctx, func(tx order.Tx) error {
+		catalog, err := tx.Catalog(ctx, order.ProductIDs(cmd.Lines))
+		if err != nil {
+			return err
 		}
-		return nil
+		items := priced
+		if items == nil {
+			items, err = order.Price(cmd.Lines, catalog)
+		} else {
+			err = order.CheckPrices(items, catalog)
+		}
+		if err != nil {
+			return err
+		}
+		if o, err = order.New(no, cmd.UserID, items, cmd.CouponID, discount, now); err != nil {
+			return err
+		}
+		return a.placeInTx(ctx, tx, o, hooks)
 	})
 	if err != nil {
 		return order.Order{}, fmt.Errorf("create order: %w", err)
@@ -62,9 +128,96 @@ func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook)
 	return o, nil
 }
 
+// placeInTx writes o, priced in tx: its stock, the order, order.created,
+// then the hooks.
+func (a *App) placeInTx(ctx context.Context, tx order.Tx, o order.Order, hooks []TxHook) error {
+	lines := make([]order.Line, len(o.Items))
+	for i, it := range o.Items {
+		lines[i] = it.Line()
+	}
+	if err := a.reserveStock(ctx, tx, o.No, lines); err != nil {
+		return err
+	}
+	if err := tx.Insert(ctx, o); err != nil {
+		return err
+	}
+	if err := tx.AddEvent(ctx, orderCreated(o)); err != nil {
+		return err
+	}
+	for _, h := range hooks {
+		if err := h(ctx, tx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lockCoupon locks the coupon of r at the coupon service and checks the
+// answer against the contract. A lock call that got no usable answer may
+// have locked the coupon all the same, so it is released before the error
+// is returned: the release only frees a lock this order number holds, and
+// the number is never used again.
+func (a *App) lockCoupon(ctx context.Context, r order.CouponLockRequest) (order.CouponLock, error) {
+	lock, err := a.coupons.Lock(ctx, r)
+	var refused *order.CouponRefusedError
+	switch {
+	case errors.As(err, &refused):
+		a.m.couponLocks.WithLabelValues("refused").Inc()
+		a.log.InfoContext(ctx, "coupon refused for an order", "coupon_id", r.CouponID, "order_no", r.OrderNo, "user_id", r.UserID, "reason", refused.Reason)
+		return order.CouponLock{}, err
+	case err == nil && (lock.CouponID != r.CouponID || lock.OrderNo != r.OrderNo || lock.DiscountAmount < 0 || lock.DiscountAmount >= r.OrderAmount):
+		err = fmt.Errorf("%w: coupon service locked coupon %d for order %q with a discount of %d on %d, asked for coupon %d, order %s",
+			order.ErrUnavailable, lock.CouponID, lock.OrderNo, lock.DiscountAmount, r.OrderAmount, r.CouponID, r.OrderNo)
+	}
+	if err != nil {
+		a.m.couponLocks.WithLabelValues("failed").Inc()
+		a.releaseCoupon(ctx, r.CouponID, r.OrderNo, err)
+		return order.CouponLock{}, err
+	}
+	a.m.couponLocks.WithLabelValues("locked").Inc()
+	return lock, nil
+}
+
+// releaseCoupon gives back the coupon lock of order orderNo after cause
+// made the order fail. It first reads the order: a transaction whose
+// COMMIT went through but whose acknowledgement was lost reports an error
+// for an order that exists, and that order keeps its lock. The release is
+// best effort: one that fails, or an order that cannot be read, is logged
+// and left to the coupon service's sweeper, which frees the lock after its
+// deadline when the order does not exist.
+func (a *App) releaseCoupon(ctx context.Context, couponID uint64, orderNo string, cause error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	switch _, err := a.orders.Get(ctx, orderNo); {
+	case err == nil:
+		a.m.couponReleases.WithLabelValues("kept").Inc()
+		a.log.WarnContext(ctx, "order failed but committed (its commit acknowledgement was lost); its coupon stays locked",
+			"coupon_id", couponID, "order_no", orderNo, "cause", cause)
+		return
+	case !errors.Is(err, order.ErrNotFound):
+		a.m.couponReleases.WithLabelValues("failed").Inc()
+		a.log.WarnContext(ctx, "cannot tell whether the failed order committed; its coupon lock is left to the coupon sweeper",
+			"coupon_id", couponID, "order_no", orderNo, "cause", cause, "err", err)
+		return
+	}
+	released, err := a.coupons.Release(ctx, couponID, orderNo)
+	switch {
+	case err != nil:
+		a.m.couponReleases.WithLabelValues("failed").Inc()
+		a.log.WarnContext(ctx, "coupon lock not released after the order failed; the coupon sweeper will release it",
+			"coupon_id", couponID, "order_no", orderNo, "cause", cause, "err", err)
+	case released:
+		a.m.couponReleases.WithLabelValues("released").Inc()
+		a.log.InfoContext(ctx, "coupon lock released after the order failed", "coupon_id", couponID, "order_no", orderNo, "cause", cause)
+	default:
+		a.m.couponReleases.WithLabelValues("not_held").Inc()
+	}
+}
+
 // orderCreated is o's order.created event.
 func orderCreated(o order.Order) events.Event {
 	return events.Event{ID: OrderCreatedEventID(o.No), Subject: events.OrderCreated, Payload: events.OrderCreatedV1{
-		OrderNo: o.No, UserID: o.UserID, Amount: o.Amount, CouponID: o.CouponID, CreatedAt: o.CreatedAt,
+		OrderNo: o.No, UserID: o.UserID, TotalAmount: o.TotalAmount, DiscountAmount: o.DiscountAmount, Amount: o.PayAmount,
+		CouponID: o.CouponID, CreatedAt: o.CreatedAt,
 	}}
 }

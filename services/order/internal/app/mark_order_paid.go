@@ -20,14 +20,22 @@ func OrderPaidEventID(orderNo string) string { return orderPaidEventPrefix + ord
 
 // MarkOrderPaid applies a successful payment p to order orderNo inside tx,
 // the consumer's transaction: under the order's row lock, WAIT_PAY → PAID
-// (written with a conditional update whose rows affected the store checks)
-// and the order.paid event. It reports whether it paid the order now.
+// (written with a conditional update whose rows affected the store checks),
+// every stock reservation of the order RESERVED → CONFIRMED, and the
+// order.paid event. It reports whether it paid the order now.
 //
 // Redelivery and duplicate notifications are safe: concurrent deliveries
 // wait on the row lock, and an order already PAID by this same payment is
 // success without effect. Anything else (cancelled, paid by another
 // payment, amount mismatch, unknown order) is order.ErrConflict,
-// order.ErrAmountMismatch or order.ErrNotFound, which no retry can fix.
+// order.ErrAmountMismatch or order.ErrNotFound, which no retry can fix. So
+// is an order with a reservation that is not RESERVED while it waited for
+// payment: only a write around the use cases does that, and a person must
+// look at it (the payment stays dead-lettered and reported).
+//
+// A cancellation racing the payment locks the same order row, so one of
+// them runs first and the other finds the order PAID or CANCELLED: the
+// reservations are confirmed or released, never both.
 func (a *App) MarkOrderPaid(ctx context.Context, tx order.Tx, orderNo string, p order.Payment) (bool, error) {
 	if orderNo == "" || p.No == "" {
 		return false, fmt.Errorf("%w: payment without order_no or payment_no", order.ErrInvalid)
@@ -50,6 +58,17 @@ func (a *App) MarkOrderPaid(ctx context.Context, tx order.Tx, orderNo string, p 
 		a.log.InfoContext(ctx, "payment for an order this payment already paid; no effect", "order_no", orderNo, "payment_no", p.No)
 		return false, nil
 	}
+	lines := make([]order.Line, len(paid.Items))
+	for i, it := range paid.Items {
+		lines[i] = it.Line()
+	}
+	confirmed, err := tx.ConfirmReservations(ctx, orderNo, lines, a.now())
+	if err != nil {
+		return false, err
+	}
+	if confirmed != len(lines) {
+		return false, fmt.Errorf("%w: order %s has %d items but %d reservations were RESERVED to confirm", order.ErrConflict, orderNo, len(lines), confirmed)
+	}
 	if err := tx.AddEvent(ctx, orderPaid(paid)); err != nil {
 		return false, err
 	}
@@ -59,7 +78,7 @@ func (a *App) MarkOrderPaid(ctx context.Context, tx order.Tx, orderNo string, p 
 // orderPaid is the order.paid event of o, just paid.
 func orderPaid(o order.Order) events.Event {
 	return events.Event{ID: OrderPaidEventID(o.No), Subject: events.OrderPaid, Payload: events.OrderPaidV1{
-		OrderNo: o.No, UserID: o.UserID, Amount: o.Amount, CouponID: o.CouponID, PaymentNo: o.PaymentNo, PaidAt: *o.PaidAt,
+		OrderNo: o.No, UserID: o.UserID, Amount: o.PayAmount, CouponID: o.CouponID, PaymentNo: o.PaymentNo, PaidAt: *o.PaidAt,
 	}}
 }
 

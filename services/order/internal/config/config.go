@@ -1,7 +1,8 @@
 // Package config is the order service's configuration: the platform's
 // settings every service shares, the lab variants (modes.go), the
-// Idempotency-Key layer and form tokens of POST /orders, and the product
-// catalog's batch copy. It is the only package of the service that names
+// Idempotency-Key layer and form tokens of POST /orders, the orders' jobs
+// and the services it calls (orders.go), and the product catalog's batch
+// copy (products.go). It is the only package of the service that names
 // environment variables; docs/configuration.md lists them all.
 package config
 
@@ -19,8 +20,12 @@ import (
 // Config is everything the order service reads from the environment.
 type Config struct {
 	platform.Config
-	// Modes are the lab variants of incidents 3 and 4.
+	// Modes are the lab variants of incidents 3 to 6.
 	Modes Modes
+	// Orders configures the order-close and order-reconcile jobs.
+	Orders Orders
+	// Peers are the coupon and payment services (COUPON_*, PAYMENT_*).
+	Peers Peers
 	// Idempotency configures the Idempotency-Key layer on POST /orders
 	// (IDEMPOTENCY_* variables).
 	Idempotency idempotency.Config
@@ -36,18 +41,24 @@ func (c Config) Validate() error {
 	return errors.Join(
 		c.Config.Validate(),
 		c.Modes.Validate(),
+		c.Orders.Validate(),
+		c.Peers.Validate(),
 		c.Idempotency.Validate(),
 		pkgconfig.CheckPositive("FORM_TOKEN_TTL", c.FormTokenTTL),
 		c.Products.Validate(),
 	)
 }
 
-// App is the use cases' configuration: the product copy mode, the batch
-// copy's sizes, and the reconciler looking back as far as sent outbox rows
-// are kept (OUTBOX_RETENTION).
+// App is the use cases' configuration: the modes, the payment deadline
+// and the close job's batch, the batch copy's sizes, and the reconciler
+// looking back as far as sent outbox rows are kept (OUTBOX_RETENTION).
 func (c Config) App() app.Config {
 	return app.Config{
 		ProductCopy:       c.Modes.ProductCopy,
+		Stock:             c.Modes.Stock,
+		Close:             c.Modes.Close,
+		PayTimeout:        c.Orders.PayTimeout,
+		CloseBatch:        c.Orders.CloseBatch,
 		ChunkSize:         c.Products.ChunkSize,
 		MaxAllOrNothing:   c.Products.MaxAllOrNothing,
 		ReconcileLookback: c.Outbox.Retention,

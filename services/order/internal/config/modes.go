@@ -5,6 +5,7 @@ import (
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/variant"
+	"github.com/oncemall/oncemall/services/order/internal/app"
 )
 
 // Modes are the order service's lab variants, one per incident; each is
@@ -22,7 +23,23 @@ type Modes struct {
 	// copy worker, so concurrent copies duplicate products; Orderly is that
 	// broken code with one worker.
 	ProductCopy variant.Mode `env:"PRODUCT_COPY_MODE" default:"fixed" usage:"how products are created: fixed (dedup table, the fix), orderly (check-then-insert with one copy worker, correct but slow, lab only) or broken (concurrent check-then-insert, reproduces incident 3, lab only)"`
+	// Stock is how an order takes its stock (incident 5): fixed is the
+	// conditional decrement (available >= n, rows affected checked);
+	// broken reads the stock, decides in the application and writes back
+	// the value computed from the read, so concurrent orders overwrite
+	// each other and sell more than there is; Optimistic is a version
+	// compare-and-set, the order's transaction retried a bounded number of
+	// times.
+	Stock variant.Mode `env:"ORDER_STOCK_MODE" default:"fixed" usage:"how an order takes its stock: fixed (conditional decrement), broken (read-modify-write, reproduces incident 5, lab only) or optimistic (version compare-and-set with bounded retries, lab only)"`
+	// Close is how an unpaid order is closed (incident 6): fixed asks the
+	// payment service to close the charge first and leaves a paid order
+	// alone; broken closes the order without asking, so a customer paying
+	// meanwhile pays for a cancelled order.
+	Close variant.Mode `env:"ORDER_CLOSE_MODE" default:"fixed" usage:"how an unpaid order is closed: fixed (close the charge at the payment service first) or broken (close without asking, incident 6's broken variant, lab only)"`
 }
+
+// Optimistic is the third value of ORDER_STOCK_MODE (app.Optimistic).
+const Optimistic = app.Optimistic
 
 // Orderly is the third value of PRODUCT_COPY_MODE, a lab variant: the
 // story's first fix, incident 3's broken check-then-insert consumed by one
@@ -36,6 +53,8 @@ func (m Modes) Validate() error {
 	return errors.Join(
 		pkgconfig.CheckOneOf("ORDER_IDEMPOTENCY_MODE", m.OrderIdempotency, variant.Fixed, variant.Broken),
 		pkgconfig.CheckOneOf("PRODUCT_COPY_MODE", m.ProductCopy, variant.Fixed, Orderly, variant.Broken),
+		pkgconfig.CheckOneOf("ORDER_STOCK_MODE", m.Stock, variant.Fixed, variant.Broken, Optimistic),
+		pkgconfig.CheckOneOf("ORDER_CLOSE_MODE", m.Close, variant.Fixed, variant.Broken),
 	)
 }
 

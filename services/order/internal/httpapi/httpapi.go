@@ -1,12 +1,15 @@
 // Package httpapi is the order service's HTTP interface: the routes of the
-// orders and of the product catalog, their request and response types, and
-// errors.go, the one place where errors become statuses (problem+json).
+// orders (the customer's, and the internal view other services read) and of
+// the product catalog (reads for everyone, writes for operators), their
+// request and response types, and errors.go, the one place where errors
+// become statuses (problem+json).
 package httpapi
 
 import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -31,6 +34,9 @@ type Options struct {
 	// Admin guards the operator routes (/admin); without it they refuse
 	// every request.
 	Admin gin.HandlerFunc
+	// Internal guards the routes other services call (/internal); without
+	// it they refuse every request.
+	Internal gin.HandlerFunc
 	// Guard runs first in front of POST /orders: the Idempotency-Key
 	// middleware (nil: none).
 	Guard gin.HandlerFunc
@@ -60,10 +66,14 @@ func New(a *app.App, opts Options) *Handler {
 	if opts.Admin == nil {
 		opts.Admin = func(c *gin.Context) { problem.Abort(c, http.StatusUnauthorized, "operator routes are not configured") }
 	}
+	if opts.Internal == nil {
+		opts.Internal = func(c *gin.Context) { problem.Abort(c, http.StatusUnauthorized, "internal routes are not configured") }
+	}
 	return &Handler{app: a, opts: opts}
 }
 
-// Register mounts every route on r: orders, products, and the operator
+// Register mounts every route on r: the customer's orders, the catalog's
+// reads, the internal routes behind Options.Internal and the operator
 // routes behind Options.Admin.
 func (h *Handler) Register(r gin.IRouter) {
 	var entry []gin.HandlerFunc
@@ -76,15 +86,31 @@ func (h *Handler) Register(r gin.IRouter) {
 	}
 	r.POST("/orders", append(entry, h.createOrder)...)
 	r.GET("/orders/:no", h.getOrder)
+	r.POST("/orders/:no/cancel", h.cancelOrder)
 
-	r.POST("/products", h.createProduct)
 	r.GET("/products", h.listProducts)
 	r.GET("/products/:id", h.getProduct)
-	r.DELETE("/products/:id", h.deleteProduct)
-	r.POST("/products/templates", h.createTemplates)
-	r.POST("/products/batch-copy", h.startCopy)
-	r.GET("/products/batch-copy/:job", h.copyProgress)
+
+	internal := r.Group("/internal", h.opts.Internal)
+	internal.GET("/orders/:no", h.lookupOrder)
 
 	admin := r.Group("/admin", h.opts.Admin)
 	admin.GET("/reconcile", h.reconcile)
+	admin.POST("/products", h.createProduct)
+	admin.DELETE("/products/:id", h.deleteProduct)
+	admin.PUT("/products/:id/stock", h.setStock)
+	admin.POST("/products/templates", h.createTemplates)
+	admin.POST("/products/batch-copy", h.startCopy)
+	admin.GET("/products/batch-copy/:job", h.copyProgress)
+}
+
+// userID reads the caller from UserIDHeader; without a positive integer
+// there it answers 400 and returns false.
+func userID(c *gin.Context) (uint64, bool) {
+	id, err := strconv.ParseUint(c.GetHeader(UserIDHeader), 10, 64)
+	if err != nil || id == 0 {
+		problem.Abort(c, http.StatusBadRequest, UserIDHeader+" header must be a positive integer")
+		return 0, false
+	}
+	return id, true
 }

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,14 +13,12 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/formtoken"
 	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/inbox"
-	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/redisclient"
 	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
+	"github.com/oncemall/oncemall/services/order/internal/ordertest"
 	"github.com/oncemall/oncemall/services/order/internal/store"
-	"github.com/oncemall/oncemall/services/order/migrations"
 )
 
 // guardedServer is the order API wired as cmd/order wires it: the
@@ -28,28 +27,31 @@ import (
 type guardedServer struct {
 	*server
 	tokens *formtoken.Store
+	// product is what the suite's requests order, with stock for all of
+	// them.
+	product uint64
 }
 
 func newGuardedServer(t *testing.T, rdb *redis.Client, prefix string) *guardedServer {
 	t.Helper()
-	db := testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations, idempotency.Migrations)
+	env := ordertest.New(t, nil)
 	cfg := idempotency.DefaultConfig()
 	cfg.EntryPrefix = prefix + "idem:"
-	idem, err := idempotency.New(db, rdb, cfg, testenv.Logger(t), prometheus.NewRegistry())
+	idem, err := idempotency.New(env.DB, rdb, cfg, testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	tokens, err := formtoken.New(rdb, formtoken.Config{Prefix: prefix + "formtoken:", TTL: time.Minute})
 	testenv.Must(t, err)
-	s := newServerOn(t, db, httpapi.Options{Guard: idem.HandlerInTx(), Tokens: tokens, CompleteInTx: store.CompleteInTx}, appConfig)
-	return &guardedServer{server: s, tokens: tokens}
+	s := serve(t, env, env.App, httpapi.Options{Guard: idem.HandlerInTx(), Tokens: tokens, CompleteInTx: store.CompleteInTx})
+	return &guardedServer{server: s, tokens: tokens, product: env.Product(t, "Kettle", 1999, 100_000)}
 }
 
 func orderTarget(s *guardedServer) idempotencytest.Target {
 	return idempotencytest.Target{
 		Handler: s.e,
 		Request: func(key, caller string, variant int) idempotencytest.Request {
-			body := `{"amount":1999}`
+			body := fmt.Sprintf(`{"items":[{"product_id":%d,"quantity":1}]}`, s.product)
 			if variant == 1 {
-				body = `{"amount":2999}`
+				body = fmt.Sprintf(`{"items":[{"product_id":%d,"quantity":2}]}`, s.product)
 			}
 			return idempotencytest.Request{
 				Path: "/orders", Key: key, CallerHeader: httpapi.UserIDHeader, Caller: caller,
@@ -86,12 +88,12 @@ func TestCreateOrderIdempotencyKeyWithRedisDown(t *testing.T) {
 }
 
 // TestCreateOrderRejectedInputIsReplayedNotRerun checks that a deterministic
-// 400 (a bad amount) is stored and replayed, writing nothing either time.
+// 400 (a bad quantity) is stored and replayed, writing nothing either time.
 func TestCreateOrderRejectedInputIsReplayedNotRerun(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := newGuardedServer(t, rdb, prefix)
 	req := orderTarget(s).Request(idempotencytest.NewKey(), "101", 0)
-	req.Body = []byte(`{"amount":-5}`)
+	req.Body = []byte(fmt.Sprintf(`{"items":[{"product_id":%d,"quantity":-5}]}`, s.product))
 	first := idempotencytest.Do(s.e, req)
 	second := idempotencytest.Do(s.e, req)
 	if first.Status != http.StatusBadRequest || second.Status != http.StatusBadRequest || !second.Replayed || string(first.Body) != string(second.Body) {

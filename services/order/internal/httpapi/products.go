@@ -21,14 +21,15 @@ type productJSON struct {
 	Name      string    `json:"name"`
 	Model     string    `json:"model"`
 	Price     int64     `json:"price"`
+	Available int       `json:"available"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
 func toProductJSON(p product.Product) productJSON {
-	return productJSON{ID: p.ID, Brand: p.Brand, Name: p.Name, Model: p.Model, Price: p.Price, CreatedAt: p.CreatedAt}
+	return productJSON{ID: p.ID, Brand: p.Brand, Name: p.Name, Model: p.Model, Price: p.Price, Available: p.Available, CreatedAt: p.CreatedAt}
 }
 
-// productInput is the body of POST /products, and one template.
+// productInput is the body of POST /admin/products, and one template.
 type productInput struct {
 	Brand string `json:"brand"`
 	Name  string `json:"name"`
@@ -60,6 +61,37 @@ func (h *Handler) createProduct(c *gin.Context) {
 	}
 	c.Header("Location", fmt.Sprintf("/products/%d", p.ID))
 	c.JSON(http.StatusCreated, toProductJSON(p))
+}
+
+// StockJSON is the answer of PUT /admin/products/:id/stock.
+type StockJSON struct {
+	ProductID uint64 `json:"product_id"`
+	Available int    `json:"available"`
+}
+
+// setStock serves PUT /admin/products/:id/stock: {"available":n} sets the
+// units that can be ordered.
+func (h *Handler) setStock(c *gin.Context) {
+	id, ok := h.productID(c)
+	if !ok {
+		return
+	}
+	var in struct {
+		Available *int `json:"available"`
+	}
+	if !httpserver.DecodeJSON(c, &in) {
+		return
+	}
+	if in.Available == nil {
+		h.fail(c, product.Invalidf("available is required"))
+		return
+	}
+	s, err := h.app.SetStock(c.Request.Context(), id, *in.Available)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, StockJSON{ProductID: s.ProductID, Available: s.Available})
 }
 
 func (h *Handler) getProduct(c *gin.Context) {
@@ -146,7 +178,7 @@ func (h *Handler) createTemplates(c *gin.Context) {
 	c.JSON(http.StatusCreated, gin.H{"template_ids": ids})
 }
 
-// copyRequestJSON is the body of POST /products/batch-copy.
+// copyRequestJSON is the body of POST /admin/products/batch-copy.
 type copyRequestJSON struct {
 	RequestID   string   `json:"request_id"`
 	SourceBrand string   `json:"source_brand"`
@@ -168,12 +200,12 @@ func (h *Handler) startCopy(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	url := "/products/batch-copy/" + job.ID
+	url := "/admin/products/batch-copy/" + job.ID
 	c.Header("Location", url)
 	c.JSON(http.StatusAccepted, gin.H{"job_id": job.ID, "request_id": job.RequestID, "total": job.Total, "chunks": job.Chunks, "existed": existed, "status_url": url})
 }
 
-// CopyProgressJSON is the answer of GET /products/batch-copy/:job.
+// CopyProgressJSON is the answer of GET /admin/products/batch-copy/:job.
 type CopyProgressJSON struct {
 	JobID       string              `json:"job_id"`
 	RequestID   string              `json:"request_id"`

@@ -12,19 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/httpserver"
-	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
 	"github.com/oncemall/oncemall/services/order/internal/order"
-	"github.com/oncemall/oncemall/services/order/migrations"
+	"github.com/oncemall/oncemall/services/order/internal/ordertest"
 )
-
-const adminToken = "reconcile-test-token"
 
 // adminOptions serve the operator routes behind adminToken, as the
 // platform's Wiring.Admin does.
@@ -59,11 +57,12 @@ func (s *server) anomalies(t *testing.T) []httpapi.AnomalyResponse {
 	return out.Anomalies
 }
 
-// createOrder creates an order of amount cents for user 7 and returns its
-// number.
+// createOrder creates an order of one product priced amount cents for user
+// 7 and returns its number.
 func (s *server) createOrder(t *testing.T, amount int) string {
 	t.Helper()
-	rec := s.do(http.MethodPost, "/orders", "7", fmt.Sprintf(`{"amount":%d}`, amount))
+	product := s.Product(t, fmt.Sprintf("P-%d-%d", amount, s.count(t, "products")), int64(amount), 10)
+	rec := s.do(http.MethodPost, "/orders", "7", fmt.Sprintf(`{"items":[{"product_id":%d,"quantity":1}]}`, product))
 	if rec.Code != http.StatusCreated {
 		t.Fatalf("create order: %d %s", rec.Code, rec.Body)
 	}
@@ -88,6 +87,14 @@ func (s *server) payAt(t *testing.T, no string, amount int64, paidAt time.Time) 
 		return err
 	})
 	testenv.Must(t, err)
+}
+
+// confirm confirms order no's reservations by hand, as a manual fix that
+// marks an order paid would, so that the test sees only the anomaly it is
+// about.
+func confirm(t *testing.T, s *server, no string) {
+	t.Helper()
+	testenv.Must(t, s.db.Exec("UPDATE stock_reservation SET status = 'CONFIRMED' WHERE order_no = ?", no).Error)
 }
 
 // productCopyConsumer is the batch-copy consumer: another consumer
@@ -133,21 +140,26 @@ func TestReconcileRequiresTheAdminToken(t *testing.T) {
 		t.Fatalf("with the token: %d %s", rec.Code, rec.Body)
 	}
 	// Handlers built without an admin guard refuse every caller.
-	open := newServer(t, httpapi.Options{})
+	open := &server{Env: s.Env, db: s.db, e: gin.New(), app: s.app, orders: s.orders}
+	httpapi.New(s.app, httpapi.Options{Log: testenv.Logger(t)}).Register(open.e)
 	if rec := open.reconcile("Bearer "); rec.Code != http.StatusUnauthorized {
 		t.Fatalf("no admin token configured: %d %s, want 401", rec.Code, rec.Body)
 	}
 }
 
-// TestReconcileIsEmptyAfterACleanFlow: orders created and paid through the
-// use cases, and dead letters of other consumers, leave the reconciler
-// with exactly {"anomalies":[]}.
+// TestReconcileIsEmptyAfterACleanFlow: orders created and paid, or
+// cancelled, through the use cases, and dead letters of other consumers,
+// leave the reconciler with exactly {"anomalies":[]}.
 func TestReconcileIsEmptyAfterACleanFlow(t *testing.T) {
 	s := newServer(t, adminOptions)
 	paid := s.createOrder(t, 3000)
 	s.pay(t, paid, 3000)
 	s.pay(t, paid, 3000)  // a duplicate notification changes nothing
 	s.createOrder(t, 500) // still waiting for payment
+	cancelled := s.createOrder(t, 700)
+	if rec := s.do(http.MethodPost, "/orders/"+cancelled+"/cancel", "7", ""); rec.Code != http.StatusOK {
+		t.Fatalf("cancel: %d %s", rec.Code, rec.Body)
+	}
 	s.bury(t, deadLetter{consumer: productCopyConsumer, id: "copy-1", subject: "product.batch_copy", body: `{"job":1}`, reason: "not a payment"})
 
 	rec := s.reconcile("Bearer " + adminToken)
@@ -171,12 +183,14 @@ func TestReconcileFindsEachAnomaly(t *testing.T) {
 	silent := s.createOrder(t, 2000)
 	testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'PAID', payment_no = 'P-manual', paid_at = ?, updated_at = ? WHERE order_no = ?",
 		now, now, silent).Error)
+	confirm(t, s, silent)
 	// The same, but paid before the outbox retention: its sent event may
 	// have been cleaned up, so it is not reported.
 	old := s.createOrder(t, 2100)
 	beforeRetention := now.Add(-outbox.DefaultRetention - time.Hour)
 	testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'PAID', payment_no = 'P-old', paid_at = ?, updated_at = ? WHERE order_no = ?",
 		beforeRetention, beforeRetention, old).Error)
+	confirm(t, s, old)
 
 	// An order.paid row for an order still waiting for payment, and one for
 	// an order that does not exist.
@@ -225,13 +239,14 @@ func TestReconcileFindsEachAnomaly(t *testing.T) {
 // whose platform clock runs 2h ahead (its paid_at says now), and a dead
 // letter of 2h ago.
 func TestReconcileLooksBackOnTheOrderServiceClock(t *testing.T) {
-	cfg := appConfig
+	cfg := ordertest.Config()
 	cfg.ReconcileLookback = time.Hour
-	s := newServerOn(t, testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations), adminOptions, cfg)
+	s := newServerWith(t, &cfg, adminOptions)
 	now := time.Now().UTC()
 	markPaid := func(no string, paidAt, updatedAt time.Time) {
 		testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'PAID', payment_no = ?, paid_at = ?, updated_at = ? WHERE order_no = ?",
 			"P-"+no, paidAt, updatedAt, no).Error)
+		confirm(t, s, no)
 	}
 
 	recent := s.createOrder(t, 1000)
@@ -260,4 +275,70 @@ func TestReconcileLooksBackOnTheOrderServiceClock(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("anomalies with a 1h lookback:\n got %+v\nwant %+v", got, want)
 	}
+}
+
+// TestReconcileFindsUnbalancedReservations: a PAID order whose reservation
+// is still RESERVED or was RELEASED, and a CANCELLED order whose
+// reservation is RESERVED or CONFIRMED, are each reported with the product
+// and the reservation's status; the gauge order_reconcile_findings counts
+// them by kind, and drops back to zero once they are repaired.
+func TestReconcileFindsUnbalancedReservations(t *testing.T) {
+	s := newServer(t, adminOptions)
+	product := func(no string) uint64 {
+		var id uint64
+		testenv.Must(t, s.db.Raw("SELECT product_id FROM stock_reservation WHERE order_no = ?", no).Row().Scan(&id))
+		return id
+	}
+	paidReserved, paidReleased := s.createOrder(t, 1000), s.createOrder(t, 1100)
+	cancelledReserved, cancelledConfirmed := s.createOrder(t, 1200), s.createOrder(t, 1300)
+	now := time.Now().UTC()
+	for _, no := range []string{paidReserved, paidReleased} {
+		testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'PAID', payment_no = ?, paid_at = ?, updated_at = ? WHERE order_no = ?", "P-"+no, now, now, no).Error)
+		msg, err := outbox.JSON(app.OrderPaidEventID(no), events.OrderPaid, events.OrderPaidV1{OrderNo: no})
+		testenv.Must(t, err)
+		testenv.Must(t, outbox.Add(s.db, msg))
+	}
+	for _, no := range []string{cancelledReserved, cancelledConfirmed} {
+		testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'CANCELLED', cancelled_at = ?, updated_at = ? WHERE order_no = ?", now, now, no).Error)
+	}
+	testenv.Must(t, s.db.Exec("UPDATE stock_reservation SET status = 'RELEASED' WHERE order_no = ?", paidReleased).Error)
+	testenv.Must(t, s.db.Exec("UPDATE stock_reservation SET status = 'CONFIRMED' WHERE order_no = ?", cancelledConfirmed).Error)
+
+	got := s.anomalies(t)
+	want := []httpapi.AnomalyResponse{
+		{Kind: "paid_order_with_unconfirmed_reservation", OrderNo: paidReserved, Status: "PAID", ProductID: product(paidReserved), Reservation: "RESERVED"},
+		{Kind: "paid_order_with_unconfirmed_reservation", OrderNo: paidReleased, Status: "PAID", ProductID: product(paidReleased), Reservation: "RELEASED"},
+		{Kind: "cancelled_order_with_unreleased_reservation", OrderNo: cancelledReserved, Status: "CANCELLED", ProductID: product(cancelledReserved), Reservation: "RESERVED"},
+		{Kind: "cancelled_order_with_unreleased_reservation", OrderNo: cancelledConfirmed, Status: "CANCELLED", ProductID: product(cancelledConfirmed), Reservation: "CONFIRMED"},
+	}
+	sortAnomalies(want)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("anomalies:\n got %+v\nwant %+v", got, want)
+	}
+	gauge := func(kind string) float64 { return findings(t, s)[kind] }
+	if gauge("paid_order_with_unconfirmed_reservation") != 2 || gauge("cancelled_order_with_unreleased_reservation") != 2 || gauge("payment_succeeded_dead_lettered") != 0 {
+		t.Fatalf("gauges %v %v, want 2 and 2", gauge("paid_order_with_unconfirmed_reservation"), gauge("cancelled_order_with_unreleased_reservation"))
+	}
+	testenv.Must(t, s.db.Exec("UPDATE stock_reservation SET status = 'CONFIRMED' WHERE order_no IN (?, ?)", paidReserved, paidReleased).Error)
+	testenv.Must(t, s.db.Exec("UPDATE stock_reservation SET status = 'RELEASED' WHERE order_no IN (?, ?)", cancelledReserved, cancelledConfirmed).Error)
+	if got := s.anomalies(t); len(got) != 0 || gauge("paid_order_with_unconfirmed_reservation") != 0 || gauge("cancelled_order_with_unreleased_reservation") != 0 {
+		t.Fatalf("after the repair: %+v", got)
+	}
+}
+
+// findings returns order_reconcile_findings by kind from the server's
+// registry.
+func findings(t *testing.T, s *server) map[string]float64 {
+	t.Helper()
+	mfs, err := s.Registry.Gather()
+	testenv.Must(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "order_reconcile_findings" {
+			for _, m := range mf.GetMetric() {
+				out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
 }

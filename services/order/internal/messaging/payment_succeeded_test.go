@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,52 +16,41 @@ import (
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/natsjs"
-	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
-	"github.com/oncemall/oncemall/services/order/internal/store"
-	"github.com/oncemall/oncemall/services/order/migrations"
+	"github.com/oncemall/oncemall/services/order/internal/order"
+	"github.com/oncemall/oncemall/services/order/internal/ordertest"
 )
 
-type wakes struct{ n atomic.Int64 }
-
-func (w *wakes) Wake() { w.n.Add(1) }
-
 type fixture struct {
+	*ordertest.Env
 	t      *testing.T
 	db     *gorm.DB
 	nc     *natsjs.Conn
-	app    *app.App
-	wakes  *wakes
 	stream string // a test stream standing in for PAYMENT
 	cons   *inbox.Consumer
 }
 
 func newFixture(t *testing.T) *fixture {
-	db := testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations)
+	env := ordertest.New(t, nil)
 	nc := testenv.NATS(t)
 	stream := testenv.UniqueName(t, "PAY")
 	_, err := natsjs.EnsureStream(context.Background(), nc.JS, natsjs.StreamConfig(stream, stream))
 	testenv.Must(t, err)
 	testenv.DeleteStreamAtCleanup(t, nc.JS, stream)
-	w := &wakes{}
-	orders := store.New(db, w.Wake)
-	a, err := app.New(orders, store.NewProducts(db, w.Wake), app.Config{ProductCopy: variant.Fixed, ChunkSize: 100, MaxAllOrNothing: 5000, ReconcileLookback: time.Hour}, testenv.Logger(t), prometheus.NewRegistry())
-	testenv.Must(t, err)
 	// The consumer as the platform builds it from the declaration, on the
 	// test's stream.
-	c := messaging.PaymentSucceeded(a, orders)
-	cons, err := inbox.NewConsumer(db, nc.JS, inbox.Config{Name: c.Name, Stream: stream, FilterSubjects: []string{stream + ".succeeded"}, Workers: 8, Backoff: []time.Duration{50 * time.Millisecond}}, c.Handle, testenv.Logger(t), prometheus.NewRegistry())
+	c := messaging.PaymentSucceeded(env.App, env.Orders)
+	cons, err := inbox.NewConsumer(env.DB, nc.JS, inbox.Config{Name: c.Name, Stream: stream, FilterSubjects: []string{stream + ".succeeded"}, Workers: 8, Backoff: []time.Duration{50 * time.Millisecond}}, c.Handle, testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
-	return &fixture{t: t, db: db, nc: nc, app: a, wakes: w, stream: stream, cons: cons}
+	return &fixture{Env: env, t: t, db: env.DB, nc: nc, stream: stream, cons: cons}
 }
 
+// createOrder places an order of one unit of a new product priced amount
+// cents and returns its number.
 func (f *fixture) createOrder(amount int64) string {
-	o, err := f.app.CreateOrder(context.Background(), app.CreateOrder{UserID: 1, Amount: amount})
-	testenv.Must(f.t, err)
-	return o.No
+	p := f.Product(f.t, fmt.Sprintf("P-%d-%d", amount, f.Count(f.t, "SELECT COUNT(*) FROM products")), amount, 10)
+	return f.PlaceOrder(f.t, 1, order.Line{ProductID: p, Quantity: 1}).No
 }
 
 func payment(orderNo, paymentNo string, amount int64) []byte {
@@ -124,7 +112,10 @@ func TestPaymentSucceededFiftyConcurrentDeliveries(t *testing.T) {
 	if n := f.paidEvents(no); n != 1 {
 		t.Fatalf("%d order.paid events, want 1", n)
 	}
-	if w := f.wakes.n.Load(); w != 2 { // one for order.created, one for order.paid
+	if n := f.Reservations(t, no, order.Confirmed); n != 1 {
+		t.Fatalf("%d reservations CONFIRMED, want 1", n)
+	}
+	if w := f.Wakes.Load(); w != 2 { // one for order.created, one for order.paid
 		t.Fatalf("relay woken %d times, want 2", w)
 	}
 }
@@ -167,7 +158,9 @@ func TestConflictingPaymentsAreDead(t *testing.T) {
 		t.Fatalf("first payment: %s %v", out, err)
 	}
 	otherNo := f.createOrder(500)
-	testenv.Must(t, f.db.Exec("UPDATE orders SET status = 'CANCELLED' WHERE order_no = ?", otherNo).Error)
+	if _, err := f.App.CancelOrder(context.Background(), 1, otherNo); err != nil {
+		t.Fatal(err)
+	}
 	waitingNo := f.createOrder(700)
 	cases := []struct {
 		id, orderNo, paymentNo string
@@ -194,8 +187,11 @@ func TestConflictingPaymentsAreDead(t *testing.T) {
 	if st, p := f.status(paidNo); st != "PAID" || p != "P1" {
 		t.Fatalf("paid order now %s by %s", st, p)
 	}
-	if st, _ := f.status(otherNo); st != "CANCELLED" {
-		t.Fatalf("cancelled order now %s", st)
+	if st, _ := f.status(otherNo); st != "CANCELLED" || f.Reservations(t, otherNo, order.Released) != 1 {
+		t.Fatalf("cancelled order now %s, its reservation not RELEASED", st)
+	}
+	if f.Reservations(t, waitingNo, order.Reserved) != 1 {
+		t.Fatal("the reservation of the order with the wrong amount moved")
 	}
 	if st, _ := f.status(waitingNo); st != "WAIT_PAY" {
 		t.Fatalf("order with the wrong amount now %s", st)

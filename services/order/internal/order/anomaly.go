@@ -23,7 +23,23 @@ const (
 	// recorded in the inbox's dead letters; the order it names was not
 	// marked paid by it.
 	AnomalyDeadPayment AnomalyKind = "payment_succeeded_dead_lettered"
+	// AnomalyPaidUnconfirmedStock: a PAID order holds a stock reservation
+	// that is not CONFIRMED. The payment's transaction confirms every
+	// reservation of its order, so this is a write around the use case; a
+	// RELEASED one has put units that were sold back on sale.
+	AnomalyPaidUnconfirmedStock AnomalyKind = "paid_order_with_unconfirmed_reservation"
+	// AnomalyCancelledUnreleasedStock: a CANCELLED order holds a stock
+	// reservation that is not RELEASED: units of an order that will never
+	// ship, kept off sale (or counted as sold when CONFIRMED).
+	AnomalyCancelledUnreleasedStock AnomalyKind = "cancelled_order_with_unreleased_reservation"
 )
+
+// AnomalyKinds lists every kind, in the order a report shows them; the
+// reconciler exports one gauge per kind.
+var AnomalyKinds = []AnomalyKind{
+	AnomalyPaidWithoutEvent, AnomalyEventWithoutPaid, AnomalyDeadPayment,
+	AnomalyPaidUnconfirmedStock, AnomalyCancelledUnreleasedStock,
+}
 
 // Anomaly is one broken invariant. Fields that do not apply to its kind are
 // empty.
@@ -36,6 +52,9 @@ type Anomaly struct {
 	MessageID string
 	// Reason is why the inbox gave a dead-lettered message up.
 	Reason string
+	// ProductID and Reservation name the reservation of a stock anomaly.
+	ProductID   uint64
+	Reservation ReservationStatus
 }
 
 // ReconcileQuery tells the store what the order.paid events and the
@@ -45,12 +64,13 @@ type ReconcileQuery struct {
 	// PaidEventPrefix starts the outbox message_no of every order.paid
 	// event; the rest is the order number.
 	PaidEventPrefix string
-	// Since bounds both the PAID orders and the dead letters looked at, on
+	// Since bounds the PAID and CANCELLED orders and the dead letters looked at, on
 	// the order service's own clock. Sent outbox rows are deleted after the
 	// outbox retention, so an order paid longer ago has legitimately lost its
 	// event. A PAID order counts by updated_at, the time MarkPaid moved it
 	// (PAID is final, so nothing moves it later), not by paid_at, which is
-	// the payment platform's clock. A dead letter counts by created_at: one
+	// the payment platform's clock; a CANCELLED order likewise counts by
+	// updated_at. A dead letter counts by created_at: one
 	// older than Since is taken as handled.
 	Since time.Time
 	// DeadConsumer is the durable consumer name of the payment.succeeded

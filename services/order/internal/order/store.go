@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"time"
 
 	"github.com/oncemall/oncemall/pkg/events"
 )
@@ -16,6 +17,12 @@ type Store interface {
 	InTx(ctx context.Context, fn func(Tx) error) error
 	// Get returns the order numbered no with its items, or ErrNotFound.
 	Get(ctx context.Context, no string) (Order, error)
+	// Catalog returns the live products among ids, by id: a plain read,
+	// which prices an order before its coupon is locked.
+	Catalog(ctx context.Context, ids []uint64) (map[uint64]CatalogEntry, error)
+	// Expired returns the numbers of up to limit orders still WAIT_PAY that
+	// were created before before, oldest first.
+	Expired(ctx context.Context, before time.Time, limit int) ([]string, error)
 	// Reconcile reads, and only reads, up to q.Limit anomalies of each kind
 	// (see AnomalyKind).
 	Reconcile(ctx context.Context, q ReconcileQuery) ([]Anomaly, error)
@@ -28,11 +35,46 @@ type Tx interface {
 	// UpdateOrder reads order no under a row lock (so concurrent updates of
 	// one order run one after the other, each seeing the last one's
 	// result), calls fn with it, and writes what fn changed: the status
-	// with its payment, with a conditional update on the status it read
-	// whose rows affected are checked. An error from fn is returned as is
-	// and nothing is written; ErrNotFound when there is no such order.
+	// with its payment or cancellation, with a conditional update on the
+	// status it read whose rows affected are checked. An error from fn is
+	// returned as is and nothing is written; ErrNotFound when there is no
+	// such order.
 	UpdateOrder(ctx context.Context, no string, fn func(*Order) error) error
 	// AddEvent writes e to the outbox in this transaction; the relay
 	// publishes it after the commit.
 	AddEvent(ctx context.Context, e events.Event) error
+
+	// Catalog returns the live products among ids, by id, and holds a
+	// shared lock on them until the transaction ends, so that a product
+	// cannot be deleted or repriced under an order being placed.
+	Catalog(ctx context.Context, ids []uint64) (map[uint64]CatalogEntry, error)
+
+	// DecrementStock takes n units of a product in one conditional update
+	// (available >= n) and reports whether it did; false means there were
+	// fewer than n (or no stock row), and nothing changed. Incident 5's fix.
+	DecrementStock(ctx context.Context, productID uint64, n int) (bool, error)
+	// ReadStock reads a product's stock with a plain, non-locking read (a
+	// product without a stock row has none: zero available, version 0).
+	// Incident 5's broken and optimistic variants decide on what it returns.
+	ReadStock(ctx context.Context, productID uint64) (Stock, error)
+	// WriteStock sets a product's available units to a value the caller
+	// computed, whatever the row holds now: the write of incident 5's
+	// broken read-modify-write.
+	WriteStock(ctx context.Context, productID uint64, available int) error
+	// SwapStock sets a product's available units if its version is still
+	// the one read in s, and reports whether it did: the compare-and-set
+	// of the optimistic variant.
+	SwapStock(ctx context.Context, s Stock, available int) (bool, error)
+
+	// AddReservations writes one RESERVED reservation per line of order
+	// orderNo.
+	AddReservations(ctx context.Context, orderNo string, lines []Line, now time.Time) error
+	// ConfirmReservations moves the order's reservation of each line from
+	// RESERVED to CONFIRMED, each by a conditional update on its unique key,
+	// in product order, and returns how many moved.
+	ConfirmReservations(ctx context.Context, orderNo string, lines []Line, now time.Time) (int, error)
+	// ReleaseReservations moves the order's reservation of each line from
+	// RESERVED to RELEASED and puts that line's units back in stock, each
+	// by a conditional update, in product order; it returns how many moved.
+	ReleaseReservations(ctx context.Context, orderNo string, lines []Line, now time.Time) (int, error)
 }

@@ -48,6 +48,28 @@ type Product struct {
 	Model     string
 	Price     int64 // cents
 	CreatedAt time.Time
+	// Available is how many units can still be ordered (product_stock; zero
+	// when no stock was ever set). It is shown on reads; creating a product
+	// ignores it, and SetStock changes it.
+	Available int
+}
+
+// MaxStock bounds the units an operator can make available for one
+// product.
+const MaxStock = 1_000_000_000
+
+// Stock is a product's stock as an operator set it.
+type Stock struct {
+	ProductID uint64
+	Available int
+}
+
+// NewStock validates the units an operator makes available.
+func NewStock(productID uint64, available int) (Stock, error) {
+	if available < 0 || available > MaxStock {
+		return Stock{}, invalid("available must be between 0 and %d", MaxStock)
+	}
+	return Stock{ProductID: productID, Available: available}, nil
 }
 
 // Key is what makes two live products the same product.

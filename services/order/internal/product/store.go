@@ -15,10 +15,16 @@ type Store interface {
 	// outbox relay.
 	InTx(ctx context.Context, fn func(Tx) error) error
 
-	// Product returns a live product, or ErrNotFound.
+	// Product returns a live product with its available stock, or
+	// ErrNotFound.
 	Product(ctx context.Context, id uint64) (Product, error)
-	// ProductsByBrand lists live products of brand with id > afterID, by id.
+	// ProductsByBrand lists live products of brand with id > afterID, by
+	// id, with their available stock.
 	ProductsByBrand(ctx context.Context, brand string, afterID uint64, limit int) ([]Product, error)
+	// SetStock sets the units of a live product available to order,
+	// whatever they were, and returns them; ErrNotFound when there is no
+	// such live product.
+	SetStock(ctx context.Context, s Stock) (Stock, error)
 	// CreateTemplates stores templates and returns them with their ids.
 	CreateTemplates(ctx context.Context, ts []Template) ([]Template, error)
 	// TemplateIDs resolves a copy request's selection to template ids. Ids

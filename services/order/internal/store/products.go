@@ -42,33 +42,81 @@ func (s *Products) InboxTx(ctx context.Context, tx *gorm.DB) product.Tx {
 	return &productTx{txBase: inboxBase(ctx, tx, s.wake), now: s.now}
 }
 
-// Product returns a live product.
+// productColumns are the columns of a product read: the product and its
+// available stock (zero without a stock row).
+const productColumns = "p.id, p.brand, p.name, p.model, p.price, p.created_at, COALESCE(s.available, 0) AS available"
+
+// productWithStock is a product read with its stock.
+type productWithStock struct {
+	ID        uint64
+	Brand     string
+	Name      string
+	Model     string
+	Price     int64
+	CreatedAt time.Time
+	Available int
+}
+
+// Product returns a live product with its stock.
 func (s *Products) Product(ctx context.Context, id uint64) (product.Product, error) {
-	var row productRow
-	err := s.db.WithContext(ctx).Where("id = ? AND deleted = 0", id).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return product.Product{}, fmt.Errorf("product %d: %w", id, product.ErrNotFound)
-	}
+	var rows []productWithStock
+	err := s.db.WithContext(ctx).Raw("SELECT "+productColumns+` FROM products p
+		LEFT JOIN product_stock s ON s.product_id = p.id WHERE p.id = ? AND p.deleted = 0`, id).Scan(&rows).Error
 	if err != nil {
 		return product.Product{}, fmt.Errorf("read product %d: %w", id, err)
 	}
-	return toProduct(row), nil
+	if len(rows) == 0 {
+		return product.Product{}, fmt.Errorf("product %d: %w", id, product.ErrNotFound)
+	}
+	return rows[0].toProduct(), nil
 }
 
-// ProductsByBrand lists live products of a brand.
+func (r productWithStock) toProduct() product.Product {
+	return product.Product{ID: r.ID, Brand: r.Brand, Name: r.Name, Model: r.Model, Price: r.Price, CreatedAt: r.CreatedAt, Available: r.Available}
+}
+
+// ProductsByBrand lists live products of a brand with their stock.
 func (s *Products) ProductsByBrand(ctx context.Context, brand string, afterID uint64, limit int) ([]product.Product, error) {
-	var rows []productRow
-	err := s.db.WithContext(ctx).
-		Where("brand = ? AND deleted = 0 AND id > ?", brand, afterID).
-		Order("id").Limit(limit).Find(&rows).Error
+	var rows []productWithStock
+	err := s.db.WithContext(ctx).Raw("SELECT "+productColumns+` FROM products p
+		LEFT JOIN product_stock s ON s.product_id = p.id
+		WHERE p.brand = ? AND p.deleted = 0 AND p.id > ? ORDER BY p.id LIMIT ?`, brand, afterID, limit).Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("list products of brand %q: %w", brand, err)
 	}
 	out := make([]product.Product, len(rows))
 	for i, r := range rows {
-		out[i] = toProduct(r)
+		out[i] = r.toProduct()
 	}
 	return out, nil
+}
+
+// SetStock upserts the product's stock row in a transaction that first
+// takes a shared lock on the live product, so that a deletion racing it
+// either commits first (and this answers ErrNotFound) or waits.
+func (s *Products) SetStock(ctx context.Context, st product.Stock) (product.Stock, error) {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var ids []uint64
+		if err := tx.Raw("SELECT id FROM products WHERE id = ? AND deleted = 0 LOCK IN SHARE MODE", st.ProductID).Scan(&ids).Error; err != nil {
+			return fmt.Errorf("read product %d: %w", st.ProductID, err)
+		}
+		if len(ids) == 0 {
+			return fmt.Errorf("product %d: %w", st.ProductID, product.ErrNotFound)
+		}
+		// The version grows on every write, as on every other stock write,
+		// so an optimistic writer that read the old value fails its swap.
+		err := tx.Exec(`INSERT INTO product_stock (product_id, available, version, updated_at) VALUES (?, ?, 0, ?)
+			ON DUPLICATE KEY UPDATE available = VALUES(available), version = version + 1, updated_at = VALUES(updated_at)`,
+			st.ProductID, st.Available, s.now()).Error
+		if err != nil {
+			return fmt.Errorf("set stock of product %d: %w", st.ProductID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return product.Stock{}, err
+	}
+	return st, nil
 }
 
 // CreateTemplates stores templates.

@@ -11,8 +11,9 @@ import (
 // likeEscaper makes a string match itself literally in a LIKE pattern.
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
-// Reconcile implements order.Store: three read-only queries over orders, the
-// outbox (local_message) and the inbox's dead letters (dead_message).
+// Reconcile implements order.Store: read-only queries over orders, the
+// outbox (local_message), the inbox's dead letters (dead_message) and the
+// stock reservations.
 func (s *Store) Reconcile(ctx context.Context, q order.ReconcileQuery) ([]order.Anomaly, error) {
 	db := s.db.WithContext(ctx)
 	out := []order.Anomaly{}
@@ -83,6 +84,34 @@ func (s *Store) Reconcile(ctx context.Context, q order.ReconcileQuery) ([]order.
 			a.Status = order.Status(*d.Status)
 		}
 		out = append(out, a)
+	}
+
+	// Settled orders whose reservations did not settle with them: found by
+	// status and updated_at (the time the order service settled them), each
+	// order's reservations by the unique key's order_no prefix.
+	for _, c := range []struct {
+		kind  order.AnomalyKind
+		order order.Status
+		want  order.ReservationStatus
+	}{
+		{order.AnomalyPaidUnconfirmedStock, order.StatusPaid, order.Confirmed},
+		{order.AnomalyCancelledUnreleasedStock, order.StatusCancelled, order.Released},
+	} {
+		var rows []struct {
+			OrderNo   string
+			ProductID uint64
+			Status    string
+		}
+		if err := db.Raw(`SELECT o.order_no, r.product_id, r.status FROM orders o
+			JOIN stock_reservation r ON r.order_no = o.order_no
+			WHERE o.status = ? AND o.updated_at >= ? AND r.status <> ?
+			ORDER BY o.order_no, r.product_id LIMIT ?`,
+			string(c.order), q.Since.UTC(), string(c.want), q.Limit).Scan(&rows).Error; err != nil {
+			return nil, fmt.Errorf("reconcile %s: %w", c.kind, err)
+		}
+		for _, r := range rows {
+			out = append(out, order.Anomaly{Kind: c.kind, OrderNo: r.OrderNo, Status: c.order, ProductID: r.ProductID, Reservation: order.ReservationStatus(r.Status)})
+		}
 	}
 	return out, nil
 }

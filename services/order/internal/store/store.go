@@ -1,6 +1,6 @@
-// Package store keeps orders and the product catalog in MySQL/MariaDB
-// through gorm: Store implements order.Store and order.Tx, Products
-// implements product.Store and product.Tx. The SQL that guards a change (a
+// Package store keeps orders, their stock reservations and the product
+// catalog in MySQL/MariaDB through gorm: Store implements order.Store and
+// order.Tx, Products implements product.Store and product.Tx. The SQL that guards a change (a
 // conditional UPDATE, a unique key, a locking read) lives here; what a
 // result means is decided by the use cases in app.
 package store
@@ -62,16 +62,20 @@ type orderTx struct{ *txBase }
 
 // dbOrder is the orders row.
 type dbOrder struct {
-	ID        uint64 `gorm:"primaryKey"`
-	OrderNo   string
-	UserID    uint64
-	Amount    int64
-	CouponID  *uint64
-	Status    string
-	PaymentNo *string
-	PaidAt    *time.Time
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	ID             uint64 `gorm:"primaryKey"`
+	OrderNo        string
+	UserID         uint64
+	TotalAmount    int64
+	DiscountAmount int64
+	PayAmount      int64
+	CouponID       *uint64
+	Status         string
+	PaymentNo      *string
+	PaidAt         *time.Time
+	CancelledAt    *time.Time
+	CancelReason   *string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 func (dbOrder) TableName() string { return "orders" }
@@ -81,6 +85,7 @@ type dbItem struct {
 	ID        uint64 `gorm:"primaryKey"`
 	OrderNo   string
 	ProductID uint64
+	Name      string
 	Quantity  int
 	UnitPrice int64
 }
@@ -88,22 +93,46 @@ type dbItem struct {
 func (dbItem) TableName() string { return "order_items" }
 
 func toDBOrder(o order.Order) dbOrder {
-	d := dbOrder{OrderNo: o.No, UserID: o.UserID, Amount: o.Amount, CouponID: o.CouponID, Status: string(o.Status), PaidAt: o.PaidAt, CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC()}
-	if o.PaymentNo != "" {
-		d.PaymentNo = &o.PaymentNo
+	return dbOrder{
+		OrderNo: o.No, UserID: o.UserID, TotalAmount: o.TotalAmount, DiscountAmount: o.DiscountAmount, PayAmount: o.PayAmount,
+		CouponID: o.CouponID, Status: string(o.Status), PaymentNo: nullString(o.PaymentNo), PaidAt: utc(o.PaidAt),
+		CancelledAt: utc(o.CancelledAt), CancelReason: nullString(o.CancelReason), CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
 	}
-	return d
 }
 
 func toOrder(d dbOrder, items []dbItem) order.Order {
-	o := order.Order{No: d.OrderNo, UserID: d.UserID, Amount: d.Amount, CouponID: d.CouponID, Status: order.Status(d.Status), PaidAt: d.PaidAt, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+	o := order.Order{
+		No: d.OrderNo, UserID: d.UserID, TotalAmount: d.TotalAmount, DiscountAmount: d.DiscountAmount, PayAmount: d.PayAmount,
+		CouponID: d.CouponID, Status: order.Status(d.Status), PaidAt: d.PaidAt, CancelledAt: d.CancelledAt,
+		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+	}
 	if d.PaymentNo != nil {
 		o.PaymentNo = *d.PaymentNo
 	}
+	if d.CancelReason != nil {
+		o.CancelReason = *d.CancelReason
+	}
 	for _, it := range items {
-		o.Items = append(o.Items, order.Item{ProductID: it.ProductID, Quantity: it.Quantity, UnitPrice: it.UnitPrice})
+		o.Items = append(o.Items, order.Item{ProductID: it.ProductID, Name: it.Name, UnitPrice: it.UnitPrice, Quantity: it.Quantity})
 	}
 	return o
+}
+
+// nullString is s, or NULL when it is empty.
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// utc is *t in UTC, or nil.
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // Insert writes o and its items.
@@ -118,7 +147,7 @@ func (t *orderTx) Insert(ctx context.Context, o order.Order) error {
 	}
 	items := make([]dbItem, len(o.Items))
 	for i, it := range o.Items {
-		items[i] = dbItem{OrderNo: o.No, ProductID: it.ProductID, Quantity: it.Quantity, UnitPrice: it.UnitPrice}
+		items[i] = dbItem{OrderNo: o.No, ProductID: it.ProductID, Name: it.Name, Quantity: it.Quantity, UnitPrice: it.UnitPrice}
 	}
 	if err := db.Create(&items).Error; err != nil {
 		return fmt.Errorf("insert items of order %s: %w", o.No, err)
@@ -140,17 +169,9 @@ func (t *orderTx) UpdateOrder(ctx context.Context, no string, fn func(*order.Ord
 	if o.Status == read {
 		return nil
 	}
-	var paidAt *time.Time
-	if o.PaidAt != nil {
-		at := o.PaidAt.UTC()
-		paidAt = &at
-	}
-	var paymentNo *string
-	if o.PaymentNo != "" {
-		paymentNo = &o.PaymentNo
-	}
-	res := t.db.WithContext(ctx).Exec("UPDATE orders SET status = ?, payment_no = ?, paid_at = ?, updated_at = ? WHERE order_no = ? AND status = ?",
-		o.Status, paymentNo, paidAt, o.UpdatedAt.UTC(), no, read)
+	res := t.db.WithContext(ctx).Exec(`UPDATE orders SET status = ?, payment_no = ?, paid_at = ?, cancelled_at = ?, cancel_reason = ?, updated_at = ?
+		WHERE order_no = ? AND status = ?`,
+		o.Status, nullString(o.PaymentNo), utc(o.PaidAt), utc(o.CancelledAt), nullString(o.CancelReason), o.UpdatedAt.UTC(), no, read)
 	if res.Error != nil {
 		return fmt.Errorf("update order %s %s → %s: %w", no, read, o.Status, res.Error)
 	}
@@ -166,6 +187,19 @@ func (t *orderTx) UpdateOrder(ctx context.Context, no string, fn func(*order.Ord
 // Get reads order no with its items.
 func (s *Store) Get(ctx context.Context, no string) (order.Order, error) {
 	return get(ctx, s.db, no, false)
+}
+
+// Expired lists WAIT_PAY orders created before before, oldest first, by
+// idx_orders_status_created.
+func (s *Store) Expired(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	var nos []string
+	err := s.db.WithContext(ctx).Model(&dbOrder{}).
+		Where("status = ? AND created_at < ?", string(order.StatusWaitPay), before.UTC()).
+		Order("created_at, id").Limit(limit).Pluck("order_no", &nos).Error
+	if err != nil {
+		return nil, fmt.Errorf("list WAIT_PAY orders created before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return nos, nil
 }
 
 // get reads order no with its items through db (the pool or a

@@ -1,6 +1,8 @@
 // Command payment runs the oncemall payment service: payments for orders,
-// the payment platform's "paid" notifications (incident 2) and their
-// reconciliation. `payment --help` lists its commands and variables.
+// the payment platform's "paid" notifications (incident 2), the close of an
+// order's charge, the active query, refunds of payments that landed after
+// their order closed, and their reconciliation. `payment --help` lists its
+// commands and variables.
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 	"github.com/oncemall/oncemall/services/payment/internal/config"
 	"github.com/oncemall/oncemall/services/payment/internal/httpapi"
 	"github.com/oncemall/oncemall/services/payment/internal/jobs"
+	"github.com/oncemall/oncemall/services/payment/internal/messaging"
 	"github.com/oncemall/oncemall/services/payment/internal/orderclient"
 	"github.com/oncemall/oncemall/services/payment/internal/store"
 	"github.com/oncemall/oncemall/services/payment/migrations"
@@ -26,14 +29,15 @@ var service = platform.Service[config.Config]{
 	Name:       "payment",
 	Port:       8083,
 	Migrations: []migrate.Source{migrations.Source, idempotency.Migrations},
-	Streams:    []string{"payment"}, // published
+	Streams:    []string{"payment"}, // published; order.> is consumed from the order service's
 	Wire:       wire,
 }
 
 func wire(w *platform.Wiring, cfg config.Config) error {
-	orders := orderclient.New(cfg.OrderURL, &http.Client{Timeout: cfg.OrderTimeout})
+	orders := orderclient.New(cfg.OrderURL, w.InternalToken, &http.Client{Timeout: cfg.OrderTimeout})
 	charges := psp.NewClient(cfg.PSPURL, &http.Client{Timeout: cfg.PSPTimeout})
-	a, err := app.New(store.New(w.DB, w.Outbox.Wake), orders, charges, w.Locks, cfg.App(), w.Log, w.Registry)
+	st := store.New(w.DB, w.Outbox.Wake)
+	a, err := app.New(st, orders, charges, w.Locks, cfg.App(), w.Log, w.Registry)
 	if err != nil {
 		return err
 	}
@@ -44,12 +48,15 @@ func wire(w *platform.Wiring, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, Admin: w.Admin, Idempotency: idem.Handler(),
+	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, Admin: w.Admin, Internal: w.Internal, Idempotency: idem.Handler(),
 		Secret: []byte(cfg.PSPSecret), SignatureWindow: cfg.SignatureWindow, Registry: w.Registry})
 	if err != nil {
 		return err
 	}
 	w.Routes(api.Register)
+	w.Consume(messaging.OrderCancelled(a, st))
+	w.Job(jobs.Query(a, cfg.QuerySchedule, w.Log))
+	w.Job(jobs.Refund(a, cfg.RefundSchedule, w.Log))
 	w.Job(jobs.Reconcile(a, cfg.ReconcileSchedule, w.Log))
 	return nil
 }

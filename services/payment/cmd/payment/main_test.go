@@ -59,6 +59,13 @@ func TestLoadDefaults(t *testing.T) {
 	if c.Modes.Callback != variant.Fixed || c.PSPURL != "http://127.0.0.1:8090" || c.OrderURL != "http://127.0.0.1:8081" || c.CallbackLock {
 		t.Fatalf("defaults: mode %s psp %s order %s lock %v", c.Modes.Callback, c.PSPURL, c.OrderURL, c.CallbackLock)
 	}
+	// The query starts after 2m and gives up after 1h, past the order's 15m
+	// payment deadline; a refund request is leased beyond the platform's
+	// timeout.
+	if c.QueryAfter != 2*time.Minute || c.QueryHorizon != time.Hour || c.RefundLease <= c.PSPTimeout || c.PSPRefundNotifyURL != "" {
+		t.Fatalf("defaults: query after %v, horizon %v, refund lease %v (platform timeout %v), refund notify URL %q",
+			c.QueryAfter, c.QueryHorizon, c.RefundLease, c.PSPTimeout, c.PSPRefundNotifyURL)
+	}
 }
 
 func TestLoadNamesTheBadVariable(t *testing.T) {
@@ -69,6 +76,21 @@ func TestLoadNamesTheBadVariable(t *testing.T) {
 		"PSP_TIMEOUT":             "0s",
 		"PSP_SECRET":              "",
 		"EVENT_SUBJECT_PREFIX":    "nodot",
+		"PSP_NOTIFY_URL":          "payment:8083/payments/callback",
+		"PSP_REFUND_NOTIFY_URL":   "ftp://payment/refunds",
+		"PAYMENT_QUERY_SCHEDULE":  "sometimes",
+		"PAYMENT_QUERY_AFTER":     "0s",
+		// Not longer than PAYMENT_QUERY_AFTER (2m): nothing would be asked.
+		"PAYMENT_QUERY_HORIZON":   "2m",
+		"PAYMENT_QUERY_BATCH":     "0",
+		"PAYMENT_REFUND_SCHEDULE": "never",
+		"PAYMENT_REFUND_BATCH":    "5000",
+		// Not longer than PSP_TIMEOUT (5s): a slow request's refund would be
+		// claimed again while it is under way.
+		"PAYMENT_REFUND_LEASE":       "5s",
+		"PAYMENT_REFUND_BACKOFF":     "0s",
+		"PAYMENT_REFUND_BACKOFF_MAX": "1s",
+		"PAYMENT_REFUND_ALERT_AFTER": "-1m",
 	}))
 }
 
@@ -77,19 +99,19 @@ func TestLoadNamesTheBadVariable(t *testing.T) {
 // nowhere, and the broken callback handler only in the lab; every refusal
 // names its variable and none shows the secret.
 func TestLoadGuardsThePSPSecretAndTheBrokenHandler(t *testing.T) {
-	const admin, secret = "a-real-admin-token-0123", "a-real-psp-secret-0123"
+	const admin, internal, secret = "a-real-admin-token-0123", "a-real-internal-token-0123", "a-real-psp-secret-0123"
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
 		want string // "" for success, else a part of the error
 	}{
-		{"production refuses the dev secret", map[string]string{"ADMIN_TOKEN": admin}, "PSP_SECRET"},
-		{"production with a real secret", map[string]string{"ADMIN_TOKEN": admin, "INTERNAL_TOKEN": "internal-" + secret, "PSP_SECRET": secret}, ""},
-		{"production refuses a short secret", map[string]string{"ADMIN_TOKEN": admin, "PSP_SECRET": "short"}, "PSP_SECRET"},
+		{"production refuses the dev secret", map[string]string{"ADMIN_TOKEN": admin, "INTERNAL_TOKEN": internal}, "PSP_SECRET"},
+		{"production with a real secret", map[string]string{"ADMIN_TOKEN": admin, "INTERNAL_TOKEN": internal, "PSP_SECRET": secret}, ""},
+		{"production refuses a short secret", map[string]string{"ADMIN_TOKEN": admin, "INTERNAL_TOKEN": internal, "PSP_SECRET": "short"}, "PSP_SECRET"},
 		{"dev allows the dev secret", map[string]string{"ONCEMALL_ENV": "dev"}, ""},
 		{"lab allows the dev secret", map[string]string{"ONCEMALL_ENV": "lab"}, ""},
 		{"an empty secret is refused even in the lab", map[string]string{"ONCEMALL_ENV": "lab", "PSP_SECRET": ""}, "PSP_SECRET"},
-		{"production refuses the broken handler", map[string]string{"ADMIN_TOKEN": admin, "PSP_SECRET": secret, "PAYMENT_CALLBACK_MODE": "broken"}, "PAYMENT_CALLBACK_MODE"},
+		{"production refuses the broken handler", map[string]string{"ADMIN_TOKEN": admin, "INTERNAL_TOKEN": internal, "PSP_SECRET": secret, "PAYMENT_CALLBACK_MODE": "broken"}, "PAYMENT_CALLBACK_MODE"},
 		{"dev refuses the broken handler", map[string]string{"ONCEMALL_ENV": "dev", "PAYMENT_CALLBACK_MODE": "broken"}, "PAYMENT_CALLBACK_MODE"},
 		{"lab allows the broken handler", map[string]string{"ONCEMALL_ENV": "lab", "PAYMENT_CALLBACK_MODE": "broken"}, ""},
 	} {
@@ -123,47 +145,24 @@ func serviceEnv(t *testing.T) (base, token, dbName string, mysql database.Config
 	_, redisPrefix := testenv.Redis(t)
 	prefix = strings.ToLower(testenv.UniqueName(t, "p")) + "."
 	testenv.DeleteStreamAtCleanup(t, conn.JS, events.Config{SubjectPrefix: prefix}.StreamName("payment"))
+	testenv.DeleteStreamAtCleanup(t, conn.JS, events.Config{SubjectPrefix: prefix}.StreamName("order"))
 	addr, token := testenv.FreeAddr(t), "admin-"+testenv.RandomSuffix(12)
 	for k, v := range map[string]string{
 		"ONCEMALL_ENV": "lab", "MYSQL_ADDR": mysql.Addr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr,
 		"ADMIN_TOKEN": token, "EVENT_SUBJECT_PREFIX": prefix, "IDEMPOTENCY_REDIS_PREFIX": redisPrefix + "idem:",
-		"PAYMENT_RECONCILE_SCHEDULE": "@every 1s",
+		"INTERNAL_TOKEN": "internal-" + testenv.RandomSuffix(12), "PAYMENT_RECONCILE_SCHEDULE": "@every 1s",
+		"PAYMENT_QUERY_SCHEDULE": "@every 1s", "PAYMENT_REFUND_SCHEDULE": "@every 1s",
 	} {
 		t.Setenv(k, v)
 	}
 	return "http://" + addr, token, dbName, mysql, prefix
 }
 
-// serve runs the service until the test ends and waits for /readyz.
+// serve runs the service as main does until the test ends, and waits until
+// it is ready.
 func serve(t *testing.T, base string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, io.Discard) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("run did not return after cancellation")
-		}
-	})
-	testenv.WaitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("run returned early: %v", err)
-		default:
-		}
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	testenv.Serve(t, func(ctx context.Context) error { return run(ctx, nil, io.Discard) }, base)
 }
 
 func openDB(t *testing.T, mysql database.Config, name string) *gorm.DB {
@@ -191,8 +190,10 @@ func do(t *testing.T, method, url string, body []byte, h http.Header) (int, stri
 // TestRunServesThePaymentService runs the whole service from its
 // declaration on the production schema: a notification pays a payment once
 // (the copy is a duplicate), payment.succeeded reaches the payment stream
-// under the event prefix, the reconciliation is empty without the lab's
-// table, and the reconcile job and the callback metrics run.
+// under the event prefix, the close answers only with the internal token,
+// order.cancelled is consumed from the order stream under the prefix, the
+// reconciliation is empty without the lab's table, and the reconcile, query
+// and refund jobs and the callback metrics run.
 func TestRunServesThePaymentService(t *testing.T) {
 	base, token, dbName, mysql, prefix := serviceEnv(t)
 	serve(t, base)
@@ -221,6 +222,25 @@ func TestRunServesThePaymentService(t *testing.T) {
 		return err == nil && info.State.Subjects[prefix+events.PaymentSucceeded] == 1
 	})
 
+	// The order service's close, behind INTERNAL_TOKEN.
+	closePath := base + "/internal/orders/O-run-2/close"
+	if status, got := do(t, http.MethodPost, closePath, nil, http.Header{"Authorization": {"Bearer " + token}}); status != http.StatusUnauthorized {
+		t.Fatalf("close with the admin token: %d %s, want 401", status, got)
+	}
+	internal := http.Header{"Authorization": {"Bearer " + os.Getenv("INTERNAL_TOKEN")}}
+	if status, got := do(t, http.MethodPost, closePath, nil, internal); status != http.StatusOK || !strings.Contains(got, `"outcome":"closed"`) {
+		t.Fatalf("close: %d %s, want 200 closed", status, got)
+	}
+	// order.cancelled, consumed from the order stream the service declared.
+	cancelled, _ := json.Marshal(events.OrderCancelledV1{OrderNo: "O-run-3", UserID: 7, Reason: events.CancelTimeout, CancelledAt: now})
+	_, err := conn.JS.Publish(context.Background(), prefix+events.OrderCancelled, cancelled, jetstream.WithMsgID("order-cancelled-O-run-3"))
+	testenv.Must(t, err)
+	testenv.WaitFor(t, 10*time.Second, "order.cancelled recorded", func() bool {
+		var n int64
+		testenv.Must(t, db.Raw("SELECT COUNT(*) FROM payments WHERE order_no = 'O-run-3' AND status = 'CLOSED' AND order_cancelled_at IS NOT NULL").Scan(&n).Error)
+		return n == 1
+	})
+
 	var labTables int
 	testenv.Must(t, db.Raw("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'payment_transaction_broken'").Scan(&labTables).Error)
 	if labTables != 0 {
@@ -229,12 +249,17 @@ func TestRunServesThePaymentService(t *testing.T) {
 	if status, got := do(t, http.MethodGet, base+"/admin/reconcile", nil, http.Header{"Authorization": {"Bearer " + token}}); status != http.StatusOK || !strings.Contains(got, `"empty":true`) {
 		t.Fatalf("reconcile: %d %s, want 200 and an empty report", status, got)
 	}
-	testenv.WaitFor(t, 10*time.Second, "the reconcile job and the callback metrics", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the jobs and the metrics", func() bool {
 		_, metrics := do(t, http.MethodGet, base+"/metrics", nil, nil)
-		return strings.Contains(metrics, `job_runs_total{job="payment-reconcile",outcome="ok"} `) &&
-			!strings.Contains(metrics, `job_runs_total{job="payment-reconcile",outcome="ok"} 0`) &&
-			strings.Contains(metrics, `payment_callbacks_total{handler="fixed",outcome="processed"} 1`) &&
-			strings.Contains(metrics, `payment_reconcile_findings{kind="multiple_records"} 0`)
+		for _, job := range []string{"payment-reconcile", "payment-query", "payment-refund"} {
+			if !strings.Contains(metrics, `job_runs_total{job="`+job+`",outcome="ok"} `) {
+				return false
+			}
+		}
+		return strings.Contains(metrics, `payment_callbacks_total{handler="fixed",outcome="processed"} 1`) &&
+			strings.Contains(metrics, `payment_closes_total{outcome="closed"} 1`) &&
+			strings.Contains(metrics, `payment_reconcile_findings{kind="multiple_records"} 0`) &&
+			strings.Contains(metrics, `payment_reconcile_findings{kind="stale_wait_pay"} 0`)
 	})
 }
 

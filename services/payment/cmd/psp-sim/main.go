@@ -1,8 +1,8 @@
 // Command psp-sim runs the payment-platform simulator on :8090 (PSP_HTTP_ADDR).
-// It accepts charges from the payment service and calls back
-// PSP_CALLBACK_URL (or the charge's notify_url) with signed notifications;
-// see package pspsim for the modes and services/payment/README.md for the
-// contract.
+// It accepts charges, closes, queries and refunds from the payment service
+// and calls back PSP_CALLBACK_URL and PSP_REFUND_CALLBACK_URL (or the
+// request's notify_url) with signed notifications; see package pspsim for
+// the modes and services/payment/README.md for the contract.
 package main
 
 import (

@@ -1,12 +1,22 @@
 // Package app holds the payment service's use cases, one file each:
 //
-//	CreatePayment  create_payment.go  POST /payments
-//	GetPayment     get_payment.go     GET /payments/:no
-//	HandlePaid     handle_paid.go     POST /payments/callback: the fix, or, in the lab,
-//	                                  handle_paid_broken.go (incident 2), chosen by
-//	                                  Config.Callback; handle_paid_lock.go is the
-//	                                  optional entry lock in front of the fix
-//	Reconcile      reconcile.go       GET /admin/reconcile and the reconcile job
+//	CreatePayment        create_payment.go         POST /payments
+//	GetPayment           get_payment.go            GET /payments/:no
+//	HandlePaid           handle_paid.go            POST /payments/callback: the fix, or, in the lab,
+//	                                               handle_paid_broken.go (incident 2), chosen by
+//	                                               Config.Callback; handle_paid_lock.go is the
+//	                                               optional entry lock in front of the fix
+//	CloseOrderPayment    close_order_payment.go    POST /internal/orders/:no/close
+//	QueryPayments        query_payments.go         the payment-query job
+//	SendRefunds          send_refunds.go           the payment-refund job
+//	HandleRefunded       handle_refunded.go        POST /payments/refunds/callback
+//	RecordOrderCancelled record_order_cancelled.go the order.cancelled consumer
+//	Reconcile            reconcile.go              GET /admin/reconcile and the reconcile job
+//
+// Every path that learns of a platform payment (a notification, a query, a
+// close the platform answers "paid") applies it through one function,
+// handlePaidFixed in handle_paid.go, so that the unique platform serial and
+// the conditional updates decide once, whichever path comes first.
 package app
 
 import (
@@ -27,20 +37,26 @@ import (
 
 // Orders reads orders from the order service.
 type Orders interface {
-	// Order returns the order, or payment.ErrOrderNotFound.
-	Order(ctx context.Context, orderNo string) (payment.Order, error)
+	// Order returns the order as its owner userID sees it, or
+	// payment.ErrOrderNotFound (also when userID is not its owner).
+	Order(ctx context.Context, userID uint64, orderNo string) (payment.Order, error)
 }
 
-// Platform is the payment platform's charge API.
+// Platform is the payment platform's API (psp.Client).
 type Platform interface {
 	Charge(ctx context.Context, req psp.ChargeRequest) (psp.ChargeResponse, error)
+	Close(ctx context.Context, outTradeNo string) (psp.CloseResponse, error)
+	Query(ctx context.Context, outTradeNo string) (psp.Trade, error)
+	Refund(ctx context.Context, req psp.RefundRequest) (psp.RefundResponse, error)
 }
 
 // Config tunes the use cases.
 type Config struct {
 	// NotifyURL is sent with each charge as the platform's notify address;
-	// empty lets the platform use its own default.
-	NotifyURL string
+	// empty lets the platform use its own default. RefundNotifyURL is the
+	// same for refund requests.
+	NotifyURL       string
+	RefundNotifyURL string
 	// Callback selects how HandlePaid applies a notification: variant.Fixed,
 	// or variant.Broken to reproduce incident 2 (the lab only).
 	Callback variant.Mode
@@ -49,12 +65,58 @@ type Config struct {
 	// holder blocks its payment.
 	CallbackLock    bool
 	CallbackLockTTL time.Duration
+	// QueryAfter is how long a payment waits for its notification before
+	// QueryPayments asks the platform about it; QueryHorizon is the age at
+	// which it stops asking, and the reconciler reports a payment still
+	// WAIT_PAY. QueryBatch caps the payments one run asks about.
+	QueryAfter   time.Duration
+	QueryHorizon time.Duration
+	QueryBatch   int
+	// RefundBatch caps the refunds one SendRefunds run sends; RefundLease
+	// hides a claimed refund from other claimers while its request is under
+	// way (longer than a platform call); a failed request is retried after
+	// RefundBackoff, doubled per attempt up to RefundBackoffMax.
+	RefundBatch      int
+	RefundLease      time.Duration
+	RefundBackoff    time.Duration
+	RefundBackoffMax time.Duration
+	// RefundAlertAfter is how long a refund may wait for the platform
+	// before the reconciler reports it.
+	RefundAlertAfter time.Duration
 	// ReconcileLookback is how far back Reconcile looks: recently paid
 	// payments only, so that it never reports events the outbox cleanup
 	// deleted long after they were sent.
 	ReconcileLookback time.Duration
 	// ReconcileLimit caps each list of the reconciliation report.
 	ReconcileLimit int
+}
+
+// withDefaults fills what a caller left zero (the lab's rigs, tests) with
+// the service's defaults.
+func (c Config) withDefaults() Config {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	set(&c.CallbackLockTTL, 10*time.Second)
+	set(&c.QueryAfter, 2*time.Minute)
+	set(&c.QueryHorizon, time.Hour)
+	set(&c.RefundLease, time.Minute)
+	set(&c.RefundBackoff, 5*time.Second)
+	set(&c.RefundBackoffMax, 10*time.Minute)
+	set(&c.RefundAlertAfter, 30*time.Minute)
+	set(&c.ReconcileLookback, 72*time.Hour)
+	if c.QueryBatch <= 0 {
+		c.QueryBatch = 100
+	}
+	if c.RefundBatch <= 0 {
+		c.RefundBatch = 20
+	}
+	if c.ReconcileLimit <= 0 {
+		c.ReconcileLimit = 100
+	}
+	return c
 }
 
 // App is the payment service's use cases over their dependencies.
@@ -66,14 +128,53 @@ type App struct {
 	cfg      Config
 	log      *slog.Logger
 	now      func() time.Time
-	findings *prometheus.GaugeVec
+	m        appMetrics
 	// handlePaid is the notification handler Config.Callback chose.
 	handlePaid func(ctx context.Context, t payment.Transaction) (payment.Outcome, error)
 }
 
+// appMetrics are what an operator watches of the use cases.
+type appMetrics struct {
+	findings *prometheus.GaugeVec
+	closes   *prometheus.CounterVec
+	queries  *prometheus.CounterVec
+	refunds  *prometheus.CounterVec
+}
+
+func newAppMetrics(reg prometheus.Registerer) (appMetrics, error) {
+	var m appMetrics
+	var err error
+	if m.findings, err = metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "payment_reconcile_findings",
+		Help: "Findings of the last reconciliation by kind: multiple_records, missing_events, amount_mismatches, paid_cancelled_without_refund, late_refunds, stale_wait_pay, missing_refund_events.",
+	}, []string{"kind"})); err != nil {
+		return m, err
+	}
+	if m.closes, err = metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payment_closes_total",
+		Help: "Closes asked by the order service, by outcome: closed, paid, error.",
+	}, []string{"outcome"})); err != nil {
+		return m, err
+	}
+	if m.queries, err = metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payment_queries_total",
+		Help: "Active queries of waiting payments by the platform's answer: paid (applied: processed, duplicate or refunding), waiting, closed, unknown, error.",
+	}, []string{"answer"})); err != nil {
+		return m, err
+	}
+	if m.refunds, err = metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payment_refund_requests_total",
+		Help: "Refund requests sent to the platform by outcome: accepted, failed.",
+	}, []string{"outcome"})); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
 // New returns the use cases and registers their metrics on reg. orders and
-// charges (the payment platform) may be nil where only notifications are handled (the lab), and
-// CreatePayment then fails; locks is needed only with Config.CallbackLock.
+// charges (the payment platform) may be nil where only notifications are
+// handled (the lab), and the use cases that need them then fail; locks is
+// needed only with Config.CallbackLock.
 func New(store payment.Store, orders Orders, charges Platform, locks *redislock.Client, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*App, error) {
 	if store == nil || log == nil {
 		return nil, errors.New("app: store and logger are required")
@@ -81,24 +182,16 @@ func New(store payment.Store, orders Orders, charges Platform, locks *redislock.
 	if cfg.CallbackLock && locks == nil {
 		return nil, errors.New("app: the callback lock needs a lock client")
 	}
-	if cfg.CallbackLockTTL <= 0 {
-		cfg.CallbackLockTTL = 10 * time.Second
+	cfg = cfg.withDefaults()
+	if cfg.QueryHorizon <= cfg.QueryAfter {
+		return nil, fmt.Errorf("app: the query horizon %s must be longer than the query delay %s", cfg.QueryHorizon, cfg.QueryAfter)
 	}
-	if cfg.ReconcileLookback <= 0 {
-		cfg.ReconcileLookback = 72 * time.Hour
-	}
-	if cfg.ReconcileLimit <= 0 {
-		cfg.ReconcileLimit = 100
-	}
-	findings, err := metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "payment_reconcile_findings",
-		Help: "Findings of the last reconciliation by kind: multiple_records, missing_events, amount_mismatches.",
-	}, []string{"kind"}))
+	m, err := newAppMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	a := &App{store: store, orders: orders, platform: charges, locks: locks, cfg: cfg, log: log,
-		now: func() time.Time { return time.Now().UTC() }, findings: findings}
+		now: func() time.Time { return time.Now().UTC() }, m: m}
 	switch cfg.Callback {
 	case variant.Fixed:
 		a.handlePaid = a.handlePaidFixed
@@ -126,4 +219,17 @@ func (a *App) Check(ctx context.Context) error {
 		return a.store.CheckBrokenRecords(ctx)
 	}
 	return nil
+}
+
+// errNoPlatform is what a use case that needs the platform answers in a
+// lab rig assembled without one.
+var errNoPlatform = errors.New("no payment platform configured")
+
+// platformErr classifies a failed platform call for the edge: a refusal
+// stays a refusal, anything else is an unknown outcome.
+func platformErr(err error) error {
+	if errors.Is(err, psp.ErrRefused) {
+		return errors.Join(payment.ErrPlatformRejected, err)
+	}
+	return errors.Join(payment.ErrPlatformUnavailable, err)
 }

@@ -18,9 +18,12 @@ func (a *App) HandlePaid(ctx context.Context, t payment.Transaction) (payment.Ou
 	return a.handlePaid(ctx, t)
 }
 
-// handlePaidFixed is the fix for incident 2. The platform delivers a
-// notification at least once and sometimes many times at once, so every
-// step is written to make a repeat harmless:
+// handlePaidFixed is the fix for incident 2, and the one path by which any
+// platform payment is applied: a notification, an active query's answer, a
+// close the platform answered "paid". The platform delivers a notification
+// at least once and sometimes many times at once, and a query or a close
+// may learn of the same payment at the same moment, so every step is
+// written to make a repeat harmless:
 //
 //  1. The payment is looked up and the notified amount compared with ours; a
 //     mismatch is refused and logged as an alert, nothing is written.
@@ -31,8 +34,10 @@ func (a *App) HandlePaid(ctx context.Context, t payment.Transaction) (payment.Ou
 //     move; the payment.succeeded event goes to the outbox. Either all three
 //     are committed or none is.
 //  3. When the conditional update changes nothing, the payment is re-read:
-//     paid by this very transaction is success, anything else (paid by
-//     another transaction, closed) is a conflict, refused and logged.
+//     paid by this very transaction is success; CLOSED means the customer
+//     paid while the order closed (closeLatePayment: recorded and refunded,
+//     never PAID); anything else (paid by another transaction) is a
+//     conflict, refused and logged.
 //
 // Correctness depends only on the database: no lock is needed in front.
 func (a *App) handlePaidFixed(ctx context.Context, t payment.Transaction) (payment.Outcome, error) {
@@ -46,6 +51,7 @@ func (a *App) handlePaidFixed(ctx context.Context, t payment.Transaction) (payme
 		return "", fmt.Errorf("handle notification %s: expected %d, notified %d: %w", t.PlatformSerial, p.Amount, t.Amount, payment.ErrAmountMismatch)
 	}
 
+	outcome := payment.Processed
 	err = a.store.InTx(ctx, func(tx payment.Tx) error {
 		if err := tx.InsertTransaction(ctx, t); err != nil {
 			return err
@@ -62,6 +68,10 @@ func (a *App) handlePaidFixed(ctx context.Context, t payment.Transaction) (payme
 			if cur.PaidBy(t.Channel, t.PlatformSerial) {
 				return errAlreadyPaid
 			}
+			if cur.Status == payment.StatusClosed {
+				outcome = payment.Refunding
+				return closeLatePayment(ctx, tx, cur, t)
+			}
 			return fmt.Errorf("payment %s is %s by %s/%s: %w", cur.OutTradeNo, cur.Status, cur.Channel, cur.PlatformSerial, payment.ErrConflict)
 		}
 		// The message number is derived from the payment, so even a second
@@ -73,6 +83,11 @@ func (a *App) handlePaidFixed(ctx context.Context, t payment.Transaction) (payme
 		})
 	})
 	switch {
+	case err == nil && outcome == payment.Refunding:
+		a.log.WarnContext(ctx, "payment arrived after its order closed: recorded, refund requested",
+			"out_trade_no", t.OutTradeNo, "order_no", p.OrderNo, "platform_serial", t.PlatformSerial, "amount", t.Amount,
+			"refund_no", payment.RefundNoFor(t.OutTradeNo))
+		return payment.Refunding, nil
 	case err == nil:
 		a.log.InfoContext(ctx, "payment paid", "out_trade_no", t.OutTradeNo, "platform_serial", t.PlatformSerial, "amount", t.Amount)
 		return payment.Processed, nil
@@ -86,6 +101,31 @@ func (a *App) handlePaidFixed(ctx context.Context, t payment.Transaction) (payme
 	default:
 		return "", fmt.Errorf("handle notification %s: %w", t.PlatformSerial, err)
 	}
+}
+
+// closeLatePayment applies, inside the notification's transaction (whose
+// record insert has already passed the unique key), a payment that landed
+// on a CLOSED payment: its order was closed while the customer paid. The
+// payment moves CLOSED → REFUNDING with the transaction recorded on it, by
+// a conditional update, and one refund row is written, its number derived
+// from the payment and unique, for the payment-refund job to send. No
+// payment.succeeded: the order stays closed, and the money goes back.
+func closeLatePayment(ctx context.Context, tx payment.Tx, p payment.Payment, t payment.Transaction) error {
+	moved, err := tx.MarkRefunding(ctx, t)
+	if err != nil {
+		return err
+	}
+	if !moved {
+		return fmt.Errorf("closed payment %s changed while its late payment %s was applied: %w", p.OutTradeNo, t.PlatformSerial, payment.ErrConflict)
+	}
+	err = tx.InsertRefund(ctx, payment.Refund{
+		RefundNo: payment.RefundNoFor(p.OutTradeNo), OutTradeNo: p.OutTradeNo, OrderNo: p.OrderNo,
+		Amount: t.Amount, Channel: t.Channel,
+	})
+	if errors.Is(err, payment.ErrDuplicateRefund) {
+		return fmt.Errorf("payment %s already has a refund: %w", p.OutTradeNo, payment.ErrConflict)
+	}
+	return err
 }
 
 // errAlreadyPaid rolls back a transaction whose notification turned out to

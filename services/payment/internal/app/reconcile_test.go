@@ -20,44 +20,54 @@ import (
 // says; the use case under test calls nothing else.
 type reconcileStore struct {
 	payment.Store
-	reconcile func(since time.Time, limit int) (payment.Report, error)
+	reconcile func(q payment.ReconcileQuery) (payment.Report, error)
 }
 
-func (s reconcileStore) Reconcile(_ context.Context, since time.Time, limit int) (payment.Report, error) {
-	return s.reconcile(since, limit)
+func (s reconcileStore) Reconcile(_ context.Context, q payment.ReconcileQuery) (payment.Report, error) {
+	return s.reconcile(q)
 }
 
-// TestReconcileSetsFindingsGauges: each run exposes each kind's count, a
+// TestReconcileSetsFindingsGauges: each run exposes every kind's count (a
+// kind without findings as 0, so an alert rule always has a series), a
 // failed run leaves the last counts in place rather than reporting zero, and
-// the store is asked for the configured lookback.
+// the store is asked for the configured lookback, refund bound and query
+// horizon.
 func TestReconcileSetsFindingsGauges(t *testing.T) {
 	fail := false
 	rep := payment.Report{
 		MultipleRecords:  []payment.RecordCount{{OutTradeNo: "P1", Records: 3}, {OutTradeNo: "P2", Records: 2}},
 		MissingEvents:    []string{"P3"},
 		AmountMismatches: nil,
+		PaidCancelled:    []string{"P4", "P5", "P6"},
+		LateRefunds:      []payment.LateRefund{{RefundNo: "RP7"}},
+		StaleWaitPay:     []string{"P8", "P9", "P10", "P11"},
 	}
-	var asked time.Time
-	st := reconcileStore{reconcile: func(since time.Time, _ int) (payment.Report, error) {
-		asked = since
+	var asked payment.ReconcileQuery
+	st := reconcileStore{reconcile: func(q payment.ReconcileQuery) (payment.Report, error) {
+		asked = q
 		if fail {
 			return payment.Report{}, errors.New("database down")
 		}
 		return rep, nil
 	}}
 	reg := prometheus.NewRegistry()
-	a, err := app.New(st, nil, nil, nil, app.Config{Callback: variant.Fixed, ReconcileLookback: time.Hour}, slog.New(slog.DiscardHandler), reg)
+	a, err := app.New(st, nil, nil, nil, app.Config{Callback: variant.Fixed, ReconcileLookback: time.Hour,
+		RefundAlertAfter: 20 * time.Minute, QueryAfter: time.Minute, QueryHorizon: 40 * time.Minute}, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	check := func(when string) {
 		t.Helper()
 		want := `
-# HELP payment_reconcile_findings Findings of the last reconciliation by kind: multiple_records, missing_events, amount_mismatches.
+# HELP payment_reconcile_findings Findings of the last reconciliation by kind: multiple_records, missing_events, amount_mismatches, paid_cancelled_without_refund, late_refunds, stale_wait_pay, missing_refund_events.
 # TYPE payment_reconcile_findings gauge
 payment_reconcile_findings{kind="amount_mismatches"} 0
+payment_reconcile_findings{kind="late_refunds"} 1
 payment_reconcile_findings{kind="missing_events"} 1
+payment_reconcile_findings{kind="missing_refund_events"} 0
 payment_reconcile_findings{kind="multiple_records"} 2
+payment_reconcile_findings{kind="paid_cancelled_without_refund"} 3
+payment_reconcile_findings{kind="stale_wait_pay"} 4
 `
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "payment_reconcile_findings"); err != nil {
 			t.Fatalf("%s: %v", when, err)
@@ -67,8 +77,17 @@ payment_reconcile_findings{kind="multiple_records"} 2
 		t.Fatal(err)
 	}
 	check("after a run")
-	if ago := time.Since(asked); ago < time.Hour-time.Minute || ago > time.Hour+time.Minute {
-		t.Fatalf("reconciled since %v ago, want the configured hour", ago)
+	near := func(what string, at time.Time, want time.Duration) {
+		t.Helper()
+		if ago := time.Since(at); ago < want-time.Minute || ago > want+time.Minute {
+			t.Fatalf("%s %v ago, want %v", what, ago, want)
+		}
+	}
+	near("reconciled since", asked.Since, time.Hour)
+	near("refunds late if created before", asked.RefundsBefore, 20*time.Minute)
+	near("waiting payments stale if created before", asked.WaitPayBefore, 40*time.Minute)
+	if asked.Limit <= 0 {
+		t.Fatalf("asked with limit %d", asked.Limit)
 	}
 	fail = true
 	if _, err := a.Reconcile(context.Background()); err == nil {
@@ -77,14 +96,15 @@ payment_reconcile_findings{kind="multiple_records"} 2
 	check("after a failed run")
 }
 
-// TestNewRefusesWhatCannotRun: an unknown callback mode, and the entry lock
-// without a lock client, are refused at construction rather than on the
-// first notification.
+// TestNewRefusesWhatCannotRun: an unknown callback mode, the entry lock
+// without a lock client, and a query horizon no longer than the query
+// delay, are refused at construction rather than on the first use.
 func TestNewRefusesWhatCannotRun(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	for name, cfg := range map[string]app.Config{
 		"unknown mode":       {Callback: "lenient"},
 		"lock without locks": {Callback: variant.Fixed, CallbackLock: true},
+		"horizon not after":  {Callback: variant.Fixed, QueryAfter: time.Hour, QueryHorizon: time.Hour},
 	} {
 		if _, err := app.New(reconcileStore{}, nil, nil, nil, cfg, log, prometheus.NewRegistry()); err == nil {
 			t.Errorf("%s: New accepted %+v", name, cfg)

@@ -6,6 +6,7 @@ import (
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/variant"
+	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/config"
 )
 
@@ -41,9 +42,14 @@ func TestModesAreTheLabVariants(t *testing.T) {
 // TestAppCarriesTheChoices: the use cases get the mode, the lock and the
 // reconciliation horizon from the one configuration.
 func TestAppCarriesTheChoices(t *testing.T) {
-	c := config.Config{Modes: config.Modes{Callback: variant.Broken}, CallbackLock: true, CallbackLockTTL: 7, ReconcileLookback: 9, PSPNotifyURL: "http://n"}
+	c := config.Config{Modes: config.Modes{Callback: variant.Broken}, CallbackLock: true, CallbackLockTTL: 7, ReconcileLookback: 9,
+		PSPNotifyURL: "http://n", PSPRefundNotifyURL: "http://r", QueryAfter: 1, QueryHorizon: 2, QueryBatch: 3,
+		RefundBatch: 4, RefundLease: 5, RefundBackoff: 6, RefundBackoffMax: 8, RefundAlertAfter: 10}
 	a := c.App()
-	if a.Callback != variant.Broken || !a.CallbackLock || a.CallbackLockTTL != 7 || a.ReconcileLookback != 9 || a.NotifyURL != "http://n" {
-		t.Fatalf("App() = %+v from %+v", a, c)
+	want := app.Config{NotifyURL: "http://n", RefundNotifyURL: "http://r", Callback: variant.Broken, CallbackLock: true, CallbackLockTTL: 7,
+		QueryAfter: 1, QueryHorizon: 2, QueryBatch: 3, RefundBatch: 4, RefundLease: 5, RefundBackoff: 6, RefundBackoffMax: 8,
+		RefundAlertAfter: 10, ReconcileLookback: 9}
+	if a != want {
+		t.Fatalf("App() = %+v from %+v, want %+v", a, c, want)
 	}
 }

@@ -17,7 +17,7 @@ import (
 // callbackAnswer is the body of a 2xx answer to the platform.
 type callbackAnswer struct {
 	Result  string `json:"result"`  // always "SUCCESS": the platform stops retrying
-	Outcome string `json:"outcome"` // processed or duplicate
+	Outcome string `json:"outcome"` // processed, duplicate or refunding
 }
 
 // callback verifies a notification and hands it to the one callback use
@@ -87,4 +87,51 @@ func parseNotification(body []byte) (payment.Transaction, error) {
 		Channel: n.Channel, PlatformSerial: n.PlatformSerial, OutTradeNo: n.OutTradeNo,
 		Amount: n.Amount, PaidAt: n.PaidAt.UTC(),
 	}, nil
+}
+
+// refundCallback verifies a refund notification (psp.VerifyRefund:
+// signature in constant time, then the timestamp window, then the body) and
+// hands it to HandleRefunded. Its answers follow the paid notification's: 2xx
+// for processed and duplicate (the platform stops), 401 bad signature or
+// stale, 400 malformed, 404 unknown refund, 409 conflict, 422 mismatch; none
+// of the refusals writes anything.
+func (api *API) refundCallback(c *gin.Context) {
+	count := func(outcome string) { api.refundCallbacks.WithLabelValues(outcome).Inc() }
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		count("malformed")
+		if httpserver.IsBodyTooLarge(err) {
+			problem.Abort(c, http.StatusRequestEntityTooLarge, "notification too large")
+			return
+		}
+		problem.Abort(c, http.StatusBadRequest, "cannot read the notification")
+		return
+	}
+	n, err := psp.VerifyRefund(c.Request.Header, body, api.opts.Secret, api.opts.Now(), api.opts.SignatureWindow)
+	switch {
+	case errors.Is(err, psp.ErrMalformed):
+		count("malformed")
+		problem.Abort(c, http.StatusBadRequest, err.Error())
+		return
+	case err != nil:
+		outcome := "bad_signature"
+		if errors.Is(err, psp.ErrStale) {
+			outcome = "stale_timestamp"
+		}
+		count(outcome)
+		api.opts.Log.WarnContext(c.Request.Context(), "refund notification refused", "reason", outcome)
+		problem.Abort(c, http.StatusUnauthorized, err.Error())
+		return
+	}
+	outcome, err := api.app.HandleRefunded(c.Request.Context(), payment.RefundResult{
+		Channel: n.Channel, RefundSerial: n.RefundSerial, RefundNo: n.RefundNo, OutTradeNo: n.OutTradeNo,
+		Amount: n.Amount, RefundedAt: n.RefundedAt.UTC(),
+	})
+	if err != nil {
+		count(callbackOutcome(err))
+		api.writeError(c, err)
+		return
+	}
+	count(string(outcome))
+	c.JSON(http.StatusOK, callbackAnswer{Result: "SUCCESS", Outcome: string(outcome)})
 }

@@ -17,13 +17,13 @@ import (
 func (api *API) writeError(c *gin.Context, err error) {
 	var status int
 	switch {
-	case errors.Is(err, payment.ErrNotFound), errors.Is(err, payment.ErrOrderNotFound):
+	case errors.Is(err, payment.ErrNotFound), errors.Is(err, payment.ErrOrderNotFound), errors.Is(err, payment.ErrRefundNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, payment.ErrOrderNotPayable), errors.Is(err, payment.ErrConflict):
+	case errors.Is(err, payment.ErrOrderNotPayable), errors.Is(err, payment.ErrOrderClosed), errors.Is(err, payment.ErrConflict):
 		status = http.StatusConflict
 	case errors.Is(err, payment.ErrAmountMismatch):
 		status = http.StatusUnprocessableEntity
-	case errors.Is(err, payment.ErrPlatformRejected):
+	case errors.Is(err, payment.ErrPlatformRejected), errors.Is(err, payment.ErrPlatformUnavailable):
 		status = http.StatusBadGateway
 	case errors.Is(err, app.ErrBusy):
 		c.Header("Retry-After", "1")
@@ -42,6 +42,8 @@ func callbackOutcome(err error) string {
 	switch {
 	case errors.Is(err, payment.ErrNotFound):
 		return "unknown_payment"
+	case errors.Is(err, payment.ErrRefundNotFound):
+		return "unknown_refund"
 	case errors.Is(err, payment.ErrAmountMismatch):
 		return "amount_mismatch"
 	case errors.Is(err, payment.ErrConflict):

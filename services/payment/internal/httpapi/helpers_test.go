@@ -7,13 +7,20 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/gin-gonic/gin"
+
+	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
+	"github.com/oncemall/oncemall/services/payment/internal/app"
+	"github.com/oncemall/oncemall/services/payment/internal/payment"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 	"github.com/oncemall/oncemall/services/payment/psp"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
@@ -36,19 +43,32 @@ func newFixture(t *testing.T, mode variant.Mode) *fixture {
 }
 
 // newFixtureWithPlatform is a fixed-mode fixture whose POST /payments
-// reaches the order service at orderURL and the simulator.
-func newFixtureWithPlatform(t *testing.T, orderURL string) *fixture {
-	return buildFixture(t, paymentlab.RigConfig{Mode: variant.Fixed, OrderURL: orderURL})
+// reaches the order service at orderURL and whose use cases reach the
+// simulator; tune, when set, adjusts the use cases' configuration.
+func newFixtureWithPlatform(t *testing.T, orderURL string, tune ...func(*app.Config)) *fixture {
+	rc := paymentlab.RigConfig{Mode: variant.Fixed, OrderURL: orderURL}
+	for _, f := range tune {
+		f(&rc.App)
+	}
+	return buildFixture(t, rc)
 }
 
 func buildFixture(t *testing.T, rc paymentlab.RigConfig) *fixture {
+	return buildFixtureWithSimulator(t, rc, paymentlab.SimulatorConfig())
+}
+
+// buildFixtureWithSimulator is buildFixture with a simulator configured as
+// simCfg (its mode for charges without a plan, say).
+func buildFixtureWithSimulator(t *testing.T, rc paymentlab.RigConfig, simCfg pspsim.Config) *fixture {
 	t.Helper()
-	sim, url, stop, err := paymentlab.StartSimulator(lab.Env{Log: testenv.Logger(t)})
+	sim, err := pspsim.New(simCfg, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(stop)
-	if rc.OrderURL != "" {
+	simSrv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() { sim.Close(); simSrv.Close() })
+	url := simSrv.URL
+	if rc.PSPURL == "" {
 		rc.PSPURL = url
 	}
 	db := testenv.DB(t, paymentlab.Migrations...)
@@ -161,13 +181,19 @@ func (f *fixture) get(path string, h http.Header) (int, []byte) {
 }
 
 func (f *fixture) do(req *http.Request) (int, []byte) {
+	status, _, b := f.doFull(req)
+	return status, b
+}
+
+// doFull sends req and returns the status, the headers and the body.
+func (f *fixture) doFull(req *http.Request) (int, http.Header, []byte) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return resp.StatusCode, resp.Header, b
 }
 
 // signedCallback returns a notification body and its valid signature headers.
@@ -221,4 +247,119 @@ func (f *fixture) callbacks(handler, outcome string) float64 {
 		}
 	}
 	return 0
+}
+
+// orderService stands in for the order service's GET /orders/:no, the
+// payment service's HTTP peer, speaking its contract: the order's owner
+// (X-User-ID) gets the order with its pay_amount, anyone else 404. It
+// remembers the Authorization header of every call.
+type orderService struct {
+	*httptest.Server
+	mu     sync.Mutex
+	orders map[string]testOrder
+	auth   []string
+}
+
+type testOrder struct {
+	UserID    uint64
+	PayAmount int64
+	Status    string
+}
+
+func newOrderService(t *testing.T, orders map[string]testOrder) *orderService {
+	t.Helper()
+	s := &orderService{orders: orders}
+	if s.orders == nil {
+		s.orders = map[string]testOrder{}
+	}
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.GET("/orders/:no", func(c *gin.Context) {
+		s.mu.Lock()
+		o, ok := s.orders[c.Param("no")]
+		s.auth = append(s.auth, c.GetHeader("Authorization"))
+		s.mu.Unlock()
+		caller, err := strconv.ParseUint(c.GetHeader("X-User-ID"), 10, 64)
+		if err != nil {
+			problem.Abort(c, http.StatusBadRequest, "X-User-ID header must be a positive integer")
+			return
+		}
+		if !ok || o.UserID != caller {
+			problem.Abort(c, http.StatusNotFound, "order not found")
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"order_no": c.Param("no"), "user_id": o.UserID, "status": o.Status,
+			"total_amount": o.PayAmount + 300, "discount_amount": 300, "pay_amount": o.PayAmount,
+			"items": []gin.H{{"product_id": 1, "name": "thing", "unit_price": o.PayAmount + 300, "quantity": 1}}})
+	})
+	s.Server = httptest.NewServer(e)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// set adds or replaces an order.
+func (s *orderService) set(no string, o testOrder) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.orders[no] = o
+}
+
+// authorizations returns the Authorization headers of the calls so far.
+func (s *orderService) authorizations() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.auth...)
+}
+
+// owner is the X-User-ID header of user id.
+func owner(id uint64) http.Header {
+	return http.Header{"X-User-ID": {strconv.FormatUint(id, 10)}}
+}
+
+// payAs is POST /payments for orderNo by user id with a fresh key.
+func (f *fixture) payAs(id uint64, orderNo string) (int, []byte) {
+	f.t.Helper()
+	h := owner(id)
+	h.Set("Idempotency-Key", "key-"+testenv.RandomSuffix(12))
+	return f.post("/payments", []byte(`{"order_no":"`+orderNo+`"}`), h)
+}
+
+// closeOrder is the order service's POST /internal/orders/:no/close; it
+// returns the status and the outcome.
+func (f *fixture) closeOrder(orderNo string) (int, string) {
+	f.t.Helper()
+	status, body := f.post("/internal/orders/"+orderNo+"/close", nil, http.Header{"Authorization": {"Bearer " + paymentlab.InternalToken}})
+	var out struct {
+		Outcome string `json:"outcome"`
+	}
+	_ = json.Unmarshal(body, &out)
+	if status == http.StatusOK && out.Outcome == "" {
+		f.t.Fatalf("close %s: 200 without an outcome: %s", orderNo, body)
+	}
+	return status, out.Outcome
+}
+
+// waitSim waits until every delivery the simulator started is over.
+func (f *fixture) waitSim() {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.sim.Wait(ctx); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// paymentOf returns the payment of orderNo as stored.
+func (f *fixture) paymentOf(orderNo string) payment.Payment {
+	f.t.Helper()
+	p, err := f.rig.Store.GetByOrder(context.Background(), orderNo)
+	if err != nil {
+		f.t.Fatalf("payment of order %s: %v", orderNo, err)
+	}
+	return p
+}
+
+// isProblem reports whether a response is application/problem+json.
+func isProblem(h http.Header) bool {
+	return strings.HasPrefix(h.Get("Content-Type"), problem.ContentType)
 }

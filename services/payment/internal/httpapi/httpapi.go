@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -25,6 +26,9 @@ type Options struct {
 	// Admin guards the operator routes (GET /admin/reconcile): the
 	// ADMIN_TOKEN bearer check, platform.Wiring.Admin.
 	Admin gin.HandlerFunc
+	// Internal guards the routes other services call (/internal/…): the
+	// INTERNAL_TOKEN bearer check, platform.Wiring.Internal.
+	Internal gin.HandlerFunc
 	// Idempotency is the Idempotency-Key middleware put in front of
 	// POST /payments (pkg/idempotency). When nil, RequireIdempotencyKey only
 	// insists on the header; creation stays idempotent per order anyway.
@@ -41,16 +45,17 @@ type Options struct {
 
 // API is the payment service's routes over its use cases.
 type API struct {
-	app       *app.App
-	opts      Options
-	callbacks *prometheus.CounterVec
+	app             *app.App
+	opts            Options
+	callbacks       *prometheus.CounterVec
+	refundCallbacks *prometheus.CounterVec
 }
 
 // New returns the routes over a, and registers the callback metrics. It
 // fails when a dependency or the platform secret is missing.
 func New(a *app.App, opts Options) (*API, error) {
-	if a == nil || opts.Log == nil || opts.Admin == nil {
-		return nil, errors.New("httpapi: the app, Log and Admin are required")
+	if a == nil || opts.Log == nil || opts.Admin == nil || opts.Internal == nil {
+		return nil, errors.New("httpapi: the app, Log, Admin and Internal are required")
 	}
 	if len(opts.Secret) == 0 {
 		return nil, errors.New("httpapi: the platform secret is required")
@@ -68,16 +73,47 @@ func New(a *app.App, opts Options) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &API{app: a, opts: opts, callbacks: callbacks}, nil
+	refundCallbacks, err := newRefundCallbackCounter(opts.Registry)
+	if err != nil {
+		return nil, err
+	}
+	return &API{app: a, opts: opts, callbacks: callbacks, refundCallbacks: refundCallbacks}, nil
 }
 
-// Register adds the payment routes to r.
+// Register adds the payment routes to r. The user routes check X-User-ID
+// before the Idempotency-Key layer, so a request without a caller stores
+// nothing.
 func (api *API) Register(r gin.IRouter) {
-	r.POST("/payments", api.opts.Idempotency, api.createPayment)
-	r.GET("/payments/:no", api.getPayment)
+	r.POST("/payments", requireUser, api.opts.Idempotency, api.createPayment)
+	r.GET("/payments/:no", requireUser, api.getPayment)
 	r.POST("/payments/callback", api.callback)
+	r.POST("/payments/refunds/callback", api.refundCallback)
+	r.POST("/internal/orders/:no/close", api.opts.Internal, api.closeOrder)
 	r.GET("/admin/reconcile", api.opts.Admin, api.reconcile)
 }
+
+// UserIDHeader names the caller. The gateway in front of the services sets
+// it from the authenticated session and strips any copy a client sent;
+// this service trusts it, as every oncemall service does.
+const UserIDHeader = "X-User-ID"
+
+// userIDKey is where requireUser leaves the caller in the gin context.
+const userIDKey = "payment.user_id"
+
+// requireUser refuses a request without a positive integer X-User-ID (400)
+// and hands the caller to the handler.
+func requireUser(c *gin.Context) {
+	id, err := strconv.ParseUint(c.GetHeader(UserIDHeader), 10, 64)
+	if err != nil || id == 0 {
+		problem.Abort(c, http.StatusBadRequest, UserIDHeader+" header must be a positive integer")
+		return
+	}
+	c.Set(userIDKey, id)
+	c.Next()
+}
+
+// userID is the caller requireUser accepted.
+func userID(c *gin.Context) uint64 { return c.GetUint64(userIDKey) }
 
 // RequireIdempotencyKey refuses a request without an Idempotency-Key header
 // (400). It is the seam where pkg/idempotency's middleware goes; on its own

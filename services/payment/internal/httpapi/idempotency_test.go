@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -18,10 +19,12 @@ import (
 // refused, and two callers' keys are separate. Every caller and key pays its
 // own order, so that the unique order_no does not mask the middleware.
 func TestCreatePaymentIdempotencyKeySuite(t *testing.T) {
+	// Every order the suite names is its caller's, waiting for payment.
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.GET("/orders/:no", func(c *gin.Context) {
-		c.JSON(http.StatusOK, gin.H{"order_no": c.Param("no"), "amount": 1000, "status": "WAIT_PAY"})
+		caller, _ := strconv.ParseUint(c.GetHeader("X-User-ID"), 10, 64)
+		c.JSON(http.StatusOK, gin.H{"order_no": c.Param("no"), "user_id": caller, "pay_amount": 1000, "status": "WAIT_PAY"})
 	})
 	orders := httptest.NewServer(e)
 	t.Cleanup(orders.Close)

@@ -6,10 +6,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 )
 
+// createPaymentRequest is the body of POST /payments. The amount is never
+// the client's: it is the order's pay_amount.
 type createPaymentRequest struct {
 	OrderNo string `json:"order_no"`
 }
@@ -37,11 +40,14 @@ func toPaymentResponse(p payment.Payment) paymentResponse {
 // existing one.
 func (api *API) createPayment(c *gin.Context) {
 	var req createPaymentRequest
-	if err := c.ShouldBindJSON(&req); err != nil || req.OrderNo == "" || len(req.OrderNo) > 64 {
-		problem.Abort(c, http.StatusBadRequest, "want a JSON body with order_no")
+	if !httpserver.DecodeJSON(c, &req) {
 		return
 	}
-	p, created, err := api.app.CreatePayment(c.Request.Context(), req.OrderNo)
+	if req.OrderNo == "" || len(req.OrderNo) > 64 {
+		problem.Abort(c, http.StatusBadRequest, "order_no is required (at most 64 characters)")
+		return
+	}
+	p, created, err := api.app.CreatePayment(c.Request.Context(), userID(c), req.OrderNo)
 	if err != nil {
 		api.writeError(c, err)
 		return
@@ -54,12 +60,34 @@ func (api *API) createPayment(c *gin.Context) {
 }
 
 func (api *API) getPayment(c *gin.Context) {
-	p, err := api.app.GetPayment(c.Request.Context(), c.Param("no"))
+	p, err := api.app.GetPayment(c.Request.Context(), userID(c), c.Param("no"))
 	if err != nil {
 		api.writeError(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, toPaymentResponse(p))
+}
+
+// closeResponse is the answer of POST /internal/orders/:no/close.
+type closeResponse struct {
+	OrderNo string `json:"order_no"`
+	Outcome string `json:"outcome"` // closed or paid
+}
+
+// closeOrder serves POST /internal/orders/:no/close, which the order
+// service calls before it closes an unpaid order. It reads no body.
+func (api *API) closeOrder(c *gin.Context) {
+	no := c.Param("no")
+	if no == "" || len(no) > 64 {
+		problem.Abort(c, http.StatusBadRequest, "the order number must have 1 to 64 characters")
+		return
+	}
+	out, err := api.app.CloseOrderPayment(c.Request.Context(), no)
+	if err != nil {
+		api.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, closeResponse{OrderNo: no, Outcome: string(out)})
 }
 
 func (api *API) reconcile(c *gin.Context) {

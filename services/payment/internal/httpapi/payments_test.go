@@ -1,35 +1,17 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/gin-gonic/gin"
-
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 )
-
-// orderService stands in for the order service's GET /orders/:no, the
-// payment service's HTTP peer.
-func orderService(t *testing.T, orders map[string]gin.H) *httptest.Server {
-	gin.SetMode(gin.ReleaseMode)
-	e := gin.New()
-	e.GET("/orders/:no", func(c *gin.Context) {
-		o, ok := orders[c.Param("no")]
-		if !ok {
-			c.JSON(http.StatusNotFound, gin.H{"title": "Not Found", "status": 404})
-			return
-		}
-		c.JSON(http.StatusOK, o)
-	})
-	srv := httptest.NewServer(e)
-	t.Cleanup(srv.Close)
-	return srv
-}
 
 type paymentJSON struct {
 	OutTradeNo     string `json:"out_trade_no"`
@@ -39,38 +21,41 @@ type paymentJSON struct {
 	PlatformSerial string `json:"platform_serial"`
 }
 
-// TestCreatePaymentChargesAndGetsPaid: POST /payments takes the amount from
-// the order service, asks the platform to charge, and the platform's
-// notification makes the payment PAID; creation is idempotent per key and
-// per order.
-func TestCreatePaymentChargesAndGetsPaid(t *testing.T) {
-	orders := orderService(t, map[string]gin.H{
-		"O-1":    {"order_no": "O-1", "amount": 1999, "status": "WAIT_PAY"},
-		"O-paid": {"order_no": "O-paid", "amount": 500, "status": "PAID"},
-	})
+// TestCreatePaymentChargesThePayAmountForTheOwner: POST /payments reads the
+// order as its caller (X-User-ID forwarded, the internal token presented),
+// charges the order's pay_amount (not its total), stores the owner, and the
+// platform's notification makes the payment PAID; creation is idempotent
+// per key and per order; GET /payments/:no shows it to the owner only.
+func TestCreatePaymentChargesThePayAmountForTheOwner(t *testing.T) {
+	orders := newOrderService(t, map[string]testOrder{"O-1": {UserID: 7, PayAmount: 1999, Status: "WAIT_PAY"}})
 	f := newFixtureWithPlatform(t, orders.URL)
 
-	key := func(k string) http.Header { return http.Header{"Idempotency-Key": {k + testenv.RandomSuffix(8)}} }
-
-	if status, body := f.post("/payments", []byte(`{"order_no":"O-1"}`), nil); status != http.StatusBadRequest {
-		t.Fatalf("without Idempotency-Key: %d %s, want 400", status, body)
-	}
-	k := key("k1-")
-	status, body := f.post("/payments", []byte(`{"order_no":"O-1"}`), k)
+	status, body := f.payAs(7, "O-1")
 	if status != http.StatusCreated {
 		t.Fatalf("create: %d %s", status, body)
 	}
 	var p paymentJSON
 	_ = json.Unmarshal(body, &p)
 	if p.Amount != 1999 || p.Status != "WAIT_PAY" || p.OrderNo != "O-1" || !strings.HasPrefix(p.OutTradeNo, "P") {
-		t.Fatalf("created %+v", p)
+		t.Fatalf("created %+v, want pay_amount 1999 charged", p)
+	}
+	if got := f.paymentOf("O-1"); got.UserID != 7 {
+		t.Fatalf("stored user %d, want the order's owner 7", got.UserID)
+	}
+	for _, a := range orders.authorizations() {
+		if a != "Bearer "+paymentlab.InternalToken {
+			t.Fatalf("the order service was called with Authorization %q, want the internal token", a)
+		}
 	}
 	// The same key replays the same answer.
-	if s2, b2 := f.post("/payments", []byte(`{"order_no":"O-1"}`), k); s2 != status || string(b2) != string(body) {
-		t.Fatalf("replay with the same key: %d %s, want %d %s", s2, b2, status, body)
+	h := owner(7)
+	h.Set("Idempotency-Key", "same-key-"+testenv.RandomSuffix(8))
+	s1, b1 := f.post("/payments", []byte(`{"order_no":"O-1"}`), h)
+	if s2, b2 := f.post("/payments", []byte(`{"order_no":"O-1"}`), h); s2 != s1 || string(b2) != string(b1) {
+		t.Fatalf("replay with the same key: %d %s, want %d %s", s2, b2, s1, b1)
 	}
 	// A new key for the same order finds the same payment.
-	s3, b3 := f.post("/payments", []byte(`{"order_no":"O-1"}`), key("k2-"))
+	s3, b3 := f.payAs(7, "O-1")
 	var p3 paymentJSON
 	_ = json.Unmarshal(b3, &p3)
 	if s3 != http.StatusOK || p3.OutTradeNo != p.OutTradeNo {
@@ -78,50 +63,102 @@ func TestCreatePaymentChargesAndGetsPaid(t *testing.T) {
 	}
 
 	// The platform notifies; the payment is paid once.
-	if err := f.sim.Wait(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	s4, b4 := f.get("/payments/"+p.OutTradeNo, nil)
+	f.waitSim()
+	s4, b4 := f.get("/payments/"+p.OutTradeNo, owner(7))
 	var got paymentJSON
 	_ = json.Unmarshal(b4, &got)
 	if s4 != http.StatusOK || got.Status != "PAID" || got.PlatformSerial == "" {
-		t.Fatalf("GET after the notification: %d %s", s4, b4)
+		t.Fatalf("GET by the owner after the notification: %d %s", s4, b4)
 	}
 	if e := f.effects(p.OutTradeNo); e.Records != 1 || e.Events != 1 {
 		t.Fatalf("effects %+v", e)
 	}
-
-	for _, tc := range []struct {
-		name, body string
-		want       int
-	}{
-		{"unknown order", `{"order_no":"O-none"}`, http.StatusNotFound},
-		{"order already paid", `{"order_no":"O-paid"}`, http.StatusConflict},
-		{"malformed body", `{"order`, http.StatusBadRequest},
-	} {
-		before := f.snapshot()
-		if status, body := f.post("/payments", []byte(tc.body), key("k-"+tc.name)); status != tc.want {
-			t.Fatalf("%s: %d %s, want %d", tc.name, status, body, tc.want)
-		}
-		if after := f.snapshot(); after.Payments != before.Payments {
-			t.Fatalf("%s created a payment", tc.name)
-		}
+	// Anyone else is told it does not exist; no caller at all is a bad request.
+	if s, _ := f.get("/payments/"+p.OutTradeNo, owner(8)); s != http.StatusNotFound {
+		t.Fatalf("GET by another user: %d, want 404", s)
 	}
-	if status, _ := f.get("/payments/P-none", nil); status != http.StatusNotFound {
-		t.Fatalf("GET unknown payment: %d, want 404", status)
+	if s, _ := f.get("/payments/"+p.OutTradeNo, nil); s != http.StatusBadRequest {
+		t.Fatalf("GET without X-User-ID: %d, want 400", s)
+	}
+	if s, _ := f.get("/payments/P-none", owner(7)); s != http.StatusNotFound {
+		t.Fatalf("GET unknown payment: %d, want 404", s)
+	}
+	// A paid order's payment is answered as it is (200), never charged again.
+	if s, b := f.payAs(7, "O-1"); s != http.StatusOK {
+		t.Fatalf("paying the paid order again: %d %s", s, b)
+	}
+}
+
+// TestCreatePaymentRefusals: every refused POST /payments answers
+// problem+json with its status and writes nothing (no payment, no refund,
+// no outbox row, no state change).
+func TestCreatePaymentRefusals(t *testing.T) {
+	orders := newOrderService(t, map[string]testOrder{
+		"O-mine":      {UserID: 7, PayAmount: 500, Status: "WAIT_PAY"},
+		"O-paid":      {UserID: 7, PayAmount: 500, Status: "PAID"},
+		"O-cancelled": {UserID: 7, PayAmount: 500, Status: "CANCELLED"},
+		"O-free":      {UserID: 7, PayAmount: 0, Status: "WAIT_PAY"},
+		"O-closed":    {UserID: 7, PayAmount: 500, Status: "WAIT_PAY"},
+	})
+	f := newFixtureWithPlatform(t, orders.URL)
+	// The order service's close reached this service first: a placeholder.
+	if status, outcome := f.closeOrder("O-closed"); status != http.StatusOK || outcome != "closed" {
+		t.Fatalf("close: %d %s", status, outcome)
+	}
+	key := func() string { return "key-" + testenv.RandomSuffix(12) }
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		body   string
+		want   int
+		detail string // a part of the problem's detail
+	}{
+		{"no X-User-ID", http.Header{"Idempotency-Key": {key()}}, `{"order_no":"O-mine"}`, http.StatusBadRequest, "X-User-ID"},
+		{"malformed X-User-ID", http.Header{"Idempotency-Key": {key()}, "X-User-Id": {"seven"}}, `{"order_no":"O-mine"}`, http.StatusBadRequest, "X-User-ID"},
+		{"no Idempotency-Key", owner(7), `{"order_no":"O-mine"}`, http.StatusBadRequest, "Idempotency-Key"},
+		{"malformed JSON", nil, `{"order`, http.StatusBadRequest, "malformed"},
+		{"a client-sent amount", nil, `{"order_no":"O-mine","amount":1}`, http.StatusBadRequest, "amount"},
+		{"no order_no", nil, `{}`, http.StatusBadRequest, "order_no"},
+		{"another user's order", owner(8), `{"order_no":"O-mine"}`, http.StatusNotFound, "not found"},
+		{"unknown order", nil, `{"order_no":"O-none"}`, http.StatusNotFound, "not found"},
+		{"paid order", nil, `{"order_no":"O-paid"}`, http.StatusConflict, "not waiting"},
+		{"cancelled order", nil, `{"order_no":"O-cancelled"}`, http.StatusConflict, "closed"},
+		{"order closed here first", nil, `{"order_no":"O-closed"}`, http.StatusConflict, "closed"},
+		{"nothing to pay", nil, `{"order_no":"O-free"}`, http.StatusConflict, "pay_amount"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := tc.header
+			if h == nil {
+				h = owner(7)
+			}
+			if h.Get("Idempotency-Key") == "" && tc.name != "no Idempotency-Key" {
+				h.Set("Idempotency-Key", key())
+			}
+			before := f.snapshot()
+			req, _ := http.NewRequest(http.MethodPost, f.rig.Server.URL+"/payments", bytes.NewReader([]byte(tc.body)))
+			req.Header = h.Clone()
+			req.Header.Set("Content-Type", "application/json")
+			status, hdr, body := f.doFull(req)
+			if status != tc.want || !isProblem(hdr) || !strings.Contains(string(body), tc.detail) {
+				t.Fatalf("%d %s %s, want %d problem+json mentioning %q", status, hdr.Get("Content-Type"), body, tc.want, tc.detail)
+			}
+			if after := f.snapshot(); !reflect.DeepEqual(before, after) {
+				t.Fatalf("tables changed:\nbefore %+v\nafter  %+v", before, after)
+			}
+		})
 	}
 }
 
 // TestCreatePaymentConcurrentlyForOneOrder: 20 creates for the same order
 // with different keys race; one payment exists afterwards.
 func TestCreatePaymentConcurrentlyForOneOrder(t *testing.T) {
-	orders := orderService(t, map[string]gin.H{"O-9": {"order_no": "O-9", "amount": 700, "status": "WAIT_PAY"}})
+	orders := newOrderService(t, map[string]testOrder{"O-9": {UserID: 7, PayAmount: 700, Status: "WAIT_PAY"}})
 	f := newFixtureWithPlatform(t, orders.URL)
 	var wg sync.WaitGroup
 	nos := make([]string, 20)
 	for i := range nos {
 		wg.Go(func() {
-			status, body := f.post("/payments", []byte(`{"order_no":"O-9"}`), http.Header{"Idempotency-Key": {testenv.RandomSuffix(16)}})
+			status, body := f.payAs(7, "O-9")
 			var p paymentJSON
 			_ = json.Unmarshal(body, &p)
 			if status/100 != 2 {

@@ -31,8 +31,12 @@ func Reconcile(r Reconciler, schedule string, log *slog.Logger) platform.Job {
 			return err
 		}
 		if !rep.Empty() {
-			log.ErrorContext(ctx, "reconciliation found inconsistent payments", "alert", "payment_reconcile",
-				"multiple_records", len(rep.MultipleRecords), "missing_events", len(rep.MissingEvents), "amount_mismatches", len(rep.AmountMismatches))
+			counts := rep.Counts()
+			attrs := []any{"alert", "payment_reconcile"}
+			for _, kind := range payment.Kinds {
+				attrs = append(attrs, kind, counts[kind])
+			}
+			log.ErrorContext(ctx, "reconciliation found inconsistent payments", attrs...)
 		}
 		return nil
 	}}

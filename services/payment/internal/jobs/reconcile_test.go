@@ -37,7 +37,8 @@ func TestReconcileAlertsOnFindings(t *testing.T) {
 	if err := j.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"alert":"payment_reconcile"`, `"multiple_records":1`, `"missing_events":2`, `"amount_mismatches":0`} {
+	for _, want := range []string{`"alert":"payment_reconcile"`, `"multiple_records":1`, `"missing_events":2`, `"amount_mismatches":0`,
+		`"paid_cancelled_without_refund":0`, `"late_refunds":0`, `"stale_wait_pay":0`, `"missing_refund_events":0`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Fatalf("alert %q lacks %s", logs.String(), want)
 		}

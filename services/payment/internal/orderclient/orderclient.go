@@ -1,7 +1,7 @@
 // Package orderclient reads orders from the order service over HTTP: the one
-// synchronous call the payment service makes, because a user waits for the
-// payment to be created and its amount must come from the order, never from
-// the client.
+// synchronous call the payment service makes to it when a user pays,
+// because a user waits for the payment to be created and its amount must
+// come from the order, never from the client.
 package orderclient
 
 import (
@@ -11,37 +11,52 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 )
 
-// Client calls GET {baseURL}/orders/{order_no}.
+// UserIDHeader names the caller, as the gateway sets it; the order service
+// answers only the order's owner.
+const UserIDHeader = "X-User-ID"
+
+// Client calls GET {baseURL}/orders/{order_no} on behalf of a user.
 type Client struct {
 	baseURL string
+	token   string
 	http    *http.Client
 }
 
-// New returns a client of the order service at baseURL.
-func New(baseURL string, hc *http.Client) *Client {
-	return &Client{baseURL: strings.TrimRight(baseURL, "/"), http: hc}
+// New returns a client of the order service at baseURL that presents token
+// (INTERNAL_TOKEN) as a bearer token, as every call between the services
+// does.
+func New(baseURL, token string, hc *http.Client) *Client {
+	return &Client{baseURL: strings.TrimRight(baseURL, "/"), token: token, http: hc}
 }
 
 // orderResponse is the part of the order service's answer the payment
 // service reads.
 type orderResponse struct {
-	OrderNo string `json:"order_no"`
-	Amount  int64  `json:"amount"`
-	Status  string `json:"status"`
+	OrderNo   string `json:"order_no"`
+	UserID    uint64 `json:"user_id"`
+	PayAmount int64  `json:"pay_amount"`
+	Status    string `json:"status"`
 }
 
-// Order returns the order, or payment.ErrOrderNotFound on a 404.
-func (c *Client) Order(ctx context.Context, orderNo string) (payment.Order, error) {
+// Order returns the order as userID sees it: forwarding X-User-ID, the
+// order service answers 404 for an order that does not exist or is not
+// theirs, which is payment.ErrOrderNotFound either way.
+func (c *Client) Order(ctx context.Context, userID uint64, orderNo string) (payment.Order, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+"/orders/"+url.PathEscape(orderNo), nil)
 	if err != nil {
 		return payment.Order{}, err
 	}
 	req.Header.Set("Accept", "application/json")
+	req.Header.Set(UserIDHeader, strconv.FormatUint(userID, 10))
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return payment.Order{}, fmt.Errorf("get order %s: %w", orderNo, err)
@@ -61,5 +76,5 @@ func (c *Client) Order(ctx context.Context, orderNo string) (payment.Order, erro
 	if o.OrderNo != orderNo {
 		return payment.Order{}, fmt.Errorf("get order %s: order service answered order %q", orderNo, o.OrderNo)
 	}
-	return payment.Order{OrderNo: o.OrderNo, Amount: o.Amount, Status: o.Status}, nil
+	return payment.Order{OrderNo: o.OrderNo, UserID: o.UserID, PayAmount: o.PayAmount, Status: o.Status}, nil
 }

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
 
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 )
@@ -38,16 +40,20 @@ func New(db *gorm.DB, wake func()) *Store {
 
 // paymentRow is the payments table.
 type paymentRow struct {
-	ID             uint64 `gorm:"primaryKey"`
-	OutTradeNo     string
-	OrderNo        string
-	Amount         int64
-	Status         string
-	Channel        string
-	PlatformSerial string
-	PaidAt         *time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	ID               uint64 `gorm:"primaryKey"`
+	OutTradeNo       string
+	OrderNo          string
+	UserID           uint64
+	Amount           int64
+	Status           string
+	Channel          string
+	PlatformSerial   string
+	PaidAt           *time.Time
+	OrderCancelledAt *time.Time
+	CancelReason     string
+	QueriedAt        *time.Time
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
 }
 
 func (paymentRow) TableName() string { return "payments" }
@@ -71,17 +77,19 @@ const (
 
 func toPayment(r paymentRow) payment.Payment {
 	return payment.Payment{
-		ID: r.ID, OutTradeNo: r.OutTradeNo, OrderNo: r.OrderNo, Amount: r.Amount,
+		ID: r.ID, OutTradeNo: r.OutTradeNo, OrderNo: r.OrderNo, UserID: r.UserID, Amount: r.Amount,
 		Status: payment.Status(r.Status), Channel: r.Channel, PlatformSerial: r.PlatformSerial,
-		PaidAt: r.PaidAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		PaidAt: r.PaidAt, OrderCancelledAt: r.OrderCancelledAt, CancelReason: r.CancelReason,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
 
 func toDBPayment(p payment.Payment) paymentRow {
 	return paymentRow{
-		ID: p.ID, OutTradeNo: p.OutTradeNo, OrderNo: p.OrderNo, Amount: p.Amount,
+		ID: p.ID, OutTradeNo: p.OutTradeNo, OrderNo: p.OrderNo, UserID: p.UserID, Amount: p.Amount,
 		Status: string(p.Status), Channel: p.Channel, PlatformSerial: p.PlatformSerial,
-		PaidAt: p.PaidAt, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+		PaidAt: p.PaidAt, OrderCancelledAt: p.OrderCancelledAt, CancelReason: p.CancelReason,
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
 	}
 }
 
@@ -118,16 +126,21 @@ func (s *Store) Create(ctx context.Context, p payment.Payment) (payment.Payment,
 	if !database.IsDuplicateKey(err) {
 		return payment.Payment{}, false, fmt.Errorf("insert payment for order %s: %w", p.OrderNo, err)
 	}
-	var existing paymentRow
-	if err := s.db.WithContext(ctx).Where("order_no = ?", p.OrderNo).Take(&existing).Error; err != nil {
+	existing, err := s.GetByOrder(ctx, p.OrderNo)
+	if err != nil {
 		return payment.Payment{}, false, fmt.Errorf("read payment for order %s: %w", p.OrderNo, err)
 	}
-	return toPayment(existing), false, nil
+	return existing, false, nil
 }
 
 // Get returns the payment with out_trade_no.
 func (s *Store) Get(ctx context.Context, outTradeNo string) (payment.Payment, error) {
-	return get(s.db.WithContext(ctx), outTradeNo)
+	return get(s.db.WithContext(ctx), "out_trade_no", outTradeNo)
+}
+
+// GetByOrder returns the payment of orderNo.
+func (s *Store) GetByOrder(ctx context.Context, orderNo string) (payment.Payment, error) {
+	return get(s.db.WithContext(ctx), "order_no", orderNo)
 }
 
 // quiet returns db with gorm's statement logging off, for statements whose
@@ -136,16 +149,58 @@ func quiet(db *gorm.DB) *gorm.DB {
 	return db.Session(&gorm.Session{Logger: db.Logger.LogMode(logger.Silent)})
 }
 
-func get(db *gorm.DB, outTradeNo string) (payment.Payment, error) {
+// get reads the payment whose column (out_trade_no or order_no, both
+// unique) is value.
+func get(db *gorm.DB, column, value string) (payment.Payment, error) {
 	var row paymentRow
-	err := db.Where("out_trade_no = ?", outTradeNo).Take(&row).Error
+	err := db.Where(column+" = ?", value).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return payment.Payment{}, payment.ErrNotFound
 	}
 	if err != nil {
-		return payment.Payment{}, fmt.Errorf("read payment %s: %w", outTradeNo, err)
+		return payment.Payment{}, fmt.Errorf("read payment %s %s: %w", column, value, err)
 	}
 	return toPayment(row), nil
+}
+
+// MarkClosed is the close's conditional update WAIT_PAY → CLOSED.
+func (s *Store) MarkClosed(ctx context.Context, outTradeNo string) (bool, error) {
+	res := s.db.WithContext(ctx).Model(&paymentRow{}).
+		Where("out_trade_no = ? AND status = ?", outTradeNo, string(payment.StatusWaitPay)).
+		Updates(map[string]any{"status": string(payment.StatusClosed), "updated_at": s.now()})
+	if res.Error != nil {
+		return false, fmt.Errorf("close payment %s: %w", outTradeNo, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// DueForQuery reads the WAIT_PAY payments the payment-query job asks the
+// platform about, least recently asked first, so that a long backlog is
+// worked through rather than its head asked again and again.
+func (s *Store) DueForQuery(ctx context.Context, createdAfter, createdBefore time.Time, limit int) ([]payment.Payment, error) {
+	var rows []paymentRow
+	err := s.db.WithContext(ctx).
+		Where("status = ? AND created_at > ? AND created_at <= ?", string(payment.StatusWaitPay), createdAfter, createdBefore).
+		Order("queried_at IS NOT NULL, queried_at, id").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("read payments due for a query: %w", err)
+	}
+	out := make([]payment.Payment, len(rows))
+	for i, r := range rows {
+		out[i] = toPayment(r)
+	}
+	return out, nil
+}
+
+// MarkQueried records the query of a payment that is still WAIT_PAY.
+func (s *Store) MarkQueried(ctx context.Context, outTradeNo string, at time.Time) error {
+	err := s.db.WithContext(ctx).Model(&paymentRow{}).
+		Where("out_trade_no = ? AND status = ?", outTradeNo, string(payment.StatusWaitPay)).
+		Update("queried_at", at).Error
+	if err != nil {
+		return fmt.Errorf("mark payment %s queried: %w", outTradeNo, err)
+	}
+	return nil
 }
 
 // InTx runs fn in one transaction and checks the commit; after a commit
@@ -165,6 +220,13 @@ func (s *Store) InTx(ctx context.Context, fn func(payment.Tx) error) error {
 	return nil
 }
 
+// BindTx returns the payment.Tx view of the inbox consumer's transaction,
+// which the consumer commits: an event added in it wakes the relay after
+// that commit (inbox.OnCommit).
+func (s *Store) BindTx(ctx context.Context, db *gorm.DB) payment.Tx {
+	return &tx{s: s, db: db, onEvent: func() { inbox.OnCommit(ctx, s.wake) }}
+}
+
 // tx is the Store inside one transaction.
 type tx struct {
 	s  *Store
@@ -172,6 +234,9 @@ type tx struct {
 	// events counts the outbox rows added, so that InTx wakes the relay
 	// only when there is something to publish.
 	events int
+	// onEvent, when set, arranges the wake-up with whoever commits a
+	// transaction InTx does not own (BindTx).
+	onEvent func()
 }
 
 func (t *tx) InsertTransaction(ctx context.Context, tr payment.Transaction) error {
@@ -190,24 +255,69 @@ func (t *tx) InsertTransaction(ctx context.Context, tr payment.Transaction) erro
 }
 
 func (t *tx) MarkPaid(ctx context.Context, tr payment.Transaction) (bool, error) {
+	return t.recordTransaction(ctx, tr, payment.StatusWaitPay, payment.StatusPaid)
+}
+
+func (t *tx) MarkRefunding(ctx context.Context, tr payment.Transaction) (bool, error) {
+	return t.recordTransaction(ctx, tr, payment.StatusClosed, payment.StatusRefunding)
+}
+
+// recordTransaction moves the payment from → to and records tr on it, with
+// a conditional update whose rows affected say whether this call moved it.
+func (t *tx) recordTransaction(ctx context.Context, tr payment.Transaction, from, to payment.Status) (bool, error) {
 	paidAt := tr.PaidAt.UTC()
 	res := t.db.WithContext(ctx).Model(&paymentRow{}).
-		Where("out_trade_no = ? AND status = ?", tr.OutTradeNo, string(payment.StatusWaitPay)).
+		Where("out_trade_no = ? AND status = ?", tr.OutTradeNo, string(from)).
 		Updates(map[string]any{
-			"status":          string(payment.StatusPaid),
+			"status":          string(to),
 			"channel":         tr.Channel,
 			"platform_serial": tr.PlatformSerial,
 			"paid_at":         paidAt,
 			"updated_at":      t.s.now(),
 		})
 	if res.Error != nil {
-		return false, fmt.Errorf("mark payment %s paid: %w", tr.OutTradeNo, res.Error)
+		return false, fmt.Errorf("mark payment %s %s: %w", tr.OutTradeNo, to, res.Error)
 	}
 	return res.RowsAffected == 1, nil
 }
 
+func (t *tx) MarkRefunded(ctx context.Context, outTradeNo string, at time.Time) (bool, error) {
+	res := t.db.WithContext(ctx).Model(&paymentRow{}).
+		Where("out_trade_no = ? AND status = ?", outTradeNo, string(payment.StatusRefunding)).
+		Updates(map[string]any{"status": string(payment.StatusRefunded), "updated_at": at.UTC()})
+	if res.Error != nil {
+		return false, fmt.Errorf("mark payment %s refunded: %w", outTradeNo, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// RecordCancellation is one statement: insert the placeholder, or, when the
+// order has a payment (the unique order_no), record the cancellation on it
+// unless an earlier one is recorded already. MySQL counts 1 affected row for an insert,
+// 2 for an update that changed the row, 0 for one that changed nothing.
+func (t *tx) RecordCancellation(ctx context.Context, c payment.Cancellation, placeholder payment.Payment) (bool, error) {
+	now := t.s.now()
+	cancelledAt := c.CancelledAt.UTC()
+	placeholder.OrderCancelledAt, placeholder.CancelReason = &cancelledAt, c.Reason
+	placeholder.CreatedAt, placeholder.UpdatedAt = now, now
+	row := toDBPayment(placeholder)
+	// The earliest cancellation wins, whatever order the copies are
+	// processed in. MySQL applies the assignments left to right, each
+	// seeing the ones before it: the reason is decided while
+	// order_cancelled_at still holds the value it is compared with.
+	const earlier = "order_cancelled_at IS NULL OR VALUES(order_cancelled_at) < order_cancelled_at"
+	res := t.db.WithContext(ctx).Clauses(clause.OnConflict{DoUpdates: clause.Set{
+		{Column: clause.Column{Name: "cancel_reason"}, Value: gorm.Expr("IF(" + earlier + ", VALUES(cancel_reason), cancel_reason)")},
+		{Column: clause.Column{Name: "order_cancelled_at"}, Value: gorm.Expr("IF(" + earlier + ", VALUES(order_cancelled_at), order_cancelled_at)")},
+	}}).Create(&row)
+	if res.Error != nil {
+		return false, fmt.Errorf("record the cancellation of order %s: %w", c.OrderNo, res.Error)
+	}
+	return res.RowsAffected > 0, nil
+}
+
 func (t *tx) Get(ctx context.Context, outTradeNo string) (payment.Payment, error) {
-	return get(t.db.WithContext(ctx), outTradeNo)
+	return get(t.db.WithContext(ctx), "out_trade_no", outTradeNo)
 }
 
 func (t *tx) AddEvent(ctx context.Context, e events.Event) error {
@@ -215,6 +325,9 @@ func (t *tx) AddEvent(ctx context.Context, e events.Event) error {
 		return err
 	}
 	t.events++
+	if t.onEvent != nil {
+		t.onEvent()
+	}
 	return nil
 }
 
@@ -281,49 +394,4 @@ func (s *Store) AddEvent(ctx context.Context, e events.Event) error {
 	}
 	s.wake()
 	return nil
-}
-
-// Reconcile reads the payment record tables and the outbox. It only reads.
-func (s *Store) Reconcile(ctx context.Context, since time.Time, limit int) (payment.Report, error) {
-	db := s.db.WithContext(ctx)
-	rep := payment.Report{MultipleRecords: []payment.RecordCount{}, MissingEvents: []string{}, AmountMismatches: []payment.AmountMismatch{}}
-
-	// The broken handler's table exists only where the lab schema is
-	// applied; where it does, its rows are payment records too, and the
-	// damage they show is what reconciliation is for.
-	lab, err := s.hasBrokenRecords(db)
-	if err != nil {
-		return payment.Report{}, fmt.Errorf("reconcile: %w", err)
-	}
-	records := `SELECT out_trade_no, channel, platform_serial, amount, created_at FROM ` + tableTransaction
-	if lab {
-		records += ` UNION ALL SELECT out_trade_no, channel, platform_serial, amount, created_at FROM ` + tableTransactionBroken
-	}
-	err = db.Raw(`SELECT r.out_trade_no, COUNT(*) AS records FROM (`+records+`) r
-		WHERE r.created_at >= ? GROUP BY r.out_trade_no HAVING COUNT(*) > 1 ORDER BY r.out_trade_no LIMIT ?`, since, limit).
-		Scan(&rep.MultipleRecords).Error
-	if err != nil {
-		return payment.Report{}, fmt.Errorf("reconcile records: %w", err)
-	}
-
-	// The payment.succeeded body names the payment (payment_no); matching on
-	// it finds the events of both handlers, whose message numbers differ.
-	err = db.Raw(`SELECT p.out_trade_no FROM payments p
-		WHERE p.status = ? AND p.paid_at >= ? AND NOT EXISTS (
-			SELECT 1 FROM local_message m WHERE m.topic = ?
-			AND JSON_UNQUOTE(JSON_EXTRACT(CONVERT(m.body USING utf8mb4), '$.payment_no')) = p.out_trade_no)
-		ORDER BY p.out_trade_no LIMIT ?`, string(payment.StatusPaid), since, events.PaymentSucceeded, limit).
-		Scan(&rep.MissingEvents).Error
-	if err != nil {
-		return payment.Report{}, fmt.Errorf("reconcile events: %w", err)
-	}
-
-	err = db.Raw(`SELECT r.out_trade_no, r.platform_serial, p.amount AS expected, r.amount AS recorded
-		FROM (`+records+`) r JOIN payments p ON p.out_trade_no = r.out_trade_no
-		WHERE r.amount <> p.amount AND r.created_at >= ? ORDER BY r.out_trade_no LIMIT ?`, since, limit).
-		Scan(&rep.AmountMismatches).Error
-	if err != nil {
-		return payment.Report{}, fmt.Errorf("reconcile amounts: %w", err)
-	}
-	return rep, nil
 }

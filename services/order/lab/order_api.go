@@ -1,0 +1,425 @@
+package lab
+
+// The order API rig of incidents 4 and 5 and of the order benchmarks: the
+// order service's HTTP API wired as cmd/order wires it, on a throwaway
+// database and Redis prefix, with stand-ins for the coupon and payment
+// services, served by an in-process HTTP server.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/formtoken"
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/idempotency"
+	"github.com/oncemall/oncemall/pkg/inbox"
+	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/redisclient"
+	"github.com/oncemall/oncemall/pkg/variant"
+	"github.com/oncemall/oncemall/services/order/internal/app"
+	"github.com/oncemall/oncemall/services/order/internal/config"
+	"github.com/oncemall/oncemall/services/order/internal/couponclient"
+	"github.com/oncemall/oncemall/services/order/internal/httpapi"
+	"github.com/oncemall/oncemall/services/order/internal/paymentclient"
+	"github.com/oncemall/oncemall/services/order/internal/store"
+	"github.com/oncemall/oncemall/services/order/internal/stubs"
+	"github.com/oncemall/oncemall/services/order/migrations"
+)
+
+// The tokens of the lab's operator and internal routes.
+const (
+	AdminToken    = "lab-admin-token"
+	InternalToken = "lab-internal-token"
+)
+
+// NoGuard is OrderAPIConfig.Guard for none: POST /orders without the
+// Idempotency-Key middleware.
+const NoGuard variant.Mode = ""
+
+// OrderAPIConfig is how one order API rig is wired.
+type OrderAPIConfig struct {
+	// Guard is ORDER_IDEMPOTENCY_MODE (variant.Fixed or variant.Broken), or
+	// NoGuard for none (the benchmark's baseline).
+	Guard variant.Mode
+	// Stock is ORDER_STOCK_MODE; empty is variant.Fixed.
+	Stock variant.Mode
+	// Clients is how many clients the rig's HTTP client keeps connections
+	// for (default DoubleSubmitClients).
+	Clients int
+}
+
+// OrderAPI is the order service's HTTP API on a throwaway database, wired
+// as OrderAPIConfig says.
+type OrderAPI struct {
+	URL    string
+	Client *http.Client
+	// Handler is the server's handler, every middleware included, for
+	// callers that serve requests in process (the benchmarks).
+	Handler http.Handler
+	DB      *gorm.DB
+	// Registry holds the service's metrics.
+	Registry *prometheus.Registry
+	// Coupons and Payments stand in for the coupon and payment services.
+	Coupons  *stubs.CouponService
+	Payments *stubs.PaymentService
+	close    []func()
+	// gate holds Race's requests at the server until all of them have
+	// arrived (see arrivalGate).
+	gate arrivalGate
+}
+
+// StartOrderAPI wires the order API as cmd/order does, with the service's
+// defaults and cfg's modes, and serves it on an in-process HTTP server. The
+// outbox relay is not run: its rows would be published to the shared ORDER
+// subjects, which a running order service consumes; they stay in the
+// throwaway database, where the scenarios count them. Close drops
+// everything.
+func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPIConfig) (_ *OrderAPI, err error) {
+	api := &OrderAPI{}
+	defer func() {
+		if err != nil {
+			api.Close()
+		}
+	}()
+	if cfg.Stock == "" {
+		cfg.Stock = variant.Fixed
+	}
+	if cfg.Clients == 0 {
+		cfg.Clients = DoubleSubmitClients
+	}
+	svc, err := serviceConfig(config.Modes{OrderIdempotency: cfg.Guard, ProductCopy: variant.Fixed, Stock: cfg.Stock, Close: variant.Fixed})
+	if err != nil {
+		return nil, err
+	}
+	db, drop, err := env.OpenDB(ctx, suffix, migrations.Source, outbox.Migrations, inbox.Migrations, idempotency.Migrations)
+	if err != nil {
+		return nil, err
+	}
+	api.close = append(api.close, drop)
+	api.DB = db
+
+	rdb := redisclient.New(env.Redis)
+	api.close = append(api.close, func() { _ = rdb.Close() })
+	redisPrefix := env.Name(suffix) + ":"
+	api.close = append(api.close, func() { deleteKeys(rdb, redisPrefix) })
+
+	api.Coupons = stubs.NewCouponService(InternalToken)
+	api.close = append(api.close, api.Coupons.Close)
+	api.Payments = stubs.NewPaymentService(InternalToken)
+	api.close = append(api.close, api.Payments.Close)
+
+	api.Registry = prometheus.NewRegistry()
+	a, err := app.New(store.New(db, noRelay), store.NewProducts(db, noRelay),
+		couponclient.New(api.Coupons.URL, InternalToken, &http.Client{Timeout: svc.Peers.CouponTimeout}),
+		paymentclient.New(api.Payments.URL, InternalToken, &http.Client{Timeout: svc.Peers.PaymentTimeout}),
+		svc.App(), env.Log, api.Registry)
+	if err != nil {
+		return nil, err
+	}
+	tokensCfg := svc.FormTokens()
+	tokensCfg.Prefix = redisPrefix + "formtoken:"
+	tokens, err := formtoken.New(rdb, tokensCfg)
+	if err != nil {
+		return nil, err
+	}
+	opts := httpapi.Options{
+		Log: env.Log, Tokens: tokens, CompleteInTx: store.CompleteInTx,
+		Admin: httpserver.AdminAuth(AdminToken), Internal: httpserver.AdminAuth(InternalToken),
+	}
+	if cfg.Guard != NoGuard {
+		idemCfg := svc.Idempotency
+		idemCfg.EntryPrefix = redisPrefix + "idem:"
+		idem, err := idempotency.New(db, rdb, idemCfg, env.Log, api.Registry)
+		if err != nil {
+			return nil, err
+		}
+		opts.Guard = idem.HandlerInTxFor(string(cfg.Guard))
+	}
+	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 20}, Logger: env.Log, Registry: api.Registry})
+	// The gate goes in front of every route registered after it, so it is
+	// the first thing a POST /orders meets.
+	srv.Engine().Use(api.gate.hold)
+	httpapi.New(a, opts).Register(srv.Engine())
+	api.Handler = srv.Handler()
+	ts := httptest.NewServer(api.Handler)
+	api.close = append(api.close, ts.Close)
+	api.URL = ts.URL
+	api.Client = &http.Client{
+		Timeout:   30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Clients},
+	}
+	api.close = append(api.close, api.Client.CloseIdleConnections)
+	return api, nil
+}
+
+// Close stops the server and the stand-ins and drops the database and
+// Redis keys.
+func (a *OrderAPI) Close() {
+	for i := len(a.close) - 1; i >= 0; i-- {
+		a.close[i]()
+	}
+	a.close = nil
+}
+
+// Count returns the rows of table in the API's database.
+func (a *OrderAPI) Count(ctx context.Context, table string) (int64, error) {
+	var n int64
+	err := a.DB.WithContext(ctx).Table(table).Count(&n).Error
+	return n, err
+}
+
+// CreateProduct creates a product priced price cents with stock units
+// available, through the operator routes, and returns its id.
+func (a *OrderAPI) CreateProduct(ctx context.Context, name string, price int64, stock int) (uint64, error) {
+	var p struct {
+		ID uint64 `json:"id"`
+	}
+	body := fmt.Sprintf(`{"brand":"lab","name":%q,"model":"M-%s","price":%d}`, name, name, price)
+	if err := a.admin(ctx, http.MethodPost, "/admin/products", body, http.StatusCreated, &p); err != nil {
+		return 0, err
+	}
+	return p.ID, a.SetStock(ctx, p.ID, stock)
+}
+
+// SetStock sets a product's available units through the operator route.
+func (a *OrderAPI) SetStock(ctx context.Context, productID uint64, available int) error {
+	return a.admin(ctx, http.MethodPut, fmt.Sprintf("/admin/products/%d/stock", productID), fmt.Sprintf(`{"available":%d}`, available), http.StatusOK, nil)
+}
+
+// admin sends an operator request and decodes its answer into out.
+func (a *OrderAPI) admin(ctx context.Context, method, path, body string, want int, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, a.URL+path, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+AdminToken)
+	resp, err := a.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// OrderBody is the body of a POST /orders for quantity units of product.
+func OrderBody(productID uint64, quantity int) string {
+	return fmt.Sprintf(`{"items":[{"product_id":%d,"quantity":%d}]}`, productID, quantity)
+}
+
+// Reply is one HTTP answer.
+type Reply struct {
+	Status   int
+	Body     []byte
+	Replayed bool
+}
+
+// PostOrder sends POST /orders as user with key and body.
+func (a *OrderAPI) PostOrder(ctx context.Context, user, key, body string) (Reply, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.URL+"/orders", strings.NewReader(body))
+	if err != nil {
+		return Reply{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(httpapi.UserIDHeader, user)
+	req.Header.Set(idempotency.HeaderKey, key)
+	resp, err := a.Client.Do(req)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Reply{}, err
+	}
+	return Reply{Status: resp.StatusCode, Body: b, Replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true"}, nil
+}
+
+// OrderRequest is one POST /orders of a race.
+type OrderRequest struct {
+	User, Key, Body string
+}
+
+// Race sends n POST /orders from n goroutines, the i-th being request(i),
+// and lets the server handle them only once all n have arrived, so they
+// meet together however long the client takes to dial its connections.
+func (a *OrderAPI) Race(ctx context.Context, n int, request func(i int) OrderRequest) ([]Reply, error) {
+	out := make([]Reply, n)
+	errs := make([]error, n)
+	a.gate.arm(n)
+	defer a.gate.disarm()
+	var wg sync.WaitGroup
+	for i := range n {
+		r := request(i)
+		wg.Go(func() {
+			out[i], errs[i] = a.PostOrder(ctx, r.User, r.Key, r.Body)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// RaceOrders sends n copies of one POST /orders at once (see Race).
+func (a *OrderAPI) RaceOrders(ctx context.Context, n int, user, key, body string) ([]Reply, error) {
+	return a.Race(ctx, n, func(int) OrderRequest { return OrderRequest{User: user, Key: key, Body: body} })
+}
+
+// Answers summarises the replies to copies of one request.
+type Answers struct {
+	Fresh, Replayed, Conflict, Other int
+	// Identical: every 201 carried the same body.
+	Identical bool
+	Body      []byte // the first 201's body
+}
+
+// Summarise sorts replies into fresh 201s, replayed 201s, 409s and the rest.
+func Summarise(rs []Reply) Answers {
+	a := Answers{Identical: true}
+	for _, r := range rs {
+		switch {
+		case r.Status == http.StatusCreated:
+			if r.Replayed {
+				a.Replayed++
+			} else {
+				a.Fresh++
+			}
+			if a.Body == nil {
+				a.Body = r.Body
+			} else if !bytes.Equal(a.Body, r.Body) {
+				a.Identical = false
+			}
+		case r.Status == http.StatusConflict:
+			a.Conflict++
+		default:
+			a.Other++
+		}
+	}
+	return a
+}
+
+// Counter returns the value of the counter name with labels in the rig's
+// registry (zero when it has not counted yet).
+func (a *OrderAPI) Counter(name string, labels map[string]string) (float64, error) {
+	mfs, err := a.Registry.Gather()
+	if err != nil {
+		return 0, err
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue(), nil
+		}
+	}
+	return 0, nil
+}
+
+// arrivalGate, while armed for n requests, holds each request that reaches
+// it until n have, then releases them together (or lets each go after
+// gateTimeout, so a lost client cannot hang the scenario). Disarmed, it
+// lets every request straight through.
+type arrivalGate struct {
+	mu      sync.Mutex
+	waiting int
+	want    int
+	open    chan struct{}
+}
+
+const gateTimeout = 10 * time.Second
+
+func (g *arrivalGate) arm(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.want, g.waiting, g.open = n, 0, make(chan struct{})
+}
+
+func (g *arrivalGate) disarm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.want, g.open = 0, nil
+}
+
+func (g *arrivalGate) hold(c *gin.Context) {
+	g.mu.Lock()
+	open := g.open
+	if open != nil {
+		g.waiting++
+		if g.waiting == g.want {
+			close(open)
+		}
+	}
+	g.mu.Unlock()
+	if open != nil {
+		select {
+		case <-open:
+		case <-time.After(gateTimeout):
+		}
+	}
+	c.Next()
+}
+
+// noRelay stands in for the outbox relay's Wake, which the lab does not run
+// (see StartOrderAPI).
+func noRelay() {}
+
+// serviceConfig is the order service's configuration when nothing is set,
+// with modes: what cmd/order runs with in the lab.
+func serviceConfig(modes config.Modes) (config.Config, error) {
+	var cfg config.Config
+	if err := pkgconfig.LoadFrom(&cfg, func(string) (string, bool) { return "", false }); err != nil {
+		return config.Config{}, err
+	}
+	cfg.Modes = modes
+	return cfg, nil
+}
+
+// deleteKeys removes the run's Redis keys (idempotency entries, form tokens).
+func deleteKeys(rdb *redis.Client, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 500).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
+}
