@@ -1,7 +1,13 @@
 # oncemall — run `make help` for the targets.
-MODULES  := pkg services/order services/coupon services/payment scripts
+MODULES  := pkg services/order services/coupon services/payment scripts deploy/k8s
 SERVICES := order coupon payment
 GO       ?= go
+
+# make infra writes .infra.mk, which points make test, lab, run and bench at
+# the containers of docker-compose.yml (addresses and passwords, as ?=
+# assignments, so the environment still wins); make infra-down removes it.
+# Without it nothing is set and the local servers' defaults apply.
+-include .infra.mk
 
 .DEFAULT_GOAL := help
 
@@ -27,6 +33,14 @@ migrate: build ## apply each service's database migrations and exit
 	@bash scripts/preflight.sh
 	@for s in $(SERVICES); do echo "== migrate $$s"; bin/$$s migrate || exit 1; done
 
+.PHONY: infra
+infra: ## MariaDB, Redis and NATS in Docker; make test, lab, run and bench use them until make infra-down
+	@bash scripts/infra.sh up
+
+.PHONY: infra-down
+infra-down: ## stop the containers (docker compose down) and go back to the local servers
+	@bash scripts/infra.sh down
+
 .PHONY: up
 up: ## docker compose up -d --build
 	docker compose up -d --build
@@ -35,10 +49,18 @@ up: ## docker compose up -d --build
 down: ## docker compose down
 	docker compose down
 
+# JETSTREAM_PKGS are pkg's JetStream-heavy tests, run a second time on the
+# nats-server version compose pins (2.15, in process, with deploy/nats.conf's
+# JetStream settings; scripts/cmd/natsrun): the other runs use NATS_URL's
+# server, 2.9 on this project's machines.
+JETSTREAM_PKGS := ./outbox/ ./inbox/ ./natsjs/ ./platform/
+
 .PHONY: test
-test: ## check MariaDB/MySQL, Redis and NATS answer, then vet and test every module
+test: ## check MariaDB/MySQL, Redis and NATS answer, then vet and test every module (pkg's JetStream tests also on compose's NATS)
 	@bash scripts/preflight.sh
 	@for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...) || exit 1; done
+	@echo "== pkg JetStream tests on compose's NATS version"
+	@cd pkg && $(GO) run ../scripts/cmd/natsrun -jetstream-from ../deploy/nats.conf -- $(GO) test -count=1 -timeout 10m $(JETSTREAM_PKGS)
 
 .PHONY: e2e
 e2e: ## end-to-end: order, coupon, payment and psp-sim as processes; one order with a coupon paid through a callback storm

@@ -12,8 +12,22 @@
 # exist), then order, coupon and payment. Like docker-compose.yml, the coupon
 # service reaches MySQL through the fault proxy when there is one. Logs go to
 # .run/<name>.log, pids to .run/<name>.pid.
+#
+# Each service logs in as it does in compose: as its own MySQL user
+# (oncemall_<name>, created here with deploy/mysql-init), as its own NATS
+# user of deploy/nats.conf, and to Redis with a password. On the local
+# servers that means two servers of make run's own, started when they do
+# not answer and left running like the shared ones (scripts/servers.sh):
+# NATS from deploy/nats.conf on RUN_NATS_ADDR (127.0.0.1:4223) and Redis
+# with a password on RUN_REDIS_ADDR (127.0.0.1:6380). After `make infra`
+# (RUN_INFRA=docker) both addresses are the containers', which compose
+# configured the same way, and nothing is started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=depaddrs.sh
+source scripts/depaddrs.sh
+# shellcheck source=servers.sh
+source scripts/servers.sh
 root=$PWD
 run_dir=$root/.run
 bin_dir=$root/bin
@@ -21,6 +35,9 @@ stop_timeout=${STOP_TIMEOUT:-30}
 # A developer's machine: the published development secrets are allowed
 # (see docs/security.md). The broken variants are not; make lab runs those.
 export ONCEMALL_ENV=${ONCEMALL_ENV:-dev}
+run_infra=${RUN_INFRA:-local}
+run_nats_addr=${RUN_NATS_ADDR:-127.0.0.1:4223}
+run_redis_addr=${RUN_REDIS_ADDR:-127.0.0.1:6380}
 
 # name | main package | health URL | extra environment
 programs() {
@@ -71,6 +88,67 @@ stop_all() {
   done
 }
 
+# run_servers starts make run's own NATS and Redis when they do not answer
+# (local servers only), and waits for them.
+run_servers() {
+  [ "$run_infra" = docker ] && return 0
+  if ! answers "$run_nats_addr"; then
+    echo "run: starting NATS from deploy/nats.conf on $run_nats_addr (log .run/nats-server.log)"
+    start_run_nats "$run_dir" "$run_nats_addr"
+  fi
+  if ! answers "$run_redis_addr"; then
+    echo "run: starting Redis with a password on $run_redis_addr"
+    if ! command -v redis-server >/dev/null 2>&1; then
+      echo "run: redis-server is not installed; install Redis, or use the containers: make infra" >&2
+      return 1
+    fi
+    start_run_redis "$run_dir" "$run_redis_addr"
+  fi
+  local addr
+  for addr in "$run_nats_addr" "$run_redis_addr"; do
+    for _ in $(seq 1 100); do answers "$addr" && break; sleep 0.1; done
+    if ! answers "$addr"; then
+      echo "run: nothing answers at $addr; see .run/nats-server.log or .run/redis-server.log" >&2
+      return 1
+    fi
+  done
+}
+
+# db_users creates or updates each service's MySQL user on the local server,
+# as the database image does from deploy/mysql-init on its first start, with
+# the administrator MYSQL_USER (root by default). Running it again changes
+# nothing. The containers of make infra created theirs already.
+db_users() {
+  [ "$run_infra" = docker ] && return 0
+  local client svc upper var services
+  client=$(command -v mariadb || command -v mysql || true)
+  if [ -z "$client" ]; then
+    echo "run: no mariadb or mysql client to create the services' database users with; install one, or use the containers: make infra" >&2
+    return 1
+  fi
+  services=$(run_services | tr '\n' ' ')
+  for svc in $services; do
+    upper=$(printf '%s' "$svc" | tr '[:lower:]' '[:upper:]')
+    var=MYSQL_${upper}_PASSWORD
+    export "$var=${!var:-dev-mysql-$svc-password}"
+  done
+  echo "run: creating the services' MySQL users (oncemall_<service>) on $mysql_addr"
+  ONCEMALL_DB_SERVICES=$services sh deploy/mysql-init/10-service-users.sh |
+    MYSQL_PWD=${MYSQL_PASSWORD:-} "$client" --protocol=tcp -h "${mysql_addr%:*}" -P "${mysql_addr##*:}" -u "${MYSQL_USER:-root}"
+}
+
+# service_env NAME prints the credentials the service NAME logs in with,
+# NAME=value words: those of compose, with the same development defaults
+# and the same variables to change them.
+service_env() {
+  local name=$1 upper mysql_var nats_var
+  upper=$(printf '%s' "$name" | tr '[:lower:]' '[:upper:]')
+  mysql_var=MYSQL_${upper}_PASSWORD nats_var=NATS_${upper}_PASSWORD
+  printf 'MYSQL_USER=oncemall_%s MYSQL_PASSWORD=%s NATS_URL=nats://%s:%s@%s REDIS_ADDR=%s REDIS_PASSWORD=%s' \
+    "$name" "${!mysql_var:-dev-mysql-$name-password}" "$name" "${!nats_var:-dev-nats-$name-password}" "$run_nats_addr" \
+    "$run_redis_addr" "${REDIS_PASSWORD:-dev-redis-password}"
+}
+
 wait_ready() { # name pid url
   local name=$1 pid=$2 url=$3
   for _ in $(seq 1 600); do
@@ -100,6 +178,8 @@ start() {
   done
   bash scripts/preflight.sh
   build
+  run_servers
+  db_users
 
   trap 'echo; stop_all; exit 130' INT
   trap 'stop_all; exit 143' TERM
@@ -116,8 +196,11 @@ start() {
       stop_all
       exit 1
     fi
-    # shellcheck disable=SC2086 # extra is a list of NAME=value words.
-    env $extra "$bin_dir/$name" >"$run_dir/$name.log" 2>&1 &
+    # A service of services/<name>/cmd/<name> logs in as itself.
+    local creds=""
+    if [ "$pkg" = "services/$name/cmd/$name" ]; then creds=$(service_env "$name"); fi
+    # shellcheck disable=SC2086 # extra and creds are lists of NAME=value words.
+    env $creds $extra "$bin_dir/$name" >"$run_dir/$name.log" 2>&1 &
     pid=$!
     echo "$pid" >"$run_dir/$name.pid"
     if ! wait_ready "$name" "$pid" "$url"; then

@@ -14,14 +14,26 @@
 //   - every variable in its compose environment is read by the program,
 //     so a typo cannot hide (Program.Pending lists variables compose sets
 //     before the code reads them, each with the reason);
-//   - each listen-address variable's default port is published as the same
-//     host and container port, and the compose value listens on that port;
-//   - it has a healthcheck that calls the health path on that port;
+//   - each listen-address variable's default port is published on
+//     127.0.0.1 only, as the same container port and by default the same
+//     host port, which a variable may move ("127.0.0.1:${ORDER_PORT:-8081}:8081");
+//     and the compose value listens on that port;
+//   - it has a healthcheck that calls the health path (/readyz unless
+//     Program.HealthPath says otherwise) on that port;
+//   - it has a restart policy, and a stop_grace_period longer than its
+//     SHUTDOWN_TIMEOUT when it reads one (compose's default grace, 10s,
+//     would SIGKILL a drain that the program is allowed 15s for);
 //   - every depends_on waits for condition service_healthy;
 //   - it is built with the repo root as context and a Dockerfile that
-//     builds exactly Program.Dir (a main package) and runs as a non-root user;
+//     builds exactly Program.Dir (a main package) with -tags nomsgpack and
+//     runs as a non-root user;
 //   - the README's configuration table has a row for every variable, whose
 //     default column shows the default.
+//
+// CheckPublished holds every service of the file, infrastructure included,
+// to the 127.0.0.1 rule. The package's own tests load the repository's file
+// with the Compose loader itself (github.com/compose-spec/compose-go), for
+// interpolation and the schema.
 package composecheck
 
 import (
@@ -32,8 +44,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -52,7 +66,8 @@ type Program struct {
 	// AddrVars name the variables that hold listen addresses ("HTTP_ADDR").
 	// The first one serves the health path.
 	AddrVars []string
-	// HealthPath is what the healthcheck calls; "/healthz" when empty.
+	// HealthPath is what the healthcheck calls; "/readyz" when empty, the
+	// path that answers 200 only once the program's dependencies answer.
 	HealthPath string
 	// Unset lists variables that compose may leave at their default, with
 	// the reason. Keep it empty unless there is a reason.
@@ -69,12 +84,16 @@ type File struct {
 
 // Service is one compose service.
 type Service struct {
-	Image       string               `yaml:"image"`
-	Build       *Build               `yaml:"build"`
-	Environment map[string]string    `yaml:"environment"`
-	Ports       []string             `yaml:"ports"`
-	Healthcheck *Healthcheck         `yaml:"healthcheck"`
-	DependsOn   map[string]DependsOn `yaml:"depends_on"`
+	Image           string               `yaml:"image"`
+	Build           *Build               `yaml:"build"`
+	Command         []string             `yaml:"command"`
+	Environment     map[string]string    `yaml:"environment"`
+	Ports           []string             `yaml:"ports"`
+	Volumes         []string             `yaml:"volumes"`
+	Restart         string               `yaml:"restart"`
+	StopGracePeriod string               `yaml:"stop_grace_period"`
+	Healthcheck     *Healthcheck         `yaml:"healthcheck"`
+	DependsOn       map[string]DependsOn `yaml:"depends_on"`
 }
 
 // Build is a service's build section (the long form is required).
@@ -205,13 +224,16 @@ func Check(root string, p Program) []error {
 	}
 
 	// Ports and healthcheck.
-	published := map[string]bool{}
-	for _, p := range svc.Ports {
-		published[p] = true
+	errs = append(errs, CheckPublished(p.Service, svc)...)
+	published := map[string]bool{} // container port → published as the same host port by default
+	for _, spec := range svc.Ports {
+		if pp, err := ParsePort(spec); err == nil && pp.HostDefault == pp.Container {
+			published[pp.Container] = true
+		}
 	}
 	health := p.HealthPath
 	if health == "" {
-		health = "/healthz"
+		health = "/readyz"
 	}
 	for i, name := range p.AddrVars {
 		def, ok := defaults[name]
@@ -224,8 +246,8 @@ func Check(root string, p Program) []error {
 			fail("default of %s (%q) has no port", name, def)
 			continue
 		}
-		if !published[port+":"+port] {
-			fail("port %s (default of %s) is not published as %q; ports are %v", port, name, port+":"+port, svc.Ports)
+		if !published[port] {
+			fail("port %s (default of %s) is not published as %q (or with ${VAR:-%s} as the host port); ports are %v", port, name, "127.0.0.1:"+port+":"+port, port, svc.Ports)
 		}
 		if v, ok := svc.Environment[name]; ok && portOf(v) != port {
 			fail("compose sets %s=%q, not on the default port %s", name, v, port)
@@ -243,6 +265,27 @@ func Check(root string, p Program) []error {
 	for dep, d := range svc.DependsOn {
 		if d.Condition != "service_healthy" {
 			fail("depends_on %s has condition %q, want service_healthy", dep, d.Condition)
+		}
+	}
+
+	// Restart and stop.
+	if svc.Restart == "" || svc.Restart == "no" {
+		fail("no restart policy (restart: unless-stopped): a crashed program would stay down")
+	}
+	if def, reads := defaults["SHUTDOWN_TIMEOUT"]; reads {
+		value := def
+		if v, ok := svc.Environment["SHUTDOWN_TIMEOUT"]; ok {
+			value = v
+		}
+		shutdown, err := time.ParseDuration(value)
+		grace := 10 * time.Second // compose's default
+		if svc.StopGracePeriod != "" {
+			if grace, err = time.ParseDuration(svc.StopGracePeriod); err != nil {
+				fail("stop_grace_period %q: %v", svc.StopGracePeriod, err)
+			}
+		}
+		if err == nil && grace <= shutdown {
+			fail("stop_grace_period is %s, not longer than SHUTDOWN_TIMEOUT (%s): compose would SIGKILL the program mid-drain", grace, shutdown)
 		}
 	}
 
@@ -296,8 +339,13 @@ func checkBuild(root string, p Program, svc Service) []error {
 	if !regexp.MustCompile(`(?m)^ARG PROGRAM\b`).MatchString(text) {
 		fail("%s does not declare ARG PROGRAM", b.Dockerfile)
 	}
-	if !regexp.MustCompile(`go build[^\n]*\./\$\{?PROGRAM\}?`).MatchString(text) {
+	build := regexp.MustCompile(`go build[^\n]*\./\$\{?PROGRAM\}?`).FindString(text)
+	if build == "" {
 		fail("%s does not `go build ./${PROGRAM}`", b.Dockerfile)
+	} else if !regexp.MustCompile(`-tags[ =]"?[a-z0-9,]*\bnomsgpack\b`).MatchString(build) {
+		// gin's MessagePack codec is a sixth of each binary and nothing
+		// here speaks MessagePack.
+		fail("%s does not build with -tags nomsgpack", b.Dockerfile)
 	}
 	froms := regexp.MustCompile(`(?m)^FROM `).FindAllStringIndex(text, -1)
 	if len(froms) < 2 {
@@ -307,6 +355,52 @@ func checkBuild(root string, p Program, svc Service) []error {
 		m := regexp.MustCompile(`(?m)^USER\s+(\S+)`).FindStringSubmatch(final)
 		if m == nil || m[1] == "root" || strings.HasPrefix(m[1], "0") {
 			fail("%s: the final stage must run as a non-root USER", b.Dockerfile)
+		}
+	}
+	return errs
+}
+
+// Port is one published port in the short syntax compose takes:
+// "127.0.0.1:${ORDER_PORT:-8081}:8081".
+type Port struct {
+	HostIP      string // "127.0.0.1"; empty when the spec names none (every interface)
+	HostVar     string // "ORDER_PORT", when a variable may move the host port
+	HostDefault string // "8081": the host port when the variable is unset
+	Container   string // "8081"
+}
+
+var portSpec = regexp.MustCompile(`^(?:([0-9.]+|\[[0-9a-fA-F:]+\]):)?(?:\$\{([A-Z][A-Z0-9_]*):-([0-9]+)\}|([0-9]+)):([0-9]+)(?:/tcp)?$`)
+
+// ParsePort parses a short-syntax port of this repository's compose file: an
+// optional host address, the host port (a number, or ${VAR:-number}) and
+// the container port.
+func ParsePort(spec string) (Port, error) {
+	m := portSpec.FindStringSubmatch(spec)
+	if m == nil {
+		return Port{}, fmt.Errorf("port %q: want HOST_IP:HOST_PORT:CONTAINER_PORT, with HOST_PORT a number or ${VAR:-number}", spec)
+	}
+	p := Port{HostIP: m[1], HostVar: m[2], HostDefault: m[3] + m[4], Container: m[5]}
+	for _, n := range []string{p.HostDefault, p.Container} {
+		if v, err := strconv.Atoi(n); err != nil || v < 1 || v > 65535 {
+			return Port{}, fmt.Errorf("port %q: %s is not a port number", spec, n)
+		}
+	}
+	return p, nil
+}
+
+// CheckPublished reports each port of svc (named name) that is published
+// beyond 127.0.0.1: compose's default is every interface, which puts the
+// databases and the admin APIs of a developer's laptop on the café's
+// network.
+func CheckPublished(name string, svc Service) []error {
+	var errs []error
+	for _, spec := range svc.Ports {
+		p, err := ParsePort(spec)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		case p.HostIP != "127.0.0.1":
+			errs = append(errs, fmt.Errorf("%s: port %q is published on every interface; publish it on 127.0.0.1 only (\"127.0.0.1:%s:%s\")", name, spec, p.HostDefault, p.Container))
 		}
 	}
 	return errs

@@ -27,10 +27,13 @@ services:
     environment:
       <<: *env
       HTTP_ADDR: ":9001"
+      SHUTDOWN_TIMEOUT: "15s"
     ports:
-      - "9001:9001"
+      - "127.0.0.1:${SVC_PORT:-9001}:9001"
+    restart: unless-stopped
+    stop_grace_period: 20s
     healthcheck:
-      test: ["CMD", "wget", "-qO-", "http://127.0.0.1:9001/healthz"]
+      test: ["CMD", "wget", "-qO-", "http://127.0.0.1:9001/readyz"]
     depends_on:
       db:
         condition: service_healthy
@@ -38,18 +41,18 @@ services:
 
 const goodDockerfile = `FROM golang:1.26-alpine AS build
 ARG PROGRAM
-RUN go build -o /out/app ./${PROGRAM}
+RUN go build -tags nomsgpack -o /out/app ./${PROGRAM}
 FROM alpine:3.22
 COPY --from=build /out/app /app
 USER 10001:10001
 `
 
-const goodReadme = "| variable | default | meaning |\n|---|---|---|\n| `LOG_LEVEL` | `info` | level |\n| `HTTP_ADDR` | `:9001` | listen |\n"
+const goodReadme = "| variable | default | meaning |\n|---|---|---|\n| `LOG_LEVEL` | `info` | level |\n| `HTTP_ADDR` | `:9001` | listen |\n| `SHUTDOWN_TIMEOUT` | `15s` | drain |\n"
 
 var program = composecheck.Program{
 	Service:  "svc",
 	Dir:      "apps/svc/cmd/svc",
-	Vars:     []config.Var{{Name: "LOG_LEVEL", Default: "info"}, {Name: "HTTP_ADDR", Default: ":9001"}},
+	Vars:     []config.Var{{Name: "LOG_LEVEL", Default: "info"}, {Name: "HTTP_ADDR", Default: ":9001"}, {Name: "SHUTDOWN_TIMEOUT", Default: "15s"}},
 	AddrVars: []string{"HTTP_ADDR"},
 }
 
@@ -86,15 +89,25 @@ func TestDriftIsReported(t *testing.T) {
 		program                     func(composecheck.Program) composecheck.Program
 		want                        string
 	}{
-		{name: "variable missing from compose", compose: strings.Replace(goodCompose, "<<: *env\n", "", 1), want: "lacks LOG_LEVEL"},
+		{name: "variable missing from compose", compose: strings.Replace(goodCompose, "      <<: *env\n", "", 1), want: "lacks LOG_LEVEL"},
 		{name: "typo in compose", compose: strings.Replace(goodCompose, `HTTP_ADDR: ":9001"`, "HTTP_ADDR: \":9001\"\n      HTTP_ADRR: \":1\"", 1), want: "HTTP_ADRR"},
 		{name: "pending variable now read", program: func(p composecheck.Program) composecheck.Program {
 			p.Pending = map[string]string{"LOG_LEVEL": "later"}
 			return p
 		}, want: "remove it from Program.Pending"},
-		{name: "port not published", compose: strings.Replace(goodCompose, `"9001:9001"`, `"9002:9001"`, 1), want: "not published"},
+		{name: "port not published", compose: strings.Replace(goodCompose, `${SVC_PORT:-9001}:9001`, `${SVC_PORT:-9002}:9001`, 1), want: "not published"},
+		{name: "port published on every interface", compose: strings.Replace(goodCompose, `"127.0.0.1:${SVC_PORT:-9001}:9001"`, `"${SVC_PORT:-9001}:9001"`, 1), want: "every interface"},
+		{name: "port published on 0.0.0.0", compose: strings.Replace(goodCompose, `127.0.0.1:${SVC_PORT`, `0.0.0.0:${SVC_PORT`, 1), want: "every interface"},
+		{name: "port of an unknown shape", compose: strings.Replace(goodCompose, `${SVC_PORT:-9001}`, `${SVC_PORT}`, 1), want: "want HOST_IP:HOST_PORT"},
+		{name: "healthcheck on /healthz", compose: strings.Replace(goodCompose, `9001/readyz`, `9001/healthz`, 1), want: "healthcheck must call /readyz"},
+		{name: "no restart policy", compose: strings.Replace(goodCompose, "    restart: unless-stopped\n", "", 1), want: "no restart policy"},
+		{name: "restart no", compose: strings.Replace(goodCompose, "restart: unless-stopped", `restart: "no"`, 1), want: "no restart policy"},
+		{name: "compose's default stop grace", compose: strings.Replace(goodCompose, "    stop_grace_period: 20s\n", "", 1), want: "not longer than SHUTDOWN_TIMEOUT"},
+		{name: "stop grace equal to the shutdown timeout", compose: strings.Replace(goodCompose, "stop_grace_period: 20s", "stop_grace_period: 15s", 1), want: "not longer than SHUTDOWN_TIMEOUT"},
+		{name: "shutdown timeout raised past the grace", compose: strings.Replace(goodCompose, `SHUTDOWN_TIMEOUT: "15s"`, `SHUTDOWN_TIMEOUT: "30s"`, 1), want: "not longer than SHUTDOWN_TIMEOUT"},
+		{name: "built without nomsgpack", dockerfile: strings.Replace(goodDockerfile, "-tags nomsgpack ", "", 1), want: "-tags nomsgpack"},
 		{name: "compose listens elsewhere", compose: strings.Replace(goodCompose, `HTTP_ADDR: ":9001"`, `HTTP_ADDR: ":9009"`, 1), want: "not on the default port"},
-		{name: "no healthcheck", compose: strings.Replace(goodCompose, `      test: ["CMD", "wget", "-qO-", "http://127.0.0.1:9001/healthz"]`, `      test: ["CMD", "true"]`, 1), want: "healthcheck must call"},
+		{name: "no healthcheck", compose: strings.Replace(goodCompose, `      test: ["CMD", "wget", "-qO-", "http://127.0.0.1:9001/readyz"]`, `      test: ["CMD", "true"]`, 1), want: "healthcheck must call"},
 		{name: "depends_on without health", compose: strings.Replace(goodCompose, "condition: service_healthy", "condition: service_started", 1), want: "service_started"},
 		{name: "builds another program", compose: strings.Replace(goodCompose, "PROGRAM: apps/svc/cmd/svc", "PROGRAM: apps/other/cmd/other", 1), want: "build arg PROGRAM"},
 		{name: "context not the root", compose: strings.Replace(goodCompose, "context: .", "context: apps/svc", 1), want: "build context"},
@@ -130,9 +143,10 @@ func TestDriftIsReported(t *testing.T) {
 	}
 }
 
-// TestRepositoryComposeParses keeps the real compose file loadable and its
-// infrastructure services healthy-checked; the programs are checked from
-// their own modules.
+// TestRepositoryComposeParses keeps the real compose file loadable, its
+// infrastructure services healthy-checked and restarted, and every port of
+// every service on 127.0.0.1; the programs are checked from their own
+// modules.
 func TestRepositoryComposeParses(t *testing.T) {
 	f := composecheck.RepoCompose(t)
 	for _, name := range []string{"mysql", "redis", "nats", "order", "coupon", "payment", "psp-sim", "faultproxy"} {
@@ -144,11 +158,13 @@ func TestRepositoryComposeParses(t *testing.T) {
 		if svc.Healthcheck == nil || len(svc.Healthcheck.Test) == 0 {
 			t.Errorf("compose service %s has no healthcheck", name)
 		}
+		if svc.Restart != "unless-stopped" {
+			t.Errorf("compose service %s has restart %q, want unless-stopped", name, svc.Restart)
+		}
 	}
-	if img := f.Services["mysql"].Image; img != "mysql:8.4" {
-		t.Errorf("mysql image %q, want mysql:8.4", img)
-	}
-	if nats := f.Services["nats"]; !strings.HasPrefix(nats.Image, "nats:2.1") {
-		t.Errorf("nats image %q, want 2.10 or later", nats.Image)
+	for name, svc := range f.Services {
+		for _, err := range composecheck.CheckPublished(name, svc) {
+			t.Error(err)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -242,4 +243,40 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Serve runs a whole service in the background until the test ends (run is
+// its platform.Run with the test's context), waits until base+"/readyz"
+// answers 200, and fails the test if run returns early. At the end it
+// cancels run, as SIGTERM would, and requires it to return nil within 20
+// seconds.
+func Serve(t testing.TB, run func(ctx context.Context) error, base string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the service stopped with: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("the service did not stop within 20s of its cancellation")
+		}
+	})
+	WaitFor(t, 30*time.Second, base+"/readyz to answer 200", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("the service stopped early: %v", err)
+		default:
+		}
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }

@@ -161,7 +161,9 @@ func TestSuitesSelectDisjointBenchmarks(t *testing.T) {
 			}
 			for _, m := range benchFunc.FindAllSubmatch(src, -1) {
 				if name := string(m[1]); pattern.MatchString(name) {
-					key := dir + " " + name
+					// A suite on another NATS server names its
+					// results apart (Suite.Variant).
+					key := dir + " " + name + s.Variant()
 					selectedBy[key] = append(selectedBy[key], s.Name)
 					n++
 				}
@@ -178,6 +180,43 @@ func TestSuitesSelectDisjointBenchmarks(t *testing.T) {
 	}
 	if got := selectedBy[filepath.Join(root, "services/order", "./lab")+" BenchmarkCreateOrderAPI"]; !slices.Equal(got, []string{"orderapi"}) {
 		t.Errorf("BenchmarkCreateOrderAPI is run by %v, want orderapi alone", got)
+	}
+}
+
+// TestOutboxRunsOnTheDeployNATS: the outbox suite also runs against the
+// NATS version compose pins, with JetStream's defaults and with
+// deploy/nats.conf's settings, through natsrun, and those figures stand
+// apart from the default server's, which the targets are judged on.
+func TestOutboxRunsOnTheDeployNATS(t *testing.T) {
+	root := composecheck.RepoRoot(t)
+	mod, err := os.ReadFile(filepath.Join(root, "scripts", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mod), "github.com/nats-io/nats-server/v2 v"+pinnedNATS+"\n") {
+		t.Errorf("pinnedNATS is %s, not the nats-server version of scripts/go.mod", pinnedNATS)
+	}
+	compose, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(compose), "image: nats:"+pinnedNATS+"-alpine\n") {
+		t.Errorf("docker-compose.yml does not run nats:%s-alpine", pinnedNATS)
+	}
+	sync, err := selectSuites("outbox-sync")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "(cd pkg && go run ../scripts/cmd/natsrun -jetstream-from ../deploy/nats.conf -- go test -run '^$' -bench 'RelayThroughput|CommitToPublishLatency' -benchtime 1x -count 1 ./outbox/)"
+	if got := sync[0].Command(); got != want {
+		t.Errorf("outbox-sync runs\n%s\nwant\n%s", got, want)
+	}
+	f := Summarise([]Sample{
+		{Name: "BenchmarkCommitToPublishLatency", Metrics: map[string]float64{"p99-ms": 2}},
+		{Name: "BenchmarkCommitToPublishLatency" + sync[0].Variant(), Metrics: map[string]float64{"p99-ms": 90}},
+	})
+	if v, _ := f.Get("BenchmarkCommitToPublishLatency", "p99-ms"); v != 2 {
+		t.Errorf("the default server's p99 is pooled with the deploy server's: %v", v)
 	}
 }
 

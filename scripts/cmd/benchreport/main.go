@@ -58,10 +58,41 @@ type Suite struct {
 	// Needs is a file the suite needs (relative to the root); without it
 	// (a service not merged yet) the suite is reported as not run.
 	Needs string
+	// NATS is the server the suite runs against: "" for NATS_URL's, as
+	// everywhere; NATSPinned or NATSDeploy for one of scripts/cmd/natsrun,
+	// the version compose runs, with JetStream's defaults or with the
+	// JetStream settings of deploy/nats.conf (sync_interval: always). Its
+	// results are named with the server (see Variant), so they stand
+	// beside the default suite's instead of being pooled with them.
+	NATS string
 }
 
+// The servers of Suite.NATS.
+const (
+	NATSPinned = "pinned"
+	NATSDeploy = "deploy"
+)
+
+// Variant is what the suite's benchmark names carry after them: empty for
+// the default server.
+func (s Suite) Variant() string {
+	switch s.NATS {
+	case NATSPinned:
+		return " [NATS " + pinnedNATS + ", JetStream defaults]"
+	case NATSDeploy:
+		return " [NATS " + pinnedNATS + ", deploy/nats.conf: sync_interval always]"
+	}
+	return ""
+}
+
+// pinnedNATS is the nats-server version natsrun runs: scripts/go.mod's,
+// the image tag of docker-compose.yml (TestPinnedNATSIsComposes).
+const pinnedNATS = "2.15.2"
+
 // suites are run in this order. The benchtimes are chosen for stable
-// figures with the whole run under ten minutes on two cores. Two suites
+// figures with the whole run under ten minutes on two cores, plus the
+// outbox-sync suite, whose speed is the disk's fsync rate (about five
+// minutes with this machine's 2 ms fsyncs). Two suites
 // share services/order/lab, so their patterns are anchored: each selects
 // its own benchmark only (TestSuitesSelectDisjointBenchmarks).
 var suites = []Suite{
@@ -69,6 +100,20 @@ var suites = []Suite{
 		Name: "outbox", Title: "Outbox relay (pkg/outbox)", Dir: "pkg", Pkg: "./outbox/", Bench: ".", Benchtime: "1x", Count: 2,
 		Doc:   "docs/benchmarks/outbox.md",
 		About: "Raw JetStream async publish (the ceiling); relay throughput, committed rows → PubAck → marked sent, for 100,000 rows with 1 and 3 relays; commit→publish latency while committing 1,000 orders/s for 5 s.",
+	},
+	{
+		Name: "outbox-nats", Title: "Outbox relay on the NATS version compose runs, JetStream defaults", Dir: "pkg", Pkg: "./outbox/", Bench: ".", Benchtime: "1x", Count: 2,
+		NATS:  NATSPinned,
+		Doc:   "docs/benchmarks/outbox.md",
+		About: "The outbox suite against a nats-server of the version docker-compose.yml pins, started in process by scripts/cmd/natsrun with JetStream's defaults (a sync every two minutes): the baseline for the next suite.",
+	},
+	{
+		// One run, and not the raw-publish ceiling: it waits one minute
+		// for 100,000 PubAcks, which an fsync per write cannot give.
+		Name: "outbox-sync", Title: "Outbox relay on NATS with deploy/nats.conf's JetStream settings (sync_interval: always)", Dir: "pkg", Pkg: "./outbox/", Bench: "RelayThroughput|CommitToPublishLatency", Benchtime: "1x", Count: 1,
+		NATS:  NATSDeploy,
+		Doc:   "docs/benchmarks/outbox.md",
+		About: "The relay and latency benchmarks against the same server with the JetStream settings of deploy/nats.conf, as compose runs it: every write fsynced before its PubAck. The difference from outbox-nats is what that durability costs the relay.",
 	},
 	{
 		Name: "idempotency", Title: "Idempotency-Key middleware (pkg/idempotency)", Dir: "pkg", Pkg: "./idempotency/", Bench: ".", Benchtime: "2s", Count: 3,
@@ -108,9 +153,27 @@ func (s Suite) Args() []string {
 	return []string{"test", "-run", "^$", "-bench", s.Bench, "-benchtime", s.Benchtime, "-count", fmt.Sprint(s.Count), "-timeout", "20m", s.Pkg}
 }
 
+// natsrun returns the go run arguments that put natsrun before a command
+// run in the suite's directory, or nil for the default server.
+func (s Suite) natsrun() []string {
+	if s.NATS == "" {
+		return nil
+	}
+	up := strings.Repeat("../", strings.Count(filepath.ToSlash(filepath.Clean(s.Dir)), "/")+1)
+	args := []string{"run", up + "scripts/cmd/natsrun"}
+	if s.NATS == NATSDeploy {
+		args = append(args, "-jetstream-from", up+"deploy/nats.conf")
+	}
+	return append(args, "--")
+}
+
 // Command is the suite as a shell command run from the repository root.
 func (s Suite) Command() string {
-	return fmt.Sprintf("(cd %s && go test -run '^$' -bench '%s' -benchtime %s -count %d %s)", s.Dir, s.Bench, s.Benchtime, s.Count, s.Pkg)
+	wrap := ""
+	if r := s.natsrun(); r != nil {
+		wrap = "go " + strings.Join(r, " ") + " "
+	}
+	return fmt.Sprintf("(cd %s && %sgo test -run '^$' -bench '%s' -benchtime %s -count %d %s)", s.Dir, wrap, s.Bench, s.Benchtime, s.Count, s.Pkg)
 }
 
 // Outcome is what running a suite gave.
@@ -219,7 +282,11 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 // runSuite runs one suite, printing a line every 30 s while it runs.
 func runSuite(ctx context.Context, root string, s Suite, say func(string, ...any)) Outcome {
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, goBinary(), s.Args()...)
+	args := s.Args()
+	if r := s.natsrun(); r != nil {
+		args = append(append(r, goBinary()), args...)
+	}
+	cmd := exec.CommandContext(ctx, goBinary(), args...)
 	cmd.Dir = filepath.Join(root, s.Dir)
 	var output bytes.Buffer
 	cmd.Stdout = &output
@@ -242,6 +309,9 @@ wait:
 		}
 	}
 	o := Outcome{Suite: s, Samples: Parse(bytes.NewReader(output.Bytes())), Seconds: time.Since(start).Seconds()}
+	for i := range o.Samples {
+		o.Samples[i].Name += s.Variant()
+	}
 	if err != nil {
 		o.Err = fmt.Errorf("%w: %s", err, tail(output.String(), 15))
 	} else if len(o.Samples) == 0 {

@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // scenarios whose verdicts it knows.
 func runScenarios(ctx context.Context, list []pkglab.Scenario, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
-	incident := fs.Int("incident", 0, "run only this incident (1-4); 0 runs all")
+	incident := fs.Int("incident", 0, "run only this incident (1-5); 0 runs all")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")

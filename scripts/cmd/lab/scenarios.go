@@ -16,7 +16,7 @@ func all() []pkglab.Scenario {
 	var out []pkglab.Scenario
 	out = append(out, couponlab.Scenarios()...)  // incident 1: lost commit ACK
 	out = append(out, paymentlab.Scenarios()...) // incident 2: payment callback retries
-	out = append(out, orderlab.Scenarios()...)   // incident 3: batch product duplication; incident 4: double submit
+	out = append(out, orderlab.Scenarios()...)   // incident 3: batch product duplication; 4: double submit; 5: overselling
 	slices.SortStableFunc(out, func(a, b pkglab.Scenario) int { return a.Incident - b.Incident })
 	return out
 }

@@ -22,6 +22,7 @@ var edits = []edit{
 	{"Makefile", addToMakefile},
 	{"scripts/run.sh", addToRunScript},
 	{"docker-compose.yml", addToCompose},
+	{"deploy/nats.conf", addToNATSConfig},
 	{"docs/configuration.md", addToConfigDoc},
 }
 
@@ -144,6 +145,25 @@ func addToCompose(src string, s Service) (string, error) {
 	if regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(s.Name) + `:`).MatchString(src[m[1]:end]) {
 		return "", fmt.Errorf("services has %s already", s.Name)
 	}
+	// The service's passwords, given to the servers that check them: the
+	// database's init creates oncemall_<name> for MYSQL_<NAME>_PASSWORD,
+	// and deploy/nats.conf reads NATS_<NAME>_PASSWORD.
+	for _, kind := range []struct{ prefix, skip string }{{"MYSQL", "ROOT"}, {"NATS", "ADMIN"}} {
+		lines := regexp.MustCompile(`(?m)^      `+kind.prefix+`_([A-Z0-9_]+)_PASSWORD: .*\n`).FindAllStringSubmatchIndex(src, -1)
+		at := -1
+		for _, l := range lines {
+			if src[l[2]:l[3]] != kind.skip && l[0] < end {
+				at = l[1]
+			}
+		}
+		if at < 0 {
+			return "", fmt.Errorf("no %s_<SERVICE>_PASSWORD line to add %s_%s_PASSWORD after", kind.prefix, kind.prefix, s.Upper)
+		}
+		line := fmt.Sprintf("      %[1]s_%[2]s_PASSWORD: \"${%[1]s_%[2]s_PASSWORD:-dev-%[3]s-%[4]s-password}\"\n",
+			kind.prefix, s.Upper, strings.ToLower(kind.prefix), s.Name)
+		src = src[:at] + line + src[at:]
+		end += len(line)
+	}
 	// Comment lines right above the next key belong to it.
 	for end > m[1] {
 		prev := strings.LastIndex(src[:end-1], "\n") + 1
@@ -153,6 +173,27 @@ func addToCompose(src string, s Service) (string, error) {
 		end = prev
 	}
 	return insertSection(src, end, string(block)), nil
+}
+
+var natsUsersEnd = regexp.MustCompile(`(?m)^  \]\n\}\s*$`)
+
+// addToNATSConfig adds the service's user to deploy/nats.conf, at the end
+// of the users: it publishes <name>.> and uses the JetStream API on its own
+// stream. Rights on the streams it consumes are the author's to add, as
+// the drift test in scripts/deploytest reminds.
+func addToNATSConfig(src string, s Service) (string, error) {
+	if regexp.MustCompile(`(?m)^\s*user: ` + regexp.QuoteMeta(s.Name) + `\s*$`).MatchString(src) {
+		return "", fmt.Errorf("has a user %s already", s.Name)
+	}
+	m := natsUsersEnd.FindStringIndex(src)
+	if m == nil {
+		return "", fmt.Errorf("no end of the users list (a line \"  ]\" then \"}\" ending the file)")
+	}
+	block, err := render("insert/nats.conf.tmpl", s)
+	if err != nil {
+		return "", err
+	}
+	return src[:m[0]] + string(block) + src[m[0]:], nil
 }
 
 var (

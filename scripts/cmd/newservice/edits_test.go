@@ -155,6 +155,14 @@ x-deps: &depends-on-infra
 services:
   db:
     image: db
+    environment:
+      MYSQL_ROOT_PASSWORD: "r"
+      MYSQL_ORDER_PASSWORD: "o"
+  nats:
+    image: nats
+    environment:
+      NATS_ORDER_PASSWORD: "o"
+      NATS_ADMIN_PASSWORD: "a"
 
 # The volumes.
 volumes:
@@ -164,17 +172,29 @@ volumes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "    image: db\n\n  inventory:\n") || !strings.Contains(out, "depends_on: *depends-on-infra\n\n# The volumes.\nvolumes:\n") {
+	if !strings.Contains(out, "NATS_ADMIN_PASSWORD: \"a\"\n\n  inventory:\n") || !strings.Contains(out, "depends_on: *depends-on-infra\n\n# The volumes.\nvolumes:\n") {
 		t.Fatalf("the block is not the last service, a paragraph of its own:\n%s", out)
 	}
 	if err := checkCompose([]byte(out), "inventory"); err != nil {
 		t.Fatal(err)
 	}
+	// Its passwords reach the servers that check them, after the other
+	// services' and not after root's or admin's.
+	for _, want := range []string{
+		"MYSQL_ORDER_PASSWORD: \"o\"\n      MYSQL_INVENTORY_PASSWORD: \"${MYSQL_INVENTORY_PASSWORD:-dev-mysql-inventory-password}\"\n",
+		"NATS_ORDER_PASSWORD: \"o\"\n      NATS_INVENTORY_PASSWORD: \"${NATS_INVENTORY_PASSWORD:-dev-nats-inventory-password}\"\n      NATS_ADMIN",
+		"MYSQL_PASSWORD: \"${MYSQL_INVENTORY_PASSWORD:-dev-mysql-inventory-password}\"",
+		"- \"127.0.0.1:${INVENTORY_PORT:-8084}:8084\"",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("addToCompose lacks %q:\n%s", want, out)
+		}
+	}
 	if _, err := addToCompose(strings.Replace(src, "&healthcheck-timing", "&timing", 1), inventory); err == nil || !strings.Contains(err.Error(), "&healthcheck-timing") {
 		t.Fatalf("a missing anchor: %v", err)
 	}
-	out, err = addToCompose("x: &platform-env {}\ny: &healthcheck-timing {}\nz: &depends-on-infra {}\nservices:\n  db:\n    image: db\n", inventory)
-	if err != nil || !strings.Contains(out, "    image: db\n\n  inventory:\n") || !strings.HasSuffix(out, "    depends_on: *depends-on-infra\n") {
+	out, err = addToCompose("x: &platform-env {}\ny: &healthcheck-timing {}\nz: &depends-on-infra {}\nservices:\n  db:\n    image: db\n    environment:\n      MYSQL_A_PASSWORD: a\n      NATS_A_PASSWORD: a\n", inventory)
+	if err != nil || !strings.Contains(out, "      NATS_INVENTORY_PASSWORD: \"${NATS_INVENTORY_PASSWORD:-dev-nats-inventory-password}\"\n\n  inventory:\n") || !strings.HasSuffix(out, "    depends_on: *depends-on-infra\n") {
 		t.Fatalf("with services last in the file: %q, %v", out, err)
 	}
 }

@@ -22,7 +22,7 @@ import (
 func editedRepo(t *testing.T) string {
 	t.Helper()
 	src, dst := composecheck.RepoRoot(t), t.TempDir()
-	for _, rel := range []string{"go.work", "Makefile", "scripts/run.sh", "docker-compose.yml", "docs/configuration.md", "pkg/go.mod"} {
+	for _, rel := range []string{"go.work", "Makefile", "scripts/run.sh", "docker-compose.yml", "deploy/nats.conf", "docs/configuration.md", "pkg/go.mod"} {
 		b, err := os.ReadFile(filepath.Join(src, rel))
 		if err != nil {
 			t.Fatal(err)
@@ -160,6 +160,10 @@ func TestGeneratedServicePassesEveryTest(t *testing.T) {
 	goCmd(t, service, "test", "-count=1", "./...")
 	goCmd(t, service, "mod", "tidy", "-diff") // the generated go.mod is complete
 	goCmd(t, filepath.Join(root, "scripts"), "test", "-count=1", "./cmd/configdoc")
+	// The compose file as the Compose loader reads it, and the NATS user
+	// the generator added, against the streams the service declares.
+	goCmd(t, filepath.Join(root, "pkg"), "test", "-count=1", "./testkit/composecheck")
+	goCmd(t, filepath.Join(root, "scripts"), "test", "-count=1", "-run", "TestNATSConfigPermissionsFollowTheServices|TestNATSUsersDoTheirServicesWork", "./deploytest")
 	goCmd(t, filepath.Join(root, "pkg"), "vet", "./events")
 	if out := command(t, root, "make", "-n", "build"); !strings.Contains(out, name) {
 		t.Errorf("make build does not build %s:\n%s", name, out)

@@ -124,11 +124,16 @@ func choosePort(root string, port int, compose *composecheck.File) (int, error) 
 	taken := map[int]string{}
 	for name, svc := range compose.Services {
 		for _, spec := range svc.Ports {
-			// "8081:8081", "127.0.0.1:8081:8081", "8090:8090/tcp": the
-			// host port is the one before the last colon.
-			parts := strings.Split(spec, ":")
-			if p, err := strconv.Atoi(parts[max(len(parts)-2, 0)]); err == nil {
-				taken[p] = "docker-compose.yml's " + name
+			// "127.0.0.1:${ORDER_PORT:-8081}:8081": the host port by
+			// default and the container's are both the service's.
+			pp, err := composecheck.ParsePort(spec)
+			if err != nil {
+				return 0, fmt.Errorf("docker-compose.yml's %s: %w", name, err)
+			}
+			for _, n := range []string{pp.HostDefault, pp.Container} {
+				if p, err := strconv.Atoi(n); err == nil {
+					taken[p] = "docker-compose.yml's " + name
+				}
 			}
 		}
 	}

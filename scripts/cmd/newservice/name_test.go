@@ -42,7 +42,7 @@ func TestCheckName(t *testing.T) {
 }
 
 // fakeRepo returns a repository with one service declaring port 8084 and
-// a compose file publishing 8085 and 8090.
+// a compose file publishing 8085 (movable, as compose publishes) and 8090.
 func fakeRepo(t *testing.T) (string, *composecheck.File) {
 	t.Helper()
 	root := t.TempDir()
@@ -54,7 +54,7 @@ func fakeRepo(t *testing.T) (string, *composecheck.File) {
       - "8084:8084"
   other:
     ports:
-      - "127.0.0.1:8085:8085"
+      - "127.0.0.1:${OTHER_PORT:-8085}:8085"
   psp-sim:
     ports:
       - "8090:8090/tcp"
