@@ -130,7 +130,7 @@ func TestOneTraceFromRequestToConsumer(t *testing.T) {
 	}
 
 	time.Sleep(2 * dupWindow)
-	res := p.db.Exec("UPDATE local_message SET status = 'pending', sent_at = NULL WHERE message_no = 'made-1' AND status = 'sent'")
+	res := p.db.Exec("UPDATE local_message SET status = 'pending', sent_at = NULL, next_retry_time = ? WHERE message_no = 'made-1' AND status = 'sent'", time.Now())
 	if res.Error != nil || res.RowsAffected != 1 {
 		t.Fatalf("put the row back to pending: %v, %d rows", res.Error, res.RowsAffected)
 	}
