@@ -21,8 +21,8 @@ import (
 	"github.com/oncemall/oncemall/pkg/variant"
 )
 
-// Incident 4's extra variants: the seed-004 Redis guards, each raced on its
-// own key (pkg/lab/dupproof).
+// Incident 4's extra variants: the Redis entry guards (check-then-set, SET NX,
+// sliding window), each raced on its own key (pkg/lab/dupproof).
 const (
 	VariantCheckThenSet  = "broken-check-then-set"
 	VariantSetNX         = "fixed-set-nx"
@@ -36,7 +36,7 @@ const incident4Title = "client retries / double submit"
 
 // IdempotencyScenarios lists incident 4: the double submit against the
 // broken check-then-act guard and the Idempotency-Key middleware, then the
-// seed-004 table (check-then-set, SET NX, sliding window on Redis).
+// Redis entry guards (check-then-set, SET NX, sliding window).
 func IdempotencyScenarios() []lab.Scenario {
 	return []lab.Scenario{
 		{Incident: 4, Variant: lab.Broken, WantHolds: false, Run: doubleSubmitScenario(lab.Broken, "i4b", variant.Broken)},
@@ -105,7 +105,7 @@ func doubleSubmitScenario(variant, suffix string, guard variant.Mode) func(conte
 }
 
 // redisGuardScenario races n goroutines for one Redis key through one of
-// the seed-004 guards, wanting allow of them through.
+// the Redis entry guards, wanting allow of them through.
 func redisGuardScenario(variant, guard string, n, allow int) func(context.Context, lab.Env) (lab.Result, error) {
 	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
 		res := lab.Result{

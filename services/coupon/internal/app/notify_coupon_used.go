@@ -16,7 +16,7 @@ func CouponUsedEventID(orderNo string) string { return "coupon-used-" + orderNo 
 // notifyCouponUsed queues the "coupon used" notification for d's order inside
 // the deduction's transaction, at most once per order. A notification is a
 // stateless effect, with no state machine to ask whether it happened, so it is
-// guarded by biz_idempotent_record (seed 000, solution 2): the record and the
+// guarded by an idempotent record (biz_idempotent_record): the record and the
 // event are written in the same transaction as the deduction, and the record's
 // unique key lets only one transaction per order queue the event. Writing the
 // record in its own transaction, before or after, would reopen the gap:

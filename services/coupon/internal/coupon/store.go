@@ -92,7 +92,7 @@ type Tx interface {
 	InsertMessage(ctx context.Context, m *Message) (bool, error)
 }
 
-// IdempotentRecord marks a stateless effect as done (seed 000, solution 2).
+// IdempotentRecord marks a stateless effect (a notification) as done.
 type IdempotentRecord struct {
 	Key        string
 	BizType    BizType
