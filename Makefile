@@ -55,12 +55,28 @@ down: ## docker compose down
 # server, 2.9 on this project's machines.
 JETSTREAM_PKGS := ./outbox/ ./inbox/ ./natsjs/ ./platform/
 
+# staticcheck, pinned in tools/staticcheck/go.mod (a module of its own, out
+# of go.work, so the linter's dependencies never touch the services'), built
+# once per machine into .tools/bin and again when the pin changes.
+STATICCHECK := .tools/bin/staticcheck
+$(STATICCHECK): tools/staticcheck/go.mod tools/staticcheck/go.sum
+	cd tools/staticcheck && GOWORK=off $(GO) build -o ../../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
+
+.PHONY: check
+check: $(STATICCHECK) ## the gates make test runs first: gofmt, go vet, staticcheck and go mod tidy -diff in every module
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi
+	@for m in $(MODULES) tools/staticcheck; do echo "== check $$m"; \
+	  (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go mod tidy -diff is not clean; run go mod tidy there"; exit 1; }; \
+	  [ $$m = tools/staticcheck ] && continue; \
+	  (cd $$m && $(GO) vet ./... && $(CURDIR)/$(STATICCHECK) ./...) || exit 1; done
+
 .PHONY: test
-test: ## check MariaDB/MySQL, Redis and NATS answer, then vet and test every module (pkg's JetStream tests also on compose's NATS)
+test: ## check MariaDB/MySQL, Redis and NATS answer, run the gates (make check), then every module's tests under the race detector (pkg's JetStream tests also on compose's NATS)
 	@bash scripts/preflight.sh
-	@for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...) || exit 1; done
+	@$(MAKE) --no-print-directory check
+	@for m in $(MODULES); do echo "== test $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; done
 	@echo "== pkg JetStream tests on compose's NATS version"
-	@cd pkg && $(GO) run ../scripts/cmd/natsrun -jetstream-from ../deploy/nats.conf -- $(GO) test -count=1 -timeout 10m $(JETSTREAM_PKGS)
+	@cd pkg && $(GO) run ../scripts/cmd/natsrun -jetstream-from ../deploy/nats.conf -- $(GO) test -race -count=1 -timeout 10m $(JETSTREAM_PKGS)
 
 .PHONY: e2e
 e2e: ## end-to-end: order, coupon, payment and psp-sim as processes; one order with a coupon paid through a callback storm
@@ -72,9 +88,7 @@ new-service: ## create services/NAME from the service template and wire it in ev
 	@GO=$(GO) $(GO) run ./scripts/cmd/newservice -name "$(NAME)" $(if $(PORT),-port $(PORT))
 
 .PHONY: lint
-lint: ## go vet and gofmt -l on every module
-	@for m in $(MODULES); do echo "== vet $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
-	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi; echo "gofmt: clean"
+lint: check ## an alias of make check
 
 # -tags nomsgpack leaves gin's MessagePack codec (github.com/ugorji/go/codec) out
 # of the lab binary: nothing here speaks MessagePack, and that one package was a

@@ -26,7 +26,7 @@ type sample struct {
 	NoDef    string        `env:"T_NODEF"`
 	CodeOnly string        `env:"-"`
 	At       time.Time
-	hidden   string //nolint:unused // proves unexported fields are ignored
+	hidden   string // unexported: the loader leaves it alone
 }
 
 func lookup(m map[string]string) config.LookupFunc {
@@ -34,11 +34,11 @@ func lookup(m map[string]string) config.LookupFunc {
 }
 
 func TestLoadDefaults(t *testing.T) {
-	var c sample
+	c := sample{hidden: "kept"}
 	if err := config.LoadFrom(&c, lookup(nil)); err != nil {
 		t.Fatal(err)
 	}
-	want := sample{Inner: inner{Addr: "127.0.0.1:1"}, Name: "svc", On: true, N: 7, Big: 1 << 20, Ratio: 0.5, Wait: 5 * time.Second, List: []string{"a", "b"}}
+	want := sample{Inner: inner{Addr: "127.0.0.1:1"}, Name: "svc", On: true, N: 7, Big: 1 << 20, Ratio: 0.5, Wait: 5 * time.Second, List: []string{"a", "b"}, hidden: "kept"}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
 	}

@@ -74,7 +74,7 @@ func (r *Recorder) Spans() []Span {
 			sp.Parent = p.SpanID().String()
 		}
 		for _, kv := range s.Attributes() {
-			sp.Attrs[string(kv.Key)] = kv.Value.Emit()
+			sp.Attrs[string(kv.Key)] = kv.Value.String()
 		}
 		out = append(out, sp)
 	}

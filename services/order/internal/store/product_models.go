@@ -25,10 +25,6 @@ func toProductRow(p product.Product, now time.Time) productRow {
 	return productRow{Brand: p.Brand, Name: p.Name, Model: p.Model, Price: p.Price, CreatedAt: now, UpdatedAt: now}
 }
 
-func toProduct(r productRow) product.Product {
-	return product.Product{ID: r.ID, Brand: r.Brand, Name: r.Name, Model: r.Model, Price: r.Price, CreatedAt: r.CreatedAt}
-}
-
 // productDedupRow is a row of product_dedup: one per live product.
 type productDedupRow struct {
 	ProductID uint64 `gorm:"primaryKey;autoIncrement:false"`

@@ -70,7 +70,8 @@ func TestClosed(t *testing.T) {
 			t.Errorf("%s: Closed = %v, want %v", status, got, want)
 		}
 	}
-	if payment.RefundNoFor("P1") != payment.RefundNoFor("P1") || payment.RefundNoFor("P1") == payment.RefundNoFor("P2") {
+	first, again, other := payment.RefundNoFor("P1"), payment.RefundNoFor("P1"), payment.RefundNoFor("P2")
+	if first != again || first == other {
 		t.Fatal("a payment's refund number must be one, and its own")
 	}
 }
