@@ -15,7 +15,7 @@ import (
 // payTimeout is ORDER_PAY_TIMEOUT in TestPurchaseFlow: the order-close job
 // (every second there) closes an order left unpaid this long. Every other
 // flow of that rig pays or cancels its orders well within it.
-const payTimeout = "5s"
+const payTimeout = "8s"
 
 // TestPurchaseFlow runs order, coupon, payment and the platform simulator
 // as processes, configured as `make run` configures them but for the close
@@ -69,7 +69,7 @@ func TestPurchaseFlow(t *testing.T) {
 }
 
 // TestPlatformGoesQuiet runs order, payment and the simulator (no coupons)
-// with the payment-query job asking about payments 2s old every second and
+// with the payment-query job asking about payments 3s old every second and
 // the payment service's callback entry lock on:
 //
 //   - storm_entry_lock: a storm of notifications meets the entry lock,
@@ -82,7 +82,7 @@ func TestPlatformGoesQuiet(t *testing.T) {
 	t.Parallel()
 	r := startRig(t, rigEnv{
 		callbackLock: true,
-		payment: []string{"PAYMENT_CALLBACK_LOCK=true", "PAYMENT_QUERY_AFTER=2s", "PAYMENT_QUERY_SCHEDULE=@every 1s",
+		payment: []string{"PAYMENT_CALLBACK_LOCK=true", "PAYMENT_QUERY_AFTER=3s", "PAYMENT_QUERY_SCHEDULE=@every 1s",
 			"PAYMENT_QUERY_HORIZON=10m"},
 	})
 	t.Run("storm_entry_lock", func(t *testing.T) { paidThroughStorm(t, r, 8181) })

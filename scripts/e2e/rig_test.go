@@ -76,7 +76,9 @@ type rig struct {
 // waits until every one is ready.
 func startRig(t *testing.T, env rigEnv) *rig {
 	t.Helper()
+	began := time.Now()
 	bins := proctest.BuildAll(t, programs...)
+	built := time.Since(began)
 	bin := map[string]string{}
 	for i, p := range programs {
 		bin[p[strings.LastIndexByte(p, '/')+1:]] = bins[i]
@@ -105,6 +107,9 @@ func startRig(t *testing.T, env rigEnv) *rig {
 		// The job locks carry the event prefix; a short expiry bounds how
 		// long a killed run holds one.
 		"JOB_LOCK_TTL=5s",
+		// The MariaDB server is shared with every other test: six services
+		// of two rigs take at most 36 of its connections.
+		"MYSQL_MAX_OPEN_CONNS=6", "MYSQL_MAX_IDLE_CONNS=2",
 	}
 	withDB := func(name string, env ...string) service {
 		cfg, db := testenv.NewDatabase(t)
@@ -114,6 +119,7 @@ func startRig(t *testing.T, env rigEnv) *rig {
 		if err != nil {
 			t.Fatal(err)
 		}
+		sqlDB.SetMaxOpenConns(2)
 		t.Cleanup(func() { sqlDB.Close() })
 		return service{Process: p, db: sqlDB}
 	}
@@ -137,6 +143,7 @@ func startRig(t *testing.T, env rigEnv) *rig {
 	for _, s := range r.services() {
 		s.WaitStatus(t, "/readyz", http.StatusOK, flowDeadline)
 	}
+	t.Logf("rig ready after %s (%s of it building)", time.Since(began).Round(time.Millisecond), built.Round(time.Millisecond))
 	return r
 }
 
