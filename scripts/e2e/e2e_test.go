@@ -178,6 +178,19 @@ func paidThroughStorm(t *testing.T, r *rig, userID uint64) {
 			t.Fatalf("coupon used by order %q, want %q", c.UsedOrderNo, o.OrderNo)
 		}
 	}
+	// A paid order cannot be cancelled, and nobody else sees its order,
+	// payment or coupon.
+	st, raw := call(t, "POST", r.order.URL("/orders/"+o.OrderNo+"/cancel"), as(userID), nil, nil)
+	want(t, "cancel a paid order", st, raw, http.StatusConflict)
+	stranger := as(userID + 1)
+	st, raw = call(t, "GET", r.order.URL("/orders/"+o.OrderNo), stranger, nil, nil)
+	want(t, "another user's order", st, raw, http.StatusNotFound)
+	st, raw = call(t, "GET", r.payment.URL("/payments/"+p.OutTradeNo), stranger, nil, nil)
+	want(t, "another user's payment", st, raw, http.StatusNotFound)
+	if couponID != 0 {
+		st, raw = call(t, "GET", r.coupon.URL(fmt.Sprintf("/coupons/%d", couponID)), stranger, nil, nil)
+		want(t, "another user's coupon", st, raw, http.StatusNotFound)
+	}
 
 	// 4. The simulator delivers every copy, retry and late retry; its record
 	// must show the storm as planned, the lost answer retried, and every
@@ -412,6 +425,10 @@ func paidAfterClose(t *testing.T, r *rig) {
 	if got := r.getOrder(t, userID, o.OrderNo); got.Status != "CANCELLED" || got.PaymentNo != "" {
 		t.Fatalf("order after the late payment: %+v, want CANCELLED, unpaid", got)
 	}
+	r.payMu.Lock()
+	st, raw = call(t, "POST", r.payment.URL("/payments"), as(userID, "Idempotency-Key", "e2e-pay-"+testenv.RandomSuffix(12)), map[string]any{"order_no": o.OrderNo}, nil)
+	r.payMu.Unlock()
+	want(t, "pay the closed order again", st, raw, http.StatusConflict)
 
 	counts(t,
 		check{"payment records", r.payment.db, "SELECT COUNT(*) FROM payment_transaction WHERE out_trade_no = ?", []any{p.OutTradeNo}, 1},
