@@ -18,9 +18,11 @@ import (
 const payTimeout = "8s"
 
 // TestPurchaseFlow runs order, coupon, payment and the platform simulator
-// as processes, configured as `make run` configures them but for the close
-// job's timing, and drives four purchases through them at once (each its
-// own user, product and coupon):
+// as processes, configured as `make run` configures them (its tokens, the
+// simulator's normal mode) but for the jobs' timing and the simulator's
+// faster retries, and drives four purchases through them at once (each its
+// own user, product and coupon; a flow that needs another delivery files a
+// simulator plan for its charge):
 //
 //   - storm: an order with a coupon paid through a storm of duplicate
 //     notifications;
