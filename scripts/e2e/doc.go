@@ -1,7 +1,10 @@
-// Package e2e holds the end-to-end test of incident 2's whole chain, across
-// the services as real processes: it builds order, coupon, payment and the
-// payment-platform simulator, runs them on free ports with throwaway
-// databases and their own JetStream streams, and drives an order with a
-// coupon from creation to PAID and the coupon to USED through a storm of
-// retried platform notifications (see e2e_test.go for what is asserted).
+// Package e2e holds the end-to-end tests of a purchase across the services
+// as real processes: it builds order, coupon, payment and the payment
+// platform simulator, runs them on free ports with throwaway databases and
+// their own JetStream streams, and drives purchases through them: a payment
+// through a storm of duplicate notifications, a cancel, a payment that lands
+// after the close job closed its order (refunded), a platform that never
+// notifies (found by the active query), and the README's "Buy something"
+// commands. Each counts its effects in the databases and on the streams
+// (see e2e_test.go and readme_test.go).
 package e2e

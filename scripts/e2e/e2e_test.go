@@ -2,542 +2,504 @@ package e2e_test
 
 import (
 	"bytes"
-	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	_ "github.com/go-sql-driver/mysql"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/scripts/proctest"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
 
-func TestMain(m *testing.M) { proctest.Main(m) }
+// payTimeout is ORDER_PAY_TIMEOUT in TestPurchaseFlow: the order-close job
+// (every second there) closes an order left unpaid this long. Every other
+// flow of that rig pays or cancels its orders well within it.
+const payTimeout = "8s"
 
-// stormCopies is how many concurrent copies of the notification the
-// simulator sends (PSP_STORM_COPIES). With the payment service's callback
-// entry lock on, a copy that meets the held lock before the payment is paid
-// is answered 503 and retried on the simulator's schedule (how many do
-// depends on the scheduler); with it off (the default) every copy reaches
-// the database at once.
-const stormCopies = 50
-
-// lateRetries is how many more deliveries of the same notification the
-// simulator makes one after another once the storm is acknowledged
-// (PSP_REPLAYS), each signed anew: the late retries of the story.
-const lateRetries = 10
-
-// lostAnswers is how many of the payment service's first 2xx answers the
-// simulator loses on the way back (PSP_LOST_ANSWERS): the service has
-// processed the notification, the simulator hears nothing and retries the
-// delivery on its schedule. Whatever the scheduler does with the entry lock,
-// every run therefore retries a notification the service already processed.
-const lostAnswers = 1
-
-// flowDeadline bounds every wait of the flow; the whole test stays well
-// under a minute on a shared machine.
-const flowDeadline = 40 * time.Second
-
-// service is one started program with its database (empty for psp-sim).
-type service struct {
-	*proctest.Process
-	db *sql.DB
-}
-
-// rig is the four processes and what the test needs to inspect them.
-type rig struct {
-	order, coupon, payment, psp service
-	js                          jetstream.JetStream
-	adminToken                  string
-	pspSecret                   []byte
-	subjectPrefix               string
-	orderStream, paymentStream  string
-}
-
-// startRig builds and starts order, coupon, payment and psp-sim, each with
-// its own database and port, all on streams and subjects no other run
-// uses, and waits until every one is ready.
-func startRig(t *testing.T, callbackLock bool) *rig {
-	t.Helper()
-	sfx := testenv.RandomSuffix(8)
-	ev := events.Config{SubjectPrefix: "e2e" + sfx + "."}
-	r := &rig{
-		adminToken:    "e2e-admin-" + sfx,
-		pspSecret:     []byte("e2e-psp-secret-" + sfx),
-		subjectPrefix: ev.SubjectPrefix,
-		orderStream:   ev.StreamName(events.OrderPaid),
-		paymentStream: ev.StreamName(events.PaymentSucceeded),
-	}
-	productStream, couponStream := ev.StreamName(events.ProductBatchCopy), ev.StreamName(events.CouponUsed)
-
-	// Streams are deleted after the processes are stopped (cleanups run
-	// last-registered first).
-	nc := testenv.NATS(t)
-	r.js = nc.JS
-	for _, s := range []string{r.orderStream, r.paymentStream, productStream, couponStream} {
-		testenv.DeleteStreamAtCleanup(t, r.js, s)
-	}
-	_, redisPrefix := testenv.Redis(t)
-
-	addrs := map[string]string{}
-	for _, name := range []string{"order", "coupon", "payment", "psp-sim"} {
-		addrs[name] = testenv.FreeAddr(t)
-	}
-	common := []string{
-		"EVENT_SUBJECT_PREFIX=" + r.subjectPrefix, "ADMIN_TOKEN=" + r.adminToken, "STARTUP_TIMEOUT=30s", "SHUTDOWN_TIMEOUT=10s", "LOG_LEVEL=debug",
-		"OUTBOX_POLL_SCHEDULE=@every 1s", "IDEMPOTENCY_REDIS_PREFIX=" + redisPrefix + "idem:",
-	}
-	withDB := func(name, addr string, env ...string) service {
-		cfg, db := testenv.NewDatabase(t)
-		bin := proctest.Build(t, "services/"+name+"/cmd/"+name)
-		p := proctest.Start(t, name, bin, addr, append(append([]string{"HTTP_ADDR=" + addr, "MYSQL_DATABASE=" + db}, common...), env...)...)
-		sqlDB, err := sql.Open("mysql", cfg.DSN(db))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sqlDB.Close() })
-		return service{Process: p, db: sqlDB}
-	}
-
-	r.psp = service{Process: proctest.Start(t, "psp-sim", proctest.Build(t, "services/payment/cmd/psp-sim"), addrs["psp-sim"],
-		"PSP_HTTP_ADDR="+addrs["psp-sim"], "PSP_SECRET="+string(r.pspSecret),
-		"PSP_CALLBACK_URL=http://"+addrs["payment"]+"/payments/callback",
-		"PSP_MODE=storm", fmt.Sprintf("PSP_STORM_COPIES=%d", stormCopies),
-		fmt.Sprintf("PSP_REPLAYS=%d", lateRetries), fmt.Sprintf("PSP_LOST_ANSWERS=%d", lostAnswers),
-		"PSP_RETRY_SCHEDULE=100ms,200ms,300ms,500ms,1s,1s,2s",
-		"PSP_NOTIFY_DELAY=10ms", "LOG_LEVEL=debug",
-	)}
-	r.order = withDB("order", addrs["order"])
-	r.coupon = withDB("coupon", addrs["coupon"],
-		"COUPON_RETRY_SCHEDULE=@every 1s", "COUPON_RETRY_BACKOFF=200ms",
-		// The retry pass lock is named the same in every coupon process on
-		// this Redis; a short expiry bounds how long a killed run holds it.
-		"JOB_LOCK_TTL=5s",
-	)
-	r.payment = withDB("payment", addrs["payment"],
-		"PSP_URL=http://"+addrs["psp-sim"], "ORDER_URL=http://"+addrs["order"], "PSP_SECRET="+string(r.pspSecret),
-		"PAYMENT_CALLBACK_MODE=fixed", fmt.Sprintf("PAYMENT_CALLBACK_LOCK=%t", callbackLock),
-	)
-
-	r.psp.WaitStatus(t, "/healthz", http.StatusOK, flowDeadline)
-	for _, s := range []service{r.order, r.coupon, r.payment} {
-		s.WaitStatus(t, "/readyz", http.StatusOK, flowDeadline)
-	}
-	return r
-}
-
-// client bounds every request, so a hung service fails the test instead of
-// stalling it.
-var client = &http.Client{Timeout: 10 * time.Second}
-
-// call sends a JSON request and decodes a JSON answer into out (if not nil);
-// it returns the status and the raw body.
-func call(t *testing.T, method, url string, headers map[string]string, in, out any) (int, []byte) {
-	t.Helper()
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return do(t, req, headers, out)
-}
-
-// do sends req with headers and decodes a 2xx JSON answer into out (if not
-// nil); it returns the status and the raw body.
-func do(t *testing.T, req *http.Request, headers map[string]string, out any) (int, []byte) {
-	t.Helper()
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out != nil && resp.StatusCode/100 == 2 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("%s %s: %d %s: %v", req.Method, req.URL, resp.StatusCode, raw, err)
-		}
-	}
-	return resp.StatusCode, raw
-}
-
-// want fails unless status is one of ok.
-func want(t *testing.T, what string, status int, raw []byte, ok ...int) {
-	t.Helper()
-	for _, s := range ok {
-		if status == s {
-			return
-		}
-	}
-	t.Fatalf("%s: status %d %s, want %v", what, status, raw, ok)
-}
-
-// eventually polls cond every 100ms until it reports true, or fails the test
-// at the deadline with cond's last description.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(flowDeadline)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, desc := cond()
-		if ok {
-			return
-		}
-		last = desc
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s; last: %s", what, flowDeadline, last)
-}
-
-// count runs a COUNT(*) query.
-func count(t *testing.T, db *sql.DB, query string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
-// streamMsgs returns how many messages stream holds on subject.
-func streamMsgs(t *testing.T, js jetstream.JetStream, stream, subject string) uint64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatalf("stream %s: %v", stream, err)
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		t.Fatalf("stream %s info: %v", stream, err)
-	}
-	return info.State.Subjects[subject]
-}
-
-// scrape reads a Prometheus text exposition into series → value.
-func scrape(t *testing.T, url string) map[string]float64 {
-	t.Helper()
-	st, raw := call(t, "GET", url, nil, nil, nil)
-	want(t, "GET /metrics", st, raw, http.StatusOK)
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out
-}
-
-type coupon struct {
-	ID          uint64 `json:"id"`
-	Status      string `json:"status"`
-	UsedOrderNo string `json:"used_order_no"`
-}
-
-type order struct {
-	OrderNo   string  `json:"order_no"`
-	Status    string  `json:"status"`
-	Amount    int64   `json:"amount"`
-	CouponID  *uint64 `json:"coupon_id"`
-	PaymentNo string  `json:"payment_no"`
-}
-
-type payment struct {
-	OutTradeNo     string `json:"out_trade_no"`
-	OrderNo        string `json:"order_no"`
-	Amount         int64  `json:"amount"`
-	Status         string `json:"status"`
-	PlatformSerial string `json:"platform_serial"`
-}
-
-// TestOrderWithCouponPaidThroughCallbackStorm is incident 2's chain across
-// the services as processes: coupon issued → order with the coupon (POST
-// twice with one Idempotency-Key) → payment (POST twice with one key) →
-// the simulator's storm of 50 concurrent notifications, the unacknowledged
-// ones (a lost answer in every run, refusals by the entry lock) retried by
-// the simulator → order PAID → coupon USED → the simulator's 10 late
-// retries, each a duplicate. Then it counts the effects in every database
-// and stream, asks all three reconcilers, and stops every process with
-// SIGTERM expecting exit status 0.
+// TestPurchaseFlow runs order, coupon, payment and the platform simulator
+// as processes, configured as `make run` configures them (its tokens, the
+// simulator's normal mode) but for the jobs' timing and the simulator's
+// faster retries, and drives four purchases through them at once (each its
+// own user, product and coupon; a flow that needs another delivery files a
+// simulator plan for its charge):
 //
-// It runs twice, in parallel: with the payment service's default
-// configuration (no entry lock: all copies race in the database), and with
-// the Redis entry lock on (refused copies are retried by the platform).
-func TestOrderWithCouponPaidThroughCallbackStorm(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		lock bool
-	}{
-		{"no_entry_lock", false},
-		{"entry_lock_retries", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+//   - storm: an order with a coupon paid through a storm of duplicate
+//     notifications;
+//   - cancel: the owner cancels an unpaid order;
+//   - paid_after_close: the close job closes an unpaid order while the
+//     customer's payment is in flight; the payment lands and is refunded;
+//   - readme: the README's "Buy something" commands.
+//
+// Each counts its effects in the services' databases and on the streams.
+// Then the three reconcilers must find nothing, and every process must stop
+// on SIGTERM with status 0.
+func TestPurchaseFlow(t *testing.T) {
+	t.Parallel()
+	r := startRig(t, rigEnv{
+		coupon:    true,
+		order:     []string{"ORDER_PAY_TIMEOUT=" + payTimeout, "ORDER_CLOSE_SCHEDULE=@every 1s"},
+		couponEnv: []string{"ORDER_PAY_TIMEOUT=" + payTimeout},
+		payment:   []string{"PAYMENT_REFUND_SCHEDULE=@every 1s"},
+	})
+	t.Run("flows", func(t *testing.T) {
+		t.Run("storm", func(t *testing.T) {
 			t.Parallel()
-			orderPaidThroughStorm(t, tc.lock)
+			paidThroughStorm(t, r, 4242)
 		})
+		t.Run("cancel", func(t *testing.T) {
+			t.Parallel()
+			cancelUnpaid(t, r)
+		})
+		t.Run("paid_after_close", func(t *testing.T) {
+			t.Parallel()
+			paidAfterClose(t, r)
+		})
+		t.Run("readme", func(t *testing.T) {
+			t.Parallel()
+			readmeBuySomething(t, r)
+		})
+	})
+	// Whatever the flows did, the payment service answered no notification
+	// with an error, a conflict or a refusal.
+	m := scrape(t, r.payment.URL("/metrics"))
+	if bad := sumOf(m, "payment_callbacks_total") - sumOf(m, "payment_callbacks_total", `outcome="processed"`) -
+		sumOf(m, "payment_callbacks_total", `outcome="duplicate"`) - sumOf(m, "payment_callbacks_total", `outcome="refunding"`); bad != 0 {
+		t.Errorf("%v notifications answered other than processed, duplicate or refunding", bad)
 	}
+	r.finish(t)
 }
 
-func orderPaidThroughStorm(t *testing.T, callbackLock bool) {
-	r := startRig(t, callbackLock)
-	const userID = 4242
+// TestPlatformGoesQuiet runs order, payment and the simulator (no coupons)
+// with the payment-query job asking about payments 3s old every second and
+// the payment service's callback entry lock on:
+//
+//   - storm_entry_lock: a storm of notifications meets the entry lock,
+//     whose refusals the platform retries;
+//   - silent: the platform never notifies, and the query finds the
+//     payment paid.
+//
+// They run one after the other, so that each one's counters are its own.
+func TestPlatformGoesQuiet(t *testing.T) {
+	t.Parallel()
+	r := startRig(t, rigEnv{
+		callbackLock: true,
+		payment: []string{"PAYMENT_CALLBACK_LOCK=true", "PAYMENT_QUERY_AFTER=3s", "PAYMENT_QUERY_SCHEDULE=@every 1s",
+			"PAYMENT_QUERY_HORIZON=10m"},
+	})
+	t.Run("storm_entry_lock", func(t *testing.T) { paidThroughStorm(t, r, 8181) })
+	t.Run("silent", func(t *testing.T) { foundByQuery(t, r) })
+	r.finish(t)
+}
 
-	// 1. Issue a coupon to the user.
-	var tmpl struct {
-		ID uint64 `json:"id"`
-	}
-	st, raw := call(t, "POST", r.coupon.URL("/coupon-templates"), nil, map[string]any{"name": "e2e 5 off", "discount_amount": 500, "min_order_amount": 1000}, &tmpl)
-	want(t, "create coupon template", st, raw, http.StatusCreated)
-	var cp coupon
-	st, raw = call(t, "POST", r.coupon.URL("/coupons"), nil, map[string]any{"template_id": tmpl.ID, "user_id": userID}, &cp)
-	want(t, "issue coupon", st, raw, http.StatusCreated)
-	if cp.Status != "UNUSED" {
-		t.Fatalf("issued coupon %+v, want UNUSED", cp)
+// The storm: stormCopies concurrent copies of the paid notification, then
+// lateRetries more one after another once it is acknowledged, and the
+// first lostAnswers 2xx answers lost on the way back (so every run retries
+// a notification the service has processed).
+const (
+	stormCopies = 50
+	lateRetries = 10
+	lostAnswers = 1
+)
+
+// paidThroughStorm: an operator creates a product at 15.00 with 10 units
+// and (when the rig has coupons) issues userID a 5.00-off coupon; the user
+// orders 2 with the coupon, POSTing twice with one Idempotency-Key, and
+// pays (twice with one key); the platform sends a storm. The order ends
+// PAID, the coupon USED, and every effect exists once: one order, one
+// payment, one payment record, one of each event, one stock decrement and
+// one reservation CONFIRMED, one coupon deduction.
+func paidThroughStorm(t *testing.T, r *rig, userID uint64) {
+	productID := r.newProduct(t, "storm", 1500, 10)
+	var couponID uint64
+	if r.coupon.Process != nil {
+		couponID = r.newCoupon(t, userID, 500, 1000)
 	}
 
-	// 2. Create the order with the coupon, twice with one Idempotency-Key:
-	// the second answer is the first one replayed, and one order exists.
-	orderHeaders := map[string]string{"X-User-ID": fmt.Sprint(userID), "Idempotency-Key": "e2e-order-" + testenv.RandomSuffix(12)}
-	orderBody := map[string]any{"amount": 3000, "coupon_id": cp.ID}
-	var o1, o2 order
-	st, raw1 := call(t, "POST", r.order.URL("/orders"), orderHeaders, orderBody, &o1)
-	want(t, "create order", st, raw1, http.StatusCreated)
-	st, raw2 := call(t, "POST", r.order.URL("/orders"), orderHeaders, orderBody, &o2)
-	want(t, "create order again with the same key", st, raw2, http.StatusCreated)
-	if !bytes.Equal(raw1, raw2) || o1.OrderNo == "" {
+	// 1. The order, twice with one Idempotency-Key: the second answer is
+	// the first one replayed, and one order exists.
+	h := as(userID, "Idempotency-Key", "e2e-order-"+testenv.RandomSuffix(12))
+	body := map[string]any{"items": []map[string]any{{"product_id": productID, "quantity": 2}}}
+	if couponID != 0 {
+		body["coupon_id"] = couponID
+	}
+	var o, o2 order
+	st, raw1 := call(t, "POST", r.order.URL("/orders"), h, body, &o)
+	want(t, "place order", st, raw1, http.StatusCreated)
+	st, raw2 := call(t, "POST", r.order.URL("/orders"), h, body, &o2)
+	want(t, "place order again with the same key", st, raw2, http.StatusCreated)
+	if !bytes.Equal(raw1, raw2) || o.OrderNo == "" {
 		t.Fatalf("same Idempotency-Key, different answers:\n%s\n%s", raw1, raw2)
 	}
-	if o1.Status != "WAIT_PAY" || o1.Amount != 3000 || o1.CouponID == nil || *o1.CouponID != cp.ID {
-		t.Fatalf("order %+v", o1)
+	wantDiscount := int64(0)
+	if couponID != 0 {
+		wantDiscount = 500
+	}
+	if o.Status != "WAIT_PAY" || len(o.Items) != 1 || o.Items[0].UnitPrice != 1500 || o.Items[0].Quantity != 2 ||
+		o.TotalAmount != 3000 || o.DiscountAmount != wantDiscount || o.PayAmount != 3000-wantDiscount {
+		t.Fatalf("order %s, want 2 × 1500 from the catalog, %d off", raw1, wantDiscount)
 	}
 	if n := count(t, r.order.db, "SELECT COUNT(*) FROM orders WHERE user_id = ?", userID); n != 1 {
 		t.Fatalf("%d orders for the user after two POSTs with one key, want 1", n)
 	}
-
-	// 3. Create the payment, twice with one key; the simulator answers the
-	// charge and starts its storm.
-	payHeaders := map[string]string{"X-User-ID": fmt.Sprint(userID), "Idempotency-Key": "e2e-pay-" + testenv.RandomSuffix(12)}
-	var p1, p2 payment
-	st, praw1 := call(t, "POST", r.payment.URL("/payments"), payHeaders, map[string]any{"order_no": o1.OrderNo}, &p1)
-	want(t, "create payment", st, praw1, http.StatusCreated)
-	st, praw2 := call(t, "POST", r.payment.URL("/payments"), payHeaders, map[string]any{"order_no": o1.OrderNo}, &p2)
-	want(t, "create payment again with the same key", st, praw2, http.StatusCreated)
-	if !bytes.Equal(praw1, praw2) || p1.OutTradeNo == "" || p1.Amount != o1.Amount {
-		t.Fatalf("payment answers %s / %s, want one payment of the order's amount %d", praw1, praw2, o1.Amount)
+	if got := r.available(t, productID); got != 8 {
+		t.Fatalf("%d available after an order of 2 from 10, want 8", got)
+	}
+	if couponID != 0 {
+		if c := r.getCoupon(t, userID, couponID); c.Status != "LOCKED" || c.LockedOrderNo != o.OrderNo {
+			t.Fatalf("coupon after the order: %+v, want LOCKED by %s", c, o.OrderNo)
+		}
 	}
 
-	// 4. Poll until the order is PAID and the coupon USED.
-	var paid payment
+	// 2. The payment, into the storm.
+	p := r.pay(t, userID, o.OrderNo, &pspsim.Plan{Mode: pspsim.ModeStorm, Copies: stormCopies, Replays: lateRetries, LostAnswers: lostAnswers})
+	if p.Amount != o.PayAmount {
+		t.Fatalf("payment of %d, want the order's pay_amount %d", p.Amount, o.PayAmount)
+	}
+
+	// 3. PAID, then USED.
 	eventually(t, "payment PAID", func() (bool, string) {
-		st, raw := call(t, "GET", r.payment.URL("/payments/"+p1.OutTradeNo), nil, nil, &paid)
-		return st == http.StatusOK && paid.Status == "PAID", fmt.Sprintf("%d %s", st, raw)
+		got := r.getPayment(t, userID, p.OutTradeNo)
+		return got.Status == "PAID", got.Status
 	})
-	var finalOrder order
+	var final order
 	eventually(t, "order PAID", func() (bool, string) {
-		st, raw := call(t, "GET", r.order.URL("/orders/"+o1.OrderNo), nil, nil, &finalOrder)
-		return st == http.StatusOK && finalOrder.Status == "PAID", fmt.Sprintf("%d %s", st, raw)
+		final = r.getOrder(t, userID, o.OrderNo)
+		return final.Status == "PAID", final.Status
 	})
-	if finalOrder.PaymentNo != p1.OutTradeNo {
-		t.Fatalf("order paid by %q, want %q", finalOrder.PaymentNo, p1.OutTradeNo)
+	if final.PaymentNo != p.OutTradeNo {
+		t.Fatalf("order paid by %q, want %q", final.PaymentNo, p.OutTradeNo)
 	}
-	var finalCoupon coupon
-	eventually(t, "coupon USED", func() (bool, string) {
-		st, raw := call(t, "GET", r.coupon.URL(fmt.Sprintf("/coupons/%d", cp.ID)), nil, nil, &finalCoupon)
-		return st == http.StatusOK && finalCoupon.Status == "USED", fmt.Sprintf("%d %s", st, raw)
-	})
-	if finalCoupon.UsedOrderNo != o1.OrderNo {
-		t.Fatalf("coupon used by order %q, want %q", finalCoupon.UsedOrderNo, o1.OrderNo)
+	if couponID != 0 {
+		var c coupon
+		eventually(t, "coupon USED", func() (bool, string) {
+			c = r.getCoupon(t, userID, couponID)
+			return c.Status == "USED", c.Status
+		})
+		if c.UsedOrderNo != o.OrderNo {
+			t.Fatalf("coupon used by order %q, want %q", c.UsedOrderNo, o.OrderNo)
+		}
+	}
+	// A paid order cannot be cancelled, and nobody else sees its order,
+	// payment or coupon.
+	st, raw := call(t, "POST", r.order.URL("/orders/"+o.OrderNo+"/cancel"), as(userID), nil, nil)
+	want(t, "cancel a paid order", st, raw, http.StatusConflict)
+	stranger := as(userID + 1)
+	st, raw = call(t, "GET", r.order.URL("/orders/"+o.OrderNo), stranger, nil, nil)
+	want(t, "another user's order", st, raw, http.StatusNotFound)
+	st, raw = call(t, "GET", r.payment.URL("/payments/"+p.OutTradeNo), stranger, nil, nil)
+	want(t, "another user's payment", st, raw, http.StatusNotFound)
+	if couponID != 0 {
+		st, raw = call(t, "GET", r.coupon.URL(fmt.Sprintf("/coupons/%d", couponID)), stranger, nil, nil)
+		want(t, "another user's coupon", st, raw, http.StatusNotFound)
 	}
 
-	// 5. Let the simulator finish every copy, retry and late retry. Its
-	// record (decoded into the simulator's own types) must show the storm
-	// and the late retries as planned, the lost 2xx answer and its retry,
-	// and every copy acknowledged in the end.
+	// 4. The simulator delivers every copy, retry and late retry; its record
+	// must show the storm as planned, the lost answer retried, and every
+	// copy acknowledged in the end.
 	var ch pspsim.Charge
 	eventually(t, "simulator done delivering", func() (bool, string) {
-		st, raw := call(t, "GET", r.psp.URL("/charges/"+paid.PlatformSerial), nil, nil, &ch)
-		return st == http.StatusOK && ch.Done, fmt.Sprintf("%d %.300s", st, raw)
+		ch = r.charge(t, p.OutTradeNo)
+		return ch.Done, fmt.Sprintf("%d attempts", len(ch.Attempts))
 	})
 	tally := ch.Tally()
-	answered2xx := tally.Answered - tally.Refused
 	t.Logf("simulator: %+v", tally)
-	if !ch.Acknowledged || tally.Copies != stormCopies+lateRetries {
-		t.Fatalf("simulator: acknowledged=%v, %d copies (want %d concurrent + %d late): the storm did not happen as planned",
-			ch.Acknowledged, tally.Copies, stormCopies, lateRetries)
+	if !ch.Acknowledged || tally.Copies != stormCopies+lateRetries || tally.Lost != lostAnswers ||
+		tally.AcknowledgedCopies != stormCopies+lateRetries {
+		t.Fatalf("simulator: acknowledged=%v, %+v: want %d copies (%d concurrent + %d late), %d lost answer, every copy acknowledged",
+			ch.Acknowledged, tally, stormCopies+lateRetries, stormCopies, lateRetries, lostAnswers)
 	}
-	if tally.Lost != lostAnswers {
-		t.Fatalf("simulator: %d answers lost, want %d", tally.Lost, lostAnswers)
-	}
-	// A lost answer is one the service gave: a 2xx, so the service had
-	// processed the notification, and the simulator retried that copy.
 	for _, a := range ch.Attempts {
 		if !a.AnswerLost {
 			continue
 		}
-		if a.Status/100 != 2 {
-			t.Fatalf("simulator: lost answer %+v has status %d, want the service's 2xx", a, a.Status)
-		}
+		// A lost answer is one the service gave: a 2xx, so it had processed
+		// the notification; the copy was retried.
 		retried := false
 		for _, b := range ch.Attempts {
 			retried = retried || (b.Copy == a.Copy && b.Try == a.Try+1)
 		}
-		if !retried {
-			t.Fatalf("simulator: copy %d's lost answer (try %d) was not retried", a.Copy, a.Try)
+		if a.Status/100 != 2 || !retried {
+			t.Fatalf("simulator: lost answer %+v: want the service's 2xx, retried", a)
 		}
 	}
-	// Whether a copy meets another's entry lock depends on the scheduler,
-	// so the number refused is not fixed; what is fixed is that every copy,
-	// refused, unanswered or not, ends acknowledged: it was retried until it
-	// was answered as the duplicate it is.
-	if tally.AcknowledgedCopies != stormCopies+lateRetries {
-		t.Fatalf("simulator: %d of %d copies acknowledged (%d refused answers, %d lost): unacknowledged copies were not retried to a 2xx",
-			tally.AcknowledgedCopies, stormCopies+lateRetries, tally.Refused, tally.Lost)
-	}
-
-	// 6. Exactly one of every effect.
-	paySubject := events.PaymentSucceeded
-	checks := []struct {
-		what string
-		db   *sql.DB
-		q    string
-		args []any
-		want int
-	}{
-		{"payments for the order", r.payment.db, "SELECT COUNT(*) FROM payments WHERE order_no = ?", []any{o1.OrderNo}, 1},
-		{"payment records (payment_transaction)", r.payment.db, "SELECT COUNT(*) FROM payment_transaction WHERE out_trade_no = ?", []any{p1.OutTradeNo}, 1},
-		{"payment.succeeded outbox rows", r.payment.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{paySubject}, 1},
-		{"paid orders", r.order.db, "SELECT COUNT(*) FROM orders WHERE order_no = ? AND status = 'PAID'", []any{o1.OrderNo}, 1},
-		{"order.paid outbox rows", r.order.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{events.OrderPaid}, 1},
-		{"coupon ledger rows for the order", r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction WHERE order_no = ?", []any{o1.OrderNo}, 1},
-		{"coupon ledger rows in all", r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction", nil, 1},
-		{"order.created outbox rows", r.order.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{events.OrderCreated}, 1},
-		{"order dead letters", r.order.db, "SELECT COUNT(*) FROM dead_message", nil, 0},
-		{"coupon messages, SUCCESS", r.coupon.db, "SELECT COUNT(*) FROM coupon_message WHERE status = 'SUCCESS'", nil, 1},
-		{"coupon messages in all", r.coupon.db, "SELECT COUNT(*) FROM coupon_message", nil, 1},
-		{"coupon.used outbox rows", r.coupon.db, "SELECT COUNT(*) FROM local_message WHERE topic = ?", []any{events.CouponUsed}, 1},
-		{"coupon dead letters", r.coupon.db, "SELECT COUNT(*) FROM dead_message", nil, 0},
-	}
-	for _, c := range checks {
-		if n := count(t, c.db, c.q, c.args...); n != c.want {
-			t.Errorf("%s: %d, want %d", c.what, n, c.want)
-		}
-	}
-	eventually(t, "payment.succeeded and order.paid on their streams", func() (bool, string) {
-		ps := streamMsgs(t, r.js, r.paymentStream, r.subjectPrefix+paySubject)
-		op := streamMsgs(t, r.js, r.orderStream, r.subjectPrefix+"order.paid")
-		return ps >= 1 && op >= 1, fmt.Sprintf("payment.succeeded %d, order.paid %d", ps, op)
-	})
-	if n := streamMsgs(t, r.js, r.paymentStream, r.subjectPrefix+paySubject); n != 1 {
-		t.Errorf("payment.succeeded messages in stream %s: %d, want 1", r.paymentStream, n)
-	}
-	if n := streamMsgs(t, r.js, r.orderStream, r.subjectPrefix+"order.paid"); n != 1 {
-		t.Errorf("order.paid messages in stream %s: %d, want 1", r.orderStream, n)
-	}
-
-	// The payment service's own count of callback outcomes: exactly one
-	// notification was processed; every other 2xx answer it gave, the lost
-	// ones included, was a duplicate, and none was refused as wrong.
-	metrics := scrape(t, r.payment.URL("/metrics"))
-	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="processed"}`]; got != 1 {
-		t.Errorf("callbacks processed: %v, want 1", got)
-	}
-	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="duplicate"}`]; got != float64(answered2xx-1) {
-		t.Errorf("callbacks answered as duplicates: %v, want %d (the service's 2xx answers but the first, late retries and lost answers included)", got, answered2xx-1)
-	}
-	// Every refusal the simulator saw was the entry lock's, and there are
-	// none without it.
-	if got := metrics[`payment_callbacks_total{handler="fixed",outcome="locked"}`]; got != float64(tally.Refused) {
-		t.Errorf("callbacks refused by the entry lock: %v, want the simulator's %d refused answers", got, tally.Refused)
-	}
-	if !callbackLock && tally.Refused != 0 {
+	if !r.callbackLock && tally.Refused != 0 {
 		t.Errorf("%d copies refused without the entry lock, want 0", tally.Refused)
 	}
-	// Every delivery the service answered was counted, and only as
-	// processed, duplicate or (entry lock) locked.
-	counted := 0.0
-	for k, v := range metrics {
-		if !strings.HasPrefix(k, "payment_callbacks_total{") {
-			continue
-		}
-		counted += v
-		if v != 0 && !strings.Contains(k, `outcome="processed"`) && !strings.Contains(k, `outcome="duplicate"`) && !strings.Contains(k, `outcome="locked"`) {
-			t.Errorf("%s = %v, want 0", k, v)
-		}
+
+	// 5. Exactly one of every effect.
+	checks := []check{
+		{"payments for the order", r.payment.db, "SELECT COUNT(*) FROM payments WHERE order_no = ?", []any{o.OrderNo}, 1},
+		{"payment records", r.payment.db, "SELECT COUNT(*) FROM payment_transaction WHERE out_trade_no = ?", []any{p.OutTradeNo}, 1},
+		{"refunds", r.payment.db, "SELECT COUNT(*) FROM refund WHERE order_no = ?", []any{o.OrderNo}, 0},
+		outbox(r.payment, events.PaymentSucceeded, o.OrderNo, 1),
+		{"paid orders", r.order.db, "SELECT COUNT(*) FROM orders WHERE order_no = ? AND status = 'PAID'", []any{o.OrderNo}, 1},
+		outbox(r.order, events.OrderCreated, o.OrderNo, 1),
+		outbox(r.order, events.OrderPaid, o.OrderNo, 1),
+		{"reservations CONFIRMED", r.order.db, "SELECT COUNT(*) FROM stock_reservation WHERE order_no = ? AND status = 'CONFIRMED'", []any{o.OrderNo}, 1},
+		{"reservations", r.order.db, "SELECT COUNT(*) FROM stock_reservation WHERE order_no = ?", []any{o.OrderNo}, 1},
+		{"units available", r.order.db, "SELECT available FROM product_stock WHERE product_id = ?", []any{productID}, 8},
 	}
-	if counted != float64(tally.Answered) {
-		t.Errorf("payment_callbacks_total sums to %v, want the %d answers the simulator recorded", counted, tally.Answered)
+	if couponID != 0 {
+		checks = append(checks,
+			check{"coupon deductions of the order", r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction WHERE order_no = ?", []any{o.OrderNo}, 1},
+			check{"coupon deductions of the coupon", r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction WHERE coupon_id = ?", []any{couponID}, 1},
+			check{"coupon messages, SUCCESS", r.coupon.db, "SELECT COUNT(*) FROM coupon_message WHERE order_no = ? AND status = 'SUCCESS'", []any{o.OrderNo}, 1},
+			check{"coupon messages", r.coupon.db, "SELECT COUNT(*) FROM coupon_message WHERE order_no = ?", []any{o.OrderNo}, 1},
+			outbox(r.coupon, events.CouponUsed, o.OrderNo, 1),
+		)
+	}
+	counts(t, checks...)
+	r.publishedOnce(t, events.PaymentSucceeded, o.OrderNo)
+	r.publishedOnce(t, events.OrderPaid, o.OrderNo)
+
+	if !r.callbackLock {
+		return
+	}
+	// 6. With the entry lock (and no other notification in this rig), the
+	// payment service's own count: one notification processed, every other
+	// 2xx it gave (lost answers and late retries included) a duplicate,
+	// every refusal the simulator saw the entry lock's, and nothing else.
+	m := scrape(t, r.payment.URL("/metrics"))
+	answered2xx := tally.Answered - tally.Refused
+	if got := m[`payment_callbacks_total{handler="fixed",outcome="processed"}`]; got != 1 {
+		t.Errorf("callbacks processed: %v, want 1", got)
+	}
+	if got := m[`payment_callbacks_total{handler="fixed",outcome="duplicate"}`]; got != float64(answered2xx-1) {
+		t.Errorf("callbacks answered as duplicates: %v, want %d", got, answered2xx-1)
+	}
+	if got := m[`payment_callbacks_total{handler="fixed",outcome="locked"}`]; got != float64(tally.Refused) {
+		t.Errorf("callbacks refused by the entry lock: %v, want the simulator's %d refused answers", got, tally.Refused)
+	}
+	if got := sumOf(m, "payment_callbacks_total"); got != float64(tally.Answered) {
+		t.Errorf("payment_callbacks_total sums to %v, want the %d answers the simulator recorded", got, tally.Answered)
+	}
+}
+
+// cancelUnpaid: the owner cancels an unpaid order with a coupon. A stranger
+// can neither see nor cancel it (404, as for an order that does not
+// exist); the owner's cancel makes it CANCELLED, gives the 3 units back
+// once and releases the coupon, and a second cancel answers the cancelled
+// order. The coupon then takes another order.
+func cancelUnpaid(t *testing.T, r *rig) {
+	const owner, stranger = 5151, 5152
+	productID := r.newProduct(t, "cancel", 1200, 5)
+	couponID := r.newCoupon(t, owner, 300, 1000)
+	o := r.placeOrder(t, owner, productID, 3, couponID)
+	if o.TotalAmount != 3600 || o.DiscountAmount != 300 || o.PayAmount != 3300 {
+		t.Fatalf("order %+v, want 3600 - 300 = 3300", o)
+	}
+	if got := r.available(t, productID); got != 2 {
+		t.Fatalf("%d available after an order of 3 from 5, want 2", got)
+	}
+	if c := r.getCoupon(t, owner, couponID); c.Status != "LOCKED" || c.LockedOrderNo != o.OrderNo {
+		t.Fatalf("coupon after the order: %+v, want LOCKED by %s", c, o.OrderNo)
 	}
 
-	// 7. All three reconcilers are empty, each answering from behind its
-	// admin token.
-	admin := map[string]string{"Authorization": "Bearer " + r.adminToken}
-	var payRec struct {
-		Empty  bool            `json:"empty"`
-		Report json.RawMessage `json:"report"`
-	}
-	st, raw = call(t, "GET", r.payment.URL("/admin/reconcile"), admin, nil, &payRec)
-	want(t, "payment reconcile", st, raw, http.StatusOK)
-	if !payRec.Empty {
-		t.Errorf("payment reconciliation not empty: %s", raw)
-	}
-	for _, s := range []service{r.order, r.coupon} {
-		var rec struct {
-			Anomalies []json.RawMessage `json:"anomalies"`
-		}
-		st, raw = call(t, "GET", s.URL("/admin/reconcile"), admin, nil, &rec)
-		want(t, s.Name+" reconcile", st, raw, http.StatusOK)
-		if rec.Anomalies == nil || len(rec.Anomalies) != 0 {
-			t.Errorf("%s reconciliation: %s, want {\"anomalies\":[]}", s.Name, raw)
-		}
-	}
-	// The admin endpoints refuse a wrong token, so the empty answers above
-	// came from behind the guard.
-	for _, s := range []service{r.order, r.coupon, r.payment} {
-		st, raw = call(t, "GET", s.URL("/admin/reconcile"), map[string]string{"Authorization": "Bearer wrong"}, nil, nil)
-		want(t, s.Name+" reconcile with a wrong token", st, raw, http.StatusUnauthorized)
+	// A stranger.
+	st, raw := call(t, "POST", r.order.URL("/orders/"+o.OrderNo+"/cancel"), as(stranger), nil, nil)
+	want(t, "cancel by another user", st, raw, http.StatusNotFound)
+	st, raw = call(t, "GET", r.order.URL("/orders/"+o.OrderNo), as(stranger), nil, nil)
+	want(t, "get by another user", st, raw, http.StatusNotFound)
+	if got := r.getOrder(t, owner, o.OrderNo); got.Status != "WAIT_PAY" {
+		t.Fatalf("order after a stranger's cancel: %s, want WAIT_PAY", got.Status)
 	}
 
-	// 8. Clean shutdown of every process: the platform first (no more
-	// deliveries), then the services.
-	r.psp.Stop(t, 15*time.Second)
-	for _, s := range []service{r.payment, r.order, r.coupon} {
-		s.Stop(t, 20*time.Second)
-		if !strings.Contains(s.Stdout(), `"msg":"shutdown complete"`) {
-			t.Errorf("%s: no \"shutdown complete\" log line", s.Name)
-		}
+	// The owner, twice.
+	var c1, c2 order
+	st, raw = call(t, "POST", r.order.URL("/orders/"+o.OrderNo+"/cancel"), as(owner), nil, &c1)
+	want(t, "cancel", st, raw, http.StatusOK)
+	if c1.Status != "CANCELLED" || c1.CancelReason != "customer" || c1.CancelledAt == nil {
+		t.Fatalf("cancelled order %s, want CANCELLED by the customer", raw)
+	}
+	st, raw = call(t, "POST", r.order.URL("/orders/"+o.OrderNo+"/cancel"), as(owner), nil, &c2)
+	want(t, "cancel again", st, raw, http.StatusOK)
+	if c2.Status != "CANCELLED" || c2.CancelledAt == nil || *c2.CancelledAt != *c1.CancelledAt {
+		t.Fatalf("second cancel answered %s, want the cancelled order as it was", raw)
+	}
+	if got := r.available(t, productID); got != 5 {
+		t.Fatalf("%d available after the cancel, want the 5 of before the order", got)
+	}
+	eventually(t, "coupon released", func() (bool, string) {
+		c := r.getCoupon(t, owner, couponID)
+		return c.Status == "UNUSED" && c.LockedOrderNo == "", fmt.Sprintf("%+v", c)
+	})
+	// A closed order cannot be paid.
+	r.payMu.Lock()
+	st, raw = call(t, "POST", r.payment.URL("/payments"), as(owner, "Idempotency-Key", "e2e-pay-"+testenv.RandomSuffix(12)), map[string]any{"order_no": o.OrderNo}, nil)
+	r.payMu.Unlock()
+	want(t, "pay a cancelled order", st, raw, http.StatusConflict)
+
+	counts(t,
+		check{"reservations RELEASED", r.order.db, "SELECT COUNT(*) FROM stock_reservation WHERE order_no = ? AND status = 'RELEASED'", []any{o.OrderNo}, 1},
+		check{"reservations", r.order.db, "SELECT COUNT(*) FROM stock_reservation WHERE order_no = ?", []any{o.OrderNo}, 1},
+		check{"units available", r.order.db, "SELECT available FROM product_stock WHERE product_id = ?", []any{productID}, 5},
+		outbox(r.order, events.OrderCancelled, o.OrderNo, 1),
+		outbox(r.order, events.OrderPaid, o.OrderNo, 0),
+		check{"payments of the order (the close's CLOSED placeholder)", r.payment.db, "SELECT COUNT(*) FROM payments WHERE order_no = ? AND status = 'CLOSED'", []any{o.OrderNo}, 1},
+		check{"payments of the order", r.payment.db, "SELECT COUNT(*) FROM payments WHERE order_no = ?", []any{o.OrderNo}, 1},
+		check{"coupon deductions", r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction WHERE coupon_id = ?", []any{couponID}, 0},
+	)
+	r.publishedOnce(t, events.OrderCancelled, o.OrderNo)
+	eventually(t, "the payment service records the cancellation", func() (bool, string) {
+		n := count(t, r.payment.db, "SELECT COUNT(*) FROM payments WHERE order_no = ? AND order_cancelled_at IS NOT NULL AND cancel_reason = 'customer'", o.OrderNo)
+		return n == 1, fmt.Sprintf("%d payments with the cancellation recorded", n)
+	})
+
+	// The coupon is usable again: another order takes it, and gives it back.
+	again := r.placeOrder(t, owner, productID, 1, couponID)
+	if again.DiscountAmount != 300 {
+		t.Fatalf("second order with the released coupon: %+v, want 300 off", again)
+	}
+	if c := r.getCoupon(t, owner, couponID); c.Status != "LOCKED" || c.LockedOrderNo != again.OrderNo {
+		t.Fatalf("coupon after the second order: %+v, want LOCKED by %s", c, again.OrderNo)
+	}
+	st, raw = call(t, "POST", r.order.URL("/orders/"+again.OrderNo+"/cancel"), as(owner), nil, nil)
+	want(t, "cancel the second order", st, raw, http.StatusOK)
+	eventually(t, "coupon released again", func() (bool, string) {
+		c := r.getCoupon(t, owner, couponID)
+		return c.Status == "UNUSED", fmt.Sprintf("%+v", c)
+	})
+	if got := r.available(t, productID); got != 5 {
+		t.Fatalf("%d available after both cancels, want 5", got)
+	}
+}
+
+// paidAfterClose is incident 6 across the processes: the customer pays,
+// and the platform holds the notification (close_race: a close meanwhile
+// answers closed, as a real platform can while the payment completes). The
+// close job closes the order at ORDER_PAY_TIMEOUT; then the notification
+// arrives, five copies of it. The order stays CANCELLED, its stock and
+// coupon released once; the payment is recorded once and given back once:
+// REFUNDING, one refund at the platform, REFUNDED.
+func paidAfterClose(t *testing.T, r *rig) {
+	const userID = 6161
+	productID := r.newProduct(t, "late", 2000, 4)
+	couponID := r.newCoupon(t, userID, 500, 1000)
+	o := r.placeOrder(t, userID, productID, 1, couponID)
+	p := r.pay(t, userID, o.OrderNo, &pspsim.Plan{Mode: pspsim.ModeCloseRace, Copies: 5})
+	if p.Amount != 1500 {
+		t.Fatalf("payment of %d, want 2000 - 500", p.Amount)
+	}
+	if ch := r.charge(t, p.OutTradeNo); !ch.Held || ch.Status != "PAID" {
+		t.Fatalf("platform: held=%v status=%s, want a paid charge whose notification is held", ch.Held, ch.Status)
+	}
+
+	// The close job.
+	var closed order
+	eventually(t, "order closed by the close job", func() (bool, string) {
+		closed = r.getOrder(t, userID, o.OrderNo)
+		return closed.Status != "WAIT_PAY", closed.Status
+	})
+	if closed.Status != "CANCELLED" || closed.CancelReason != "timeout" {
+		t.Fatalf("order after ORDER_PAY_TIMEOUT: %+v, want CANCELLED for timeout", closed)
+	}
+	if got := r.getPayment(t, userID, p.OutTradeNo); got.Status != "CLOSED" {
+		t.Fatalf("payment after the close: %s, want CLOSED", got.Status)
+	}
+	if got := r.available(t, productID); got != 4 {
+		t.Fatalf("%d available after the close, want 4", got)
+	}
+	eventually(t, "coupon released", func() (bool, string) {
+		c := r.getCoupon(t, userID, couponID)
+		return c.Status == "UNUSED", fmt.Sprintf("%+v", c)
+	})
+
+	// The held notification lands.
+	st, raw := call(t, "POST", r.psp.URL("/sim/charges/"+p.OutTradeNo+"/deliver"), nil, nil, nil)
+	want(t, "deliver the held notification", st, raw, http.StatusAccepted)
+	eventually(t, "payment REFUNDED", func() (bool, string) {
+		got := r.getPayment(t, userID, p.OutTradeNo)
+		return got.Status == "REFUNDED", got.Status
+	})
+	var refund pspsim.Refund
+	eventually(t, "refund notification delivered", func() (bool, string) {
+		st, raw := call(t, "GET", r.psp.URL("/refunds/R"+p.OutTradeNo), nil, nil, &refund)
+		return st == http.StatusOK && refund.Done && refund.Acknowledged, fmt.Sprintf("%d %.200s", st, raw)
+	})
+	ch := r.charge(t, p.OutTradeNo)
+	if ch.Refunded != p.Amount || refund.Notification.Amount != p.Amount {
+		t.Fatalf("platform: %d refunded of the charge, refund of %d; want one refund of %d", ch.Refunded, refund.Notification.Amount, p.Amount)
+	}
+	if !ch.Done || ch.Tally().AcknowledgedCopies != 5 {
+		t.Fatalf("platform: the late notification's copies %+v, want 5 acknowledged", ch.Tally())
+	}
+	if got := r.getOrder(t, userID, o.OrderNo); got.Status != "CANCELLED" || got.PaymentNo != "" {
+		t.Fatalf("order after the late payment: %+v, want CANCELLED, unpaid", got)
+	}
+	r.payMu.Lock()
+	st, raw = call(t, "POST", r.payment.URL("/payments"), as(userID, "Idempotency-Key", "e2e-pay-"+testenv.RandomSuffix(12)), map[string]any{"order_no": o.OrderNo}, nil)
+	r.payMu.Unlock()
+	want(t, "pay the closed order again", st, raw, http.StatusConflict)
+
+	counts(t,
+		check{"payment records", r.payment.db, "SELECT COUNT(*) FROM payment_transaction WHERE out_trade_no = ?", []any{p.OutTradeNo}, 1},
+		check{"refunds REFUNDED", r.payment.db, "SELECT COUNT(*) FROM refund WHERE out_trade_no = ? AND status = 'REFUNDED'", []any{p.OutTradeNo}, 1},
+		check{"refunds", r.payment.db, "SELECT COUNT(*) FROM refund WHERE order_no = ?", []any{o.OrderNo}, 1},
+		outbox(r.payment, events.PaymentSucceeded, o.OrderNo, 0),
+		outbox(r.payment, events.PaymentRefunded, o.OrderNo, 1),
+		outbox(r.order, events.OrderCancelled, o.OrderNo, 1),
+		outbox(r.order, events.OrderPaid, o.OrderNo, 0),
+		check{"reservations RELEASED", r.order.db, "SELECT COUNT(*) FROM stock_reservation WHERE order_no = ? AND status = 'RELEASED'", []any{o.OrderNo}, 1},
+		check{"reservations", r.order.db, "SELECT COUNT(*) FROM stock_reservation WHERE order_no = ?", []any{o.OrderNo}, 1},
+		check{"units available", r.order.db, "SELECT available FROM product_stock WHERE product_id = ?", []any{productID}, 4},
+		check{"coupon deductions", r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction WHERE coupon_id = ?", []any{couponID}, 0},
+		check{"coupon messages", r.coupon.db, "SELECT COUNT(*) FROM coupon_message WHERE order_no = ?", []any{o.OrderNo}, 0},
+	)
+	r.publishedOnce(t, events.OrderCancelled, o.OrderNo)
+	r.publishedOnce(t, events.PaymentRefunded, o.OrderNo)
+	if n := r.published(t, events.PaymentSucceeded)[o.OrderNo]; n != 0 {
+		t.Errorf("%d payment.succeeded messages about the closed order, want 0", n)
+	}
+	if c := r.getCoupon(t, userID, couponID); c.Status != "UNUSED" {
+		t.Errorf("coupon at the end: %+v, want UNUSED", c)
+	}
+}
+
+// foundByQuery: the platform takes the payment and never says so. The
+// payment-query job asks about it once it is PAYMENT_QUERY_AFTER old, and
+// the answer pays it through the notification's code: PAID, one record,
+// one payment.succeeded, the order PAID and its stock confirmed.
+func foundByQuery(t *testing.T, r *rig) {
+	const userID = 7171
+	productID := r.newProduct(t, "quiet", 900, 3)
+	o := r.placeOrder(t, userID, productID, 1, 0)
+	before := scrape(t, r.payment.URL("/metrics"))
+	p := r.pay(t, userID, o.OrderNo, &pspsim.Plan{Mode: pspsim.ModeSilent})
+	if got := r.getPayment(t, userID, p.OutTradeNo); got.Status != "WAIT_PAY" {
+		t.Fatalf("payment at once: %s, want WAIT_PAY until the query", got.Status)
+	}
+	eventually(t, "payment PAID", func() (bool, string) {
+		got := r.getPayment(t, userID, p.OutTradeNo)
+		return got.Status == "PAID", got.Status
+	})
+	eventually(t, "order PAID", func() (bool, string) {
+		got := r.getOrder(t, userID, o.OrderNo)
+		return got.Status == "PAID" && got.PaymentNo == p.OutTradeNo, fmt.Sprintf("%+v", got)
+	})
+	if ch := r.charge(t, p.OutTradeNo); len(ch.Attempts) != 0 || ch.Status != "PAID" {
+		t.Fatalf("platform: %d notification attempts, status %s; want a paid charge never notified", len(ch.Attempts), ch.Status)
+	}
+	after := scrape(t, r.payment.URL("/metrics"))
+	if got := after[`payment_queries_total{answer="paid"}`] - before[`payment_queries_total{answer="paid"}`]; got != 1 {
+		t.Errorf("queries answered paid: %v, want 1", got)
+	}
+	if got := sumOf(after, "payment_closes_total") - sumOf(before, "payment_closes_total"); got != 0 {
+		t.Errorf("%v closes asked: the order's close, not the query, found the payment", got)
+	}
+	if got := sumOf(after, "payment_callbacks_total") - sumOf(before, "payment_callbacks_total"); got != 0 {
+		t.Errorf("%v notifications answered from a silent platform", got)
+	}
+	counts(t,
+		check{"payment records", r.payment.db, "SELECT COUNT(*) FROM payment_transaction WHERE out_trade_no = ?", []any{p.OutTradeNo}, 1},
+		outbox(r.payment, events.PaymentSucceeded, o.OrderNo, 1),
+		outbox(r.order, events.OrderPaid, o.OrderNo, 1),
+		check{"reservations CONFIRMED", r.order.db, "SELECT COUNT(*) FROM stock_reservation WHERE order_no = ? AND status = 'CONFIRMED'", []any{o.OrderNo}, 1},
+		check{"units available", r.order.db, "SELECT available FROM product_stock WHERE product_id = ?", []any{productID}, 2},
+	)
+	r.publishedOnce(t, events.PaymentSucceeded, o.OrderNo)
+	r.publishedOnce(t, events.OrderPaid, o.OrderNo)
+	if !strings.Contains(r.payment.Stdout(), `"msg":"payment found paid by a query"`) {
+		t.Errorf("payment service: no \"payment found paid by a query\" log line")
 	}
 }

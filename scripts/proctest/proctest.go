@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,9 +33,13 @@ var (
 
 type build struct {
 	once sync.Once
+	done atomic.Bool // set once path or err is
 	path string
 	err  error
 }
+
+// buildAllMu keeps BuildAll calls from compiling the same packages twice.
+var buildAllMu sync.Mutex
 
 // Main runs the tests and removes the built binaries; call it from TestMain.
 // The programs it starts run in the lab environment (ONCEMALL_ENV=lab, the
@@ -55,13 +60,11 @@ func Main(m *testing.M) {
 // the executable's path.
 func Build(t testing.TB, pkgDir string) string {
 	t.Helper()
-	dirOnce.Do(func() { dir, dirErr = os.MkdirTemp("", "oncemall-proctest-") })
-	if dirErr != nil {
-		t.Fatal(dirErr)
-	}
+	binDir(t)
 	v, _ := builds.LoadOrStore(pkgDir, &build{})
 	b := v.(*build)
 	b.once.Do(func() {
+		defer b.done.Store(true)
 		root, err := composecheck.Root()
 		if err != nil {
 			b.err = err
@@ -78,6 +81,66 @@ func Build(t testing.TB, pkgDir string) string {
 		t.Fatal(b.err)
 	}
 	return b.path
+}
+
+// BuildAll compiles the main packages at pkgDirs (as Build names them; their
+// last path elements must differ) that are not built yet, with one go
+// command, which compiles their shared dependencies once and the packages in
+// parallel, and returns their executables' paths in the order of pkgDirs.
+// A later Build of any of them returns at once.
+func BuildAll(t testing.TB, pkgDirs ...string) []string {
+	t.Helper()
+	binDir(t)
+	buildAllMu.Lock()
+	defer buildAllMu.Unlock()
+	var todo []string
+	for _, p := range pkgDirs {
+		if v, ok := builds.Load(p); ok && v.(*build).done.Load() {
+			continue
+		}
+		todo = append(todo, p)
+	}
+	if len(todo) > 0 {
+		root, err := composecheck.Root()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := os.MkdirTemp(dir, "all-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"build", "-o", out + string(filepath.Separator)}
+		for _, p := range todo {
+			args = append(args, "./"+p)
+		}
+		cmd := exec.Command("go", args...)
+		cmd.Dir = root
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, msg)
+		}
+		for _, p := range todo {
+			v, _ := builds.LoadOrStore(p, &build{})
+			b := v.(*build)
+			b.once.Do(func() {
+				b.path = filepath.Join(out, filepath.Base(p))
+				b.done.Store(true)
+			})
+		}
+	}
+	paths := make([]string, len(pkgDirs))
+	for i, p := range pkgDirs {
+		paths[i] = Build(t, p)
+	}
+	return paths
+}
+
+// binDir makes the directory the binaries are built into, once.
+func binDir(t testing.TB) {
+	t.Helper()
+	dirOnce.Do(func() { dir, dirErr = os.MkdirTemp("", "oncemall-proctest-") })
+	if dirErr != nil {
+		t.Fatal(dirErr)
+	}
 }
 
 // Process is a started program.
