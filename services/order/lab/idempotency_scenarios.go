@@ -86,6 +86,13 @@ func doubleSubmitScenario(variant, suffix string, guard variant.Mode) func(conte
 		if err != nil {
 			return res, err
 		}
+		RecordReplies(env.Timeline, append(replies, late), func(i int) string {
+			if i == len(replies) {
+				return "late retry"
+			}
+			return fmt.Sprintf("client %02d", i+1)
+		})
+		env.Timeline.MarkDuplicates(1)
 		ans := Summarise(append(replies, late))
 		orders, err := api.Count(ctx, "orders")
 		if err != nil {
