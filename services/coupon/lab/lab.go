@@ -200,7 +200,7 @@ func committedDespiteError(ctx context.Context, f *Fixture) error {
 // message is due any more (bounded, so a bug cannot loop forever). Each pass
 // that claimed something goes on env's timeline as the retry job's.
 func drainRetries(ctx context.Context, env lab.Env, a *app.App) error {
-	for range 10 {
+	for pass := range 10 {
 		time.Sleep(5 * time.Millisecond) // past the lab's 1ms backoff
 		start := time.Now()
 		r, err := a.ProcessDueMessages(ctx)
@@ -208,6 +208,9 @@ func drainRetries(ctx context.Context, env lab.Env, a *app.App) error {
 			return err
 		}
 		if r.Claimed == 0 {
+			if pass == 0 {
+				env.Timeline.Span("retry job", lab.KindAbsorbed, "nothing due: the message is settled", start)
+			}
 			return nil
 		}
 		kind, label := lab.KindStep, fmt.Sprintf("retried %d", r.Claimed)

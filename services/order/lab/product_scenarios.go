@@ -149,11 +149,12 @@ func watchJobs(ctx context.Context, tl *lab.Timeline, rig *ProductRig, jobs []st
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
-		created := map[string]int{} // record id without "-dup" → jobs that created
+		// A record and its "-dup" may split the work between them (the
+		// fix skips what the other created); only what the two created
+		// beyond one job's total is duplicated.
+		created := map[string]int{} // record id without "-dup" → products its jobs created
 		for _, p := range seen {
-			if p.Created > 0 {
-				created[strings.TrimSuffix(p.Job.RequestID, "-dup")]++
-			}
+			created[strings.TrimSuffix(p.Job.RequestID, "-dup")] += p.Created
 		}
 		for _, id := range jobs {
 			p, ok := seen[id]
@@ -162,7 +163,7 @@ func watchJobs(ctx context.Context, tl *lab.Timeline, rig *ProductRig, jobs []st
 			}
 			kind := lab.KindAbsorbed
 			switch {
-			case p.Created > 0 && created[strings.TrimSuffix(p.Job.RequestID, "-dup")] > 1 && strings.HasSuffix(p.Job.RequestID, "-dup"):
+			case p.Created > 0 && created[strings.TrimSuffix(p.Job.RequestID, "-dup")] > p.Job.Total && strings.HasSuffix(p.Job.RequestID, "-dup"):
 				kind = lab.KindDuplicate
 			case p.Created > 0:
 				kind = lab.KindEffect
