@@ -22,9 +22,14 @@ func writeNarrowTable(w io.Writer, rows []lab.Row) error {
 		nameWidth = max(nameWidth, utf8.RuneCountInString(r.Variant))
 	}
 	nameWidth = min(nameWidth, 40)
+	invWidth := len("INVARIANT")
+	for _, r := range rows {
+		invWidth = max(invWidth, utf8.RuneCountInString(invariantText(r)))
+	}
+	invWidth = min(invWidth, 44)
 	var b strings.Builder
 	line := func(variant, count, invariant, verdict string) {
-		fmt.Fprintf(&b, "  %-*s  %5s  %-44s  %s\n", nameWidth, cut(variant, nameWidth), count, cut(invariant, 44), verdict)
+		fmt.Fprintf(&b, "  %-*s  %5s  %-*s  %s\n", nameWidth, cut(variant, nameWidth), count, invWidth, cut(invariant, invWidth), verdict)
 	}
 	line("VARIANT", "COUNT", "INVARIANT", "VERDICT")
 	incident := -1
