@@ -310,15 +310,26 @@ func swimlanes(events []pkglab.Event) template.HTML {
 			r := min(laneH*0.45, 6)
 			cy := y + laneH/2
 			fmt.Fprintf(&b, `<path class="ev k-%s" d="M%.1f %.1fL%.1f %.1fL%.1f %.1fL%.1f %.1fZ"><title>%s</title></path>`,
-				e.Kind, x0, cy-r, x0+r, cy, x0, cy+r, x0-r, cy, html.EscapeString(title))
+				kindClass(e.Kind), x0, cy-r, x0+r, cy, x0, cy+r, x0-r, cy, html.EscapeString(title))
 			continue
 		}
 		pad := min(2.0, laneH*0.15)
 		fmt.Fprintf(&b, `<rect class="ev k-%s" x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="%.1f"><title>%s</title></rect>`,
-			e.Kind, x0, y+pad, max(x1-x0, 2), laneH-2*pad, min(3, laneH/4), html.EscapeString(title))
+			kindClass(e.Kind), x0, y+pad, max(x1-x0, 2), laneH-2*pad, min(3, laneH/4), html.EscapeString(title))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
+}
+
+// kindClass is the CSS class suffix of kind: a kind the legend does not
+// know is drawn as a step (and never written into the page as given).
+func kindClass(kind string) string {
+	for _, k := range kindText {
+		if k.Kind == kind {
+			return kind
+		}
+	}
+	return pkglab.KindStep
 }
 
 // kindOrder draws the kinds that matter most last, on top.

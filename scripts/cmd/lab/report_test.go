@@ -107,6 +107,9 @@ func TestReportShowsTimelines(t *testing.T) {
 					env.Timeline.Add(pkglab.Event{Actor: fmt.Sprintf("copy %d of %s", i+1, variant), Kind: kind, Label: "did " + kind,
 						Start: start.Add(time.Duration(i) * time.Millisecond), End: start.Add(time.Duration(i+2) * time.Millisecond)})
 				}
+				if incident == 2 { // a kind the report does not know, with markup: drawn as a step, escaped
+					env.Timeline.Point(`<b>actor</b>`, `x"><script>alert(1)</script>`, "<i>label</i>")
+				}
 				env.Timeline.MarkDuplicates(1)
 				env.Timeline.SetCaption("caption of " + variant)
 				return pkglab.Result{Incident: incident, Title: fmt.Sprintf("title %d", incident), Variant: variant,
@@ -150,7 +153,7 @@ func TestReportShowsTimelines(t *testing.T) {
 			}
 		}
 	}
-	for _, external := range []string{"http://", "https://", "<script", "<link", "@import", "url("} {
+	for _, external := range []string{"http://", "https://", "<script", "<link", "@import", "url(", "<b>", "<i>"} {
 		if strings.Contains(html, external) {
 			t.Errorf("the report refers to something outside it: %q", external)
 		}
