@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"embed"
@@ -74,14 +75,24 @@ func writeReportFile(path string, entries []entry, generated time.Time) error {
 	return f.Close()
 }
 
-// writeJSONFile writes entries as JSON to path (the report's data, which a
-// test can render again).
+// writeJSONFile writes entries as a JSON array to path, one entry a line
+// (the report's data, which a test can render again).
 func writeJSONFile(path string, entries []entry) error {
-	b, err := json.MarshalIndent(entries, "", "  ")
-	if err != nil {
-		return err
+	var b bytes.Buffer
+	b.WriteString("[\n")
+	for i, e := range entries {
+		line, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		b.Write(line)
+		if i < len(entries)-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	b.WriteString("]\n")
+	return os.WriteFile(path, b.Bytes(), 0o644)
 }
 
 //go:embed report.html.tmpl
