@@ -94,9 +94,9 @@ lint: check ## an alias of make check
 # of the lab binary: nothing here speaks MessagePack, and that one package was a
 # fifth of the compile time of a first `make lab` on a cold build cache.
 .PHONY: lab
-lab: ## run the incident scenarios: each broken variant must reproduce, each fixed one hold (INCIDENT=n for one, LAB_FLAGS=--json)
+lab: ## run the incident scenarios: each broken variant must reproduce, each fixed one hold; writes lab-report.html (INCIDENT=n for one, LAB_FLAGS=--wide)
 	@bash scripts/preflight.sh
-	@$(GO) run -tags nomsgpack ./scripts/cmd/lab --incident $(or $(INCIDENT),0) $(LAB_FLAGS)
+	@$(GO) run -tags nomsgpack ./scripts/cmd/lab --incident $(or $(INCIDENT),0) --html lab-report.html $(LAB_FLAGS)
 
 .PHONY: bench
 bench: ## run the benchmark suites and write docs/benchmarks.md with the targets judged (BENCH_FLAGS=--only outbox,idempotency)

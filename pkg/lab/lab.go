@@ -36,6 +36,9 @@ type Env struct {
 	Prefix string // unique per run, lowercase letters, digits, underscores
 	// Progress, when set, receives short notes on long steps.
 	Progress func(format string, args ...any)
+	// Timeline, when set, receives what each actor of the run did, for the
+	// lab report's swimlanes. Nil records nothing (see Timeline).
+	Timeline *Timeline
 }
 
 // Note reports progress when the front end asked for it.

@@ -82,6 +82,21 @@ func Run(ctx context.Context, rdb redis.UniversalClient, prefix string) ([]Row, 
 // through. The key is deleted afterwards. The lab runs each guard as a row
 // of incident 4 with it.
 func RunGuard(ctx context.Context, rdb redis.UniversalClient, prefix, guard string, n, allow int) (Row, error) {
+	return RunGuardObserved(ctx, rdb, prefix, guard, n, allow, nil)
+}
+
+// Attempt is one goroutine's try at the guard: whether it passed, and when
+// it started and got its answer.
+type Attempt struct {
+	Passed     bool
+	Err        error
+	Start, End time.Time
+}
+
+// RunGuardObserved is RunGuard that also hands every goroutine's attempt to
+// observe (when not nil; called concurrently), for the lab report's
+// timeline.
+func RunGuardObserved(ctx context.Context, rdb redis.UniversalClient, prefix, guard string, n, allow int, observe func(Attempt)) (Row, error) {
 	key := prefix + "dupproof"
 	want := allow
 	var try func() (bool, error)
@@ -99,6 +114,15 @@ func RunGuard(ctx context.Context, rdb redis.UniversalClient, prefix, guard stri
 		try = func() (bool, error) { return limiter.Allow(ctx, key) }
 	default:
 		return Row{}, fmt.Errorf("dupproof: unknown guard %q", guard)
+	}
+	if observe != nil {
+		plain := try
+		try = func() (bool, error) {
+			start := time.Now()
+			ok, err := plain()
+			observe(Attempt{Passed: ok, Err: err, Start: start, End: time.Now()})
+			return ok, err
+		}
 	}
 	passed, err := race.Run(n, try)
 	rdb.Del(context.WithoutCancel(ctx), key, prefix+key)

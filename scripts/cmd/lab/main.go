@@ -6,7 +6,12 @@
 //
 // Usage:
 //
-//	lab [--incident N] [--json] [--quiet]
+//	lab [--incident N] [--json] [--wide] [--html FILE] [--report-json FILE] [--quiet]
+//
+// The table keeps within 120 columns (--wide: one line per scenario). With
+// --html it also writes the lab report, one self-contained page with each
+// incident's broken and fixed variants side by side and a swimlane timeline
+// of what each actor did (docs/lab-report.md).
 //
 // It exits 1 when a fixed variant shows a duplicate effect or a broken
 // variant fails to reproduce its incident.
@@ -71,6 +76,9 @@ func runScenarios(ctx context.Context, list []pkglab.Scenario, args []string, st
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
 	incident := fs.Int("incident", 0, "run only this incident (1-5); 0 runs all")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	wide := fs.Bool("wide", false, "print the table one line per scenario, however wide")
+	htmlPath := fs.String("html", "", "also write the HTML lab report to this file")
+	dataPath := fs.String("report-json", "", "also write the report's data (rows and timelines) as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
@@ -98,14 +106,29 @@ func runScenarios(ctx context.Context, list []pkglab.Scenario, args []string, st
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	rows := lab.Run(ctx, env, scenarios)
-	if *asJSON {
+	var rec recorder
+	rows := lab.Run(ctx, env, rec.wrap(scenarios))
+	switch {
+	case *asJSON:
 		err = lab.WriteJSON(stdout, rows)
-	} else {
+	case *wide:
 		err = lab.WriteTable(stdout, rows)
+	default:
+		err = writeNarrowTable(stdout, rows)
 	}
 	if err != nil {
 		return err
+	}
+	if *htmlPath != "" {
+		if err := writeReportFile(*htmlPath, rec.entries(rows), time.Now()); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "lab: report written to %s\n", *htmlPath)
+	}
+	if *dataPath != "" {
+		if err := writeJSONFile(*dataPath, rec.entries(rows)); err != nil {
+			return err
+		}
 	}
 	if lab.Failed(rows) || len(rows) < len(scenarios) {
 		return errFailed

@@ -197,19 +197,54 @@ func committedDespiteError(ctx context.Context, f *Fixture) error {
 }
 
 // drainRetries runs passes of the retry job, as the cron would, until no
-// message is due any more (bounded, so a bug cannot loop forever).
-func drainRetries(ctx context.Context, a *app.App) error {
-	for range 10 {
+// message is due any more (bounded, so a bug cannot loop forever). Each pass
+// that claimed something goes on env's timeline as the retry job's.
+func drainRetries(ctx context.Context, env lab.Env, a *app.App) error {
+	for pass := range 10 {
 		time.Sleep(5 * time.Millisecond) // past the lab's 1ms backoff
+		start := time.Now()
 		r, err := a.ProcessDueMessages(ctx)
 		if err != nil {
 			return err
 		}
 		if r.Claimed == 0 {
+			if pass == 0 {
+				env.Timeline.Span("retry job", lab.KindAbsorbed, "nothing due: the message is settled", start)
+			}
 			return nil
 		}
+		kind, label := lab.KindStep, fmt.Sprintf("retried %d", r.Claimed)
+		switch {
+		case r.Deducted > 0:
+			kind, label = lab.KindEffect, fmt.Sprintf("retry deducted (%d)", r.Deducted)
+		case r.Absorbed > 0:
+			kind, label = lab.KindAbsorbed, fmt.Sprintf("retry absorbed (%d)", r.Absorbed)
+		case r.Failed > 0:
+			kind, label = lab.KindRefused, fmt.Sprintf("retry failed the message (%d)", r.Failed)
+		}
+		env.Timeline.Span("retry job", kind, label, start)
 	}
 	return nil
+}
+
+// recordAttempt puts one ProcessMessage call of actor on tl, coloured by
+// what it did.
+func recordAttempt(tl *lab.Timeline, actor string, out app.Outcome, err error, start time.Time) {
+	kind, label := lab.KindStep, string(out)
+	switch out {
+	case app.Deducted:
+		kind = lab.KindEffect
+	case app.Absorbed:
+		kind, label = lab.KindAbsorbed, "absorbed: already used by this order"
+	case app.Failed:
+		kind, label = lab.KindRefused, "message failed"
+	case app.Retry:
+		kind, label = lab.KindError, "error, retry scheduled"
+	}
+	if err != nil && out != app.Failed && out != app.Retry {
+		kind, label = lab.KindError, "error: "+err.Error()
+	}
+	tl.Span(actor, kind, label, start)
 }
 
 func result(mode variant.Mode, sub, injected string, n int) lab.Result {
@@ -267,7 +302,9 @@ func loseOneAckThenRetry(ctx context.Context, env lab.Env, f *Fixture, la lostAc
 		return 0, fmt.Errorf("before the deduction: %w", err)
 	}
 	la.arm()
-	_, attemptErr := f.App.ProcessMessage(ctx, f.Message)
+	start := time.Now()
+	out, attemptErr := f.App.ProcessMessage(ctx, f.Message)
+	end := time.Now()
 	la.disarm()
 	if got := la.lost(); got != 1 {
 		return 0, fmt.Errorf("expected 1 %s %d (attempt error: %v)", la.what, got, attemptErr)
@@ -279,12 +316,18 @@ func loseOneAckThenRetry(ctx context.Context, env lab.Env, f *Fixture, la lostAc
 	if err := committedDespiteError(ctx, f); err != nil {
 		return 0, err
 	}
-	if err := drainRetries(ctx, f.App); err != nil {
+	// The attempt's COMMIT reached the server (the row is there) and its
+	// answer did not reach the attempt.
+	env.Timeline.Add(lab.Event{Actor: "first attempt", Kind: lab.KindEffect,
+		Label: fmt.Sprintf("deducted, COMMIT sent; saw an error (%s)", out), Start: start, End: end})
+	env.Timeline.Add(lab.Event{Actor: "MySQL", Kind: lab.KindFault, Label: "COMMIT applied, ACK lost", Start: end, End: end})
+	if err := drainRetries(ctx, env, f.App); err != nil {
 		return 0, err
 	}
 	if err := couponState(ctx, f, coupon.StatusUsed, f.Message.OrderNo); err != nil {
 		return 0, fmt.Errorf("after the deduction: %w", err)
 	}
+	env.Timeline.MarkDuplicates(1)
 	return CountDeductions(ctx, f.DB, f.Message.OrderNo)
 }
 
@@ -324,7 +367,8 @@ func ConcurrentRetry(ctx context.Context, env lab.Env, mode variant.Mode, n int)
 	defer f.Close()
 
 	env.Note("racing %d retries of message %s", n, f.Message.MessageID)
-	processAtOnce(ctx, f.App, slices.Repeat([]coupon.Message{f.Message}, n))
+	processAtOnce(ctx, env, f.App, slices.Repeat([]coupon.Message{f.Message}, n), "retry")
+	env.Timeline.MarkDuplicates(1)
 	if err := couponState(ctx, f, coupon.StatusUsed, f.Message.OrderNo); err != nil {
 		return lab.Result{}, fmt.Errorf("after the retries: %w", err)
 	}
@@ -338,13 +382,17 @@ func ConcurrentRetry(ctx context.Context, env lab.Env, mode variant.Mode, n int)
 // processAtOnce releases one attempt at each of msgs at the same moment and
 // waits for all of them. The attempts' outcomes are not looked at: the
 // scenario's verdict is what the ledger holds afterwards.
-func processAtOnce(ctx context.Context, a *app.App, msgs []coupon.Message) {
+//
+// Each attempt goes on env's timeline as actor and its number.
+func processAtOnce(ctx context.Context, env lab.Env, a *app.App, msgs []coupon.Message, actor string) {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	for _, m := range msgs {
+	for i, m := range msgs {
 		wg.Go(func() {
 			<-start
-			_, _ = a.ProcessMessage(ctx, m)
+			began := time.Now()
+			out, err := a.ProcessMessage(ctx, m)
+			recordAttempt(env.Timeline, fmt.Sprintf("%s %02d", actor, i+1), out, err, began)
 		})
 	}
 	close(start)

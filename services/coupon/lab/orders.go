@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -42,7 +43,8 @@ func ConcurrentOrders(ctx context.Context, env lab.Env, mode variant.Mode, n int
 	defer f.Close()
 
 	env.Note("racing %d orders of user %d for coupon %d", n, f.Coupon.UserID, f.Coupon.ID)
-	processAtOnce(ctx, f.App, msgs)
+	processAtOnce(ctx, env, f.App, msgs, "order")
+	env.Timeline.MarkDuplicates(1)
 	return settleRivalOrders(ctx, env, f, msgs, mode, "concurrent-orders",
 		fmt.Sprintf("%d orders racing for one coupon", n))
 }
@@ -60,9 +62,12 @@ func SequentialOrders(ctx context.Context, env lab.Env, mode variant.Mode, n int
 	defer f.Close()
 
 	env.Note("deducting %d orders of user %d for coupon %d one after another", n, f.Coupon.UserID, f.Coupon.ID)
-	for _, m := range msgs {
-		_, _ = f.App.ProcessMessage(ctx, m)
+	for i, m := range msgs {
+		start := time.Now()
+		out, err := f.App.ProcessMessage(ctx, m)
+		recordAttempt(env.Timeline, fmt.Sprintf("order %02d", i+1), out, err, start)
 	}
+	env.Timeline.MarkDuplicates(1)
 	return settleRivalOrders(ctx, env, f, msgs, mode, "sequential-orders",
 		fmt.Sprintf("the same %d orders one after another (control)", n))
 }
@@ -127,7 +132,7 @@ func warmPool(ctx context.Context, db *gorm.DB, n int) error {
 // holder) as not locked by this order: anything else is an error of the
 // scenario, not a verdict.
 func settleRivalOrders(ctx context.Context, env lab.Env, f *Fixture, msgs []coupon.Message, mode variant.Mode, sub, injected string) (lab.Result, error) {
-	if err := drainRetries(ctx, f.App); err != nil {
+	if err := drainRetries(ctx, env, f.App); err != nil {
 		return lab.Result{}, err
 	}
 	var deducted, refused int

@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/lab/dupproof"
@@ -86,6 +87,13 @@ func doubleSubmitScenario(variant, suffix string, guard variant.Mode) func(conte
 		if err != nil {
 			return res, err
 		}
+		RecordReplies(env.Timeline, append(replies, late), func(i int) string {
+			if i == len(replies) {
+				return "late retry"
+			}
+			return fmt.Sprintf("client %02d", i+1)
+		})
+		env.Timeline.MarkDuplicates(1)
 		ans := Summarise(append(replies, late))
 		orders, err := api.Count(ctx, "orders")
 		if err != nil {
@@ -117,10 +125,25 @@ func redisGuardScenario(variant, guard string, n, allow int) func(context.Contex
 		}
 		rdb := redisclient.New(env.Redis)
 		defer rdb.Close()
-		row, err := dupproof.RunGuard(ctx, rdb, env.Name(variant)+":", guard, n, allow)
+		var observe func(dupproof.Attempt)
+		if env.Timeline != nil {
+			var seen atomic.Int32
+			observe = func(a dupproof.Attempt) {
+				kind, label := lab.KindRefused, "blocked"
+				switch {
+				case a.Err != nil:
+					kind, label = lab.KindError, a.Err.Error()
+				case a.Passed:
+					kind, label = lab.KindEffect, "passed the guard"
+				}
+				env.Timeline.Add(lab.Event{Actor: fmt.Sprintf("goroutine %03d", seen.Add(1)), Kind: kind, Label: label, Start: a.Start, End: a.End})
+			}
+		}
+		row, err := dupproof.RunGuardObserved(ctx, rdb, env.Name(variant)+":", guard, n, allow, observe)
 		if err != nil {
 			return res, err
 		}
+		env.Timeline.MarkDuplicates(row.Want)
 		res.Count, res.Holds = row.Passed, row.Holds
 		res.Expected = fmt.Sprintf("= %d", row.Want)
 		return res, nil

@@ -237,6 +237,30 @@ type Reply struct {
 	Status   int
 	Body     []byte
 	Replayed bool
+	// Start and End are when the request was sent and its answer read
+	// (the lab report's timeline).
+	Start, End time.Time
+}
+
+// RecordReplies puts replies on tl, the i-th as actor(i): a fresh 201 as
+// the effect, a replayed 201 as absorbed, a 409 as refused, anything else
+// as an error.
+func RecordReplies(tl *lab.Timeline, replies []Reply, actor func(i int) string) {
+	if tl == nil {
+		return
+	}
+	for i, r := range replies {
+		kind, label := lab.KindError, fmt.Sprintf("%d", r.Status)
+		switch {
+		case r.Status == http.StatusCreated && r.Replayed:
+			kind, label = lab.KindAbsorbed, "201 replayed"
+		case r.Status == http.StatusCreated:
+			kind, label = lab.KindEffect, "201 order created"
+		case r.Status == http.StatusConflict:
+			kind, label = lab.KindRefused, "409 "+problemCode(r.Body)
+		}
+		tl.Add(lab.Event{Actor: actor(i), Kind: kind, Label: label, Start: r.Start, End: r.End})
+	}
 }
 
 // PostOrder sends POST /orders as user with key and body.
@@ -248,6 +272,7 @@ func (a *OrderAPI) PostOrder(ctx context.Context, user, key, body string) (Reply
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(httpapi.UserIDHeader, user)
 	req.Header.Set(idempotency.HeaderKey, key)
+	start := time.Now()
 	resp, err := a.Client.Do(req)
 	if err != nil {
 		return Reply{}, err
@@ -257,7 +282,8 @@ func (a *OrderAPI) PostOrder(ctx context.Context, user, key, body string) (Reply
 	if err != nil {
 		return Reply{}, err
 	}
-	return Reply{Status: resp.StatusCode, Body: b, Replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true"}, nil
+	return Reply{Status: resp.StatusCode, Body: b, Replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true",
+		Start: start, End: time.Now()}, nil
 }
 
 // OrderRequest is one POST /orders of a race.

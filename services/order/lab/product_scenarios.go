@@ -11,6 +11,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/lab"
@@ -88,7 +89,9 @@ func duplicateBatchScenario(variant, suffix string, mode variant.Mode, onDup pro
 		if err != nil {
 			return res, err
 		}
+		stopWatch := watchJobs(ctx, env.Timeline, rig, jobs)
 		progress, err := rig.WaitJobs(ctx, scenarioTimeout, jobs...)
+		stopWatch()
 		if err != nil {
 			return res, err
 		}
@@ -113,5 +116,70 @@ func duplicateBatchScenario(variant, suffix string, mode variant.Mode, onDup pro
 		}
 		res.Holds = res.Count == 0
 		return res, nil
+	}
+}
+
+// watchJobs, when tl is set, polls the copy jobs until each is done and
+// puts it on tl: one swimlane per request (a record and its "-dup"), from
+// the job's creation to when it was seen done, as an effect when it created
+// products (a duplicate when its twin created them too), absorbed when it
+// skipped them all, refused when it failed. The returned function waits for
+// the watch to end (it ends with ctx, or once every job is done).
+func watchJobs(ctx context.Context, tl *lab.Timeline, rig *ProductRig, jobs []string) func() {
+	if tl == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		seen := map[string]product.CopyProgress{}
+		ended := map[string]time.Time{}
+		for len(seen) < len(jobs) && ctx.Err() == nil {
+			for _, id := range jobs {
+				if _, ok := seen[id]; ok {
+					continue
+				}
+				if p, err := rig.App.CopyProgress(ctx, id); err == nil && p.Done() {
+					seen[id], ended[id] = p, time.Now()
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		// A record and its "-dup" may split the work between them (the
+		// fix skips what the other created); only what the two created
+		// beyond one job's total is duplicated.
+		created := map[string]int{} // record id without "-dup" → products its jobs created
+		for _, p := range seen {
+			created[strings.TrimSuffix(p.Job.RequestID, "-dup")] += p.Created
+		}
+		for _, id := range jobs {
+			p, ok := seen[id]
+			if !ok {
+				continue
+			}
+			kind := lab.KindAbsorbed
+			switch {
+			case p.Created > 0 && created[strings.TrimSuffix(p.Job.RequestID, "-dup")] > p.Job.Total && strings.HasSuffix(p.Job.RequestID, "-dup"):
+				kind = lab.KindDuplicate
+			case p.Created > 0:
+				kind = lab.KindEffect
+			case p.Failed > 0 || p.FailedChunk:
+				kind = lab.KindRefused
+			}
+			tl.Add(lab.Event{Actor: p.Job.RequestID, Kind: kind, Start: p.Job.CreatedAt, End: ended[id],
+				Label: fmt.Sprintf("created %d, skipped %d, failed %d", p.Created, p.Skipped, p.Failed)})
+		}
+	}()
+	return func() {
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+		}
+		cancel()
+		<-done
 	}
 }

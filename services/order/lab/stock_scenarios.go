@@ -56,6 +56,8 @@ type FlashSale struct {
 	// Conflicts is how many compare-and-sets the optimistic variant lost
 	// (and retried its transaction after); zero in the other variants.
 	Conflicts int
+	// Replies are the answers, the i-th client's at i.
+	Replies []Reply
 }
 
 // Holds reports the invariant of incident 5 for a sale of stock units: no
@@ -85,6 +87,7 @@ func RunFlashSale(ctx context.Context, api *OrderAPI, name string, stock, client
 	if err != nil {
 		return f, err
 	}
+	f.Replies = replies
 	for _, r := range replies {
 		switch {
 		case r.Status == http.StatusCreated:
@@ -134,6 +137,8 @@ func oversellScenario(name, suffix string, mode variant.Mode) func(context.Conte
 		if err != nil {
 			return res, err
 		}
+		RecordReplies(env.Timeline, f.Replies, func(i int) string { return fmt.Sprintf("customer %03d", i+1) })
+		env.Timeline.MarkDuplicates(OversellStock)
 		res.Count = f.Sold
 		res.Effect = fmt.Sprintf("units sold (%d orders, stock left %d; %d×201, %d×409 out of stock", f.Orders, f.Available, f.Created, f.OutOfStock)
 		if mode == app.Optimistic {

@@ -5,11 +5,14 @@
 package lab
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/events"
@@ -81,7 +84,14 @@ func storm(m variant.Mode) func(ctx context.Context, env lab.Env) (lab.Result, e
 		}
 		defer func() { _ = nc.JS.DeleteStream(context.WithoutCancel(ctx), sc.Name) }()
 
-		rig, err := NewRig(db, RigConfig{Mode: m, SubjectPrefix: prefix, JS: nc.JS}, env.Log)
+		// Each storm's callbacks go on a timeline of their own; the
+		// report shows the storm with the most records.
+		var current atomic.Pointer[stormTimeline]
+		rcfg := RigConfig{Mode: m, SubjectPrefix: prefix, JS: nc.JS}
+		if env.Timeline != nil {
+			rcfg.Wrap = func(h http.Handler) http.Handler { return recordCallbacks(h, &current) }
+		}
+		rig, err := NewRig(db, rcfg, env.Log)
 		if err != nil {
 			return res, err
 		}
@@ -95,8 +105,11 @@ func storm(m variant.Mode) func(ctx context.Context, env lab.Env) (lab.Result, e
 
 		holds := true
 		worst, worstNo := Effects{}, ""
+		var worstTimeline *lab.Timeline
 		totalEvents := 0
 		for i := range Storms {
+			st := &stormTimeline{tl: lab.NewTimeline()}
+			current.Store(st)
 			outTradeNo := fmt.Sprintf("P%s%d", strings.ReplaceAll(env.Name(mode), "_", ""), i)
 			if len(outTradeNo) > 60 {
 				outTradeNo = outTradeNo[len(outTradeNo)-60:]
@@ -128,8 +141,16 @@ func storm(m variant.Mode) func(ctx context.Context, env lab.Env) (lab.Result, e
 			holds = holds && eff.Records == 1 && eff.Events == 1 && eff.Status == "PAID"
 			if worstNo == "" || eff.Records > worst.Records {
 				worst, worstNo = eff, outTradeNo
+				worstTimeline = st.tl
+				env.Timeline.SetCaption(fmt.Sprintf("storm %d of %d (payment %s, %d record(s)): deliveries numbered as they arrived, %d at once then %d late",
+					i+1, Storms, outTradeNo, eff.Records, StormCopies, LateRetries))
 			}
 		}
+		current.Store(nil)
+		for _, e := range worstTimeline.Events() {
+			env.Timeline.Add(e)
+		}
+		env.Timeline.MarkDuplicates(1)
 
 		// The relay publishes every committed row; wait until the stream
 		// holds as many messages as there are rows, or a little longer.
@@ -182,4 +203,61 @@ func SimulatorConfig() pspsim.Config {
 		StormCopies:       StormCopies,
 		Replays:           LateRetries,
 	}
+}
+
+// stormTimeline is the timeline of one storm and the number of callbacks
+// it has seen.
+type stormTimeline struct {
+	tl *lab.Timeline
+	n  atomic.Int32
+}
+
+// recordCallbacks wraps the rig's handler: every payment callback goes on
+// the current storm's timeline as "delivery NN" (in order of arrival), with
+// the outcome the handler answered.
+func recordCallbacks(h http.Handler, current *atomic.Pointer[stormTimeline]) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := current.Load()
+		if st == nil || r.URL.Path != "/payments/callback" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		actor := fmt.Sprintf("delivery %02d", st.n.Add(1))
+		start := time.Now()
+		rec := &answerRecorder{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		var answer struct {
+			Outcome string `json:"outcome"`
+		}
+		_ = json.Unmarshal(rec.body.Bytes(), &answer)
+		kind, label := lab.KindError, fmt.Sprintf("HTTP %d", rec.status)
+		switch {
+		case rec.status/100 == 2 && answer.Outcome == "processed":
+			kind, label = lab.KindEffect, "processed: payment recorded"
+		case rec.status/100 == 2 && answer.Outcome == "duplicate":
+			kind, label = lab.KindAbsorbed, "duplicate: nothing done"
+		case rec.status/100 == 2:
+			kind, label = lab.KindStep, answer.Outcome
+		}
+		st.tl.Span(actor, kind, label, start)
+	})
+}
+
+// answerRecorder passes a response through and keeps its status and body.
+type answerRecorder struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (a *answerRecorder) WriteHeader(code int) {
+	a.status = code
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *answerRecorder) Write(b []byte) (int, error) {
+	if a.body.Len() < 4096 {
+		a.body.Write(b)
+	}
+	return a.ResponseWriter.Write(b)
 }

@@ -61,6 +61,9 @@ type RigConfig struct {
 	// App tunes the use cases (the query and refund settings); the rig sets
 	// its notify URLs, the mode and the lock on top.
 	App app.Config
+	// Wrap, when set, wraps the rig's HTTP handler (the lab report records
+	// each callback's answer with it).
+	Wrap func(http.Handler) http.Handler
 }
 
 // Rig is the payment service's callback path assembled in-process over a
@@ -152,6 +155,9 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 	api.Register(srv.Engine())
 	r.App = a
 	handler = srv.Handler()
+	if cfg.Wrap != nil {
+		handler = cfg.Wrap(handler)
+	}
 	return r, nil
 }
 
