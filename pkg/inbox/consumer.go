@@ -66,6 +66,12 @@ func NewConsumer(db *gorm.DB, js jetstream.JetStream, cfg Config, h Handler, log
 	if err != nil {
 		return nil, fmt.Errorf("inbox: metrics: %w", err)
 	}
+	// Every outcome of this consumer starts at zero: a counter series born
+	// at 1 is invisible to increase() and rate(), so the first dead letter
+	// of a process would never fire the alert that watches for it.
+	for _, o := range []Outcome{Processed, Duplicate, Retry, Dead, Dropped} {
+		m.messages.WithLabelValues(cfg.Name, string(o))
+	}
 	cc := jetstream.ConsumerConfig{
 		Durable:   cfg.Name,
 		AckPolicy: jetstream.AckExplicitPolicy,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -298,6 +299,21 @@ func TestDeadRecordFailingOnLastDeliveryIsDroppedAndLogged(t *testing.T) {
 	testenv.Must(t, err)
 	if info.NumAckPending != 0 || info.NumPending != 0 {
 		t.Fatalf("after the drop: %d pending acks, %d pending; want the message terminated", info.NumAckPending, info.NumPending)
+	}
+}
+
+// TestNewConsumerExportsEveryOutcomeAtZero: before any delivery a consumer
+// already has a zero series per outcome, so increase() sees its first dead
+// letter (a series that appeared at 1 would read as no increase).
+func TestNewConsumerExportsEveryOutcomeAtZero(t *testing.T) {
+	f := newFixture(t)
+	reg := prometheus.NewRegistry()
+	_, err := inbox.NewConsumer(f.db, f.nc.JS, inbox.Config{Name: "c", Stream: f.stream, FilterSubjects: []string{f.stream + ".x"}},
+		func(context.Context, *gorm.DB, inbox.Message) error { return nil }, testenv.Logger(t), reg)
+	testenv.Must(t, err)
+	want := map[string]float64{"processed": 0, "duplicate": 0, "retry": 0, "dead": 0, "dropped": 0}
+	if got := outcomes(t, reg); !maps.Equal(got, want) {
+		t.Fatalf("inbox_messages_total of a fresh consumer: %v, want %v", got, want)
 	}
 }
 

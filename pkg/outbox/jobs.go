@@ -8,7 +8,7 @@ import (
 
 // Poll is the safety-net poll: it wakes the relay, so rows whose backoff
 // expired and commits whose Wake was missed are published, and samples the
-// backlog gauges. A failed sample is logged and returned.
+// backlog gauges and the count of failed rows. A failed sample is logged and returned.
 func (r *Relay) Poll(ctx context.Context) error {
 	r.Wake()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -19,6 +19,7 @@ func (r *Relay) Poll(ctx context.Context) error {
 		return err
 	}
 	r.m.pending.Set(float64(st.Pending))
+	r.m.failedRows.Set(float64(st.Failed))
 	r.m.oldestAge.Set(st.OldestPendingAge.Seconds())
 	return nil
 }

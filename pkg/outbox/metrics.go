@@ -16,6 +16,7 @@ type metrics struct {
 	redriven    prometheus.Counter
 	cleaned     prometheus.Counter
 	pending     prometheus.Gauge
+	failedRows  prometheus.Gauge
 	oldestAge   prometheus.Gauge
 	batch       prometheus.Histogram
 }
@@ -39,6 +40,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		redriven:    counter("outbox_redriven_total", "Failed messages put back to pending by a redrive."),
 		cleaned:     counter("outbox_cleaned_total", "Sent messages deleted by the retention job."),
 		pending:     gauge("outbox_pending_messages", "Messages waiting to be published (the backlog), sampled by the poll job."),
+		failedRows:  gauge("outbox_failed_messages", "Messages marked failed and not yet redriven (dead letters waiting for an operator), sampled by the poll job."),
 		oldestAge:   gauge("outbox_oldest_pending_age_seconds", "Age of the oldest pending message, sampled by the poll job."),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "outbox_batch_duration_seconds", Help: "Time from claiming a batch to committing its outcome.",
@@ -56,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			*v, errs = registerOrReuse(reg, *v, errs)
 		}
 	}
-	for _, p := range []any{&m.published, &m.duplicates, &m.retries, &m.failed, &m.deferred, &m.outageSkips, &m.redriven, &m.cleaned, &m.pending, &m.oldestAge, &m.batch} {
+	for _, p := range []any{&m.published, &m.duplicates, &m.retries, &m.failed, &m.deferred, &m.outageSkips, &m.redriven, &m.cleaned, &m.pending, &m.failedRows, &m.oldestAge, &m.batch} {
 		reuse(p)
 	}
 	return m, errors.Join(errs...)

@@ -640,7 +640,8 @@ func TestPollPublishesWithoutWake(t *testing.T) {
 // The poll samples the backlog into outbox_pending_messages and
 // outbox_oldest_pending_age_seconds: failed and sent rows are not backlog,
 // the age is the oldest pending row's, and the next poll after the backlog
-// is published brings both back to zero.
+// is published brings both back to zero. The failed rows are sampled into
+// outbox_failed_messages, which stays up until a redrive.
 func TestPollSamplesBacklogGauges(t *testing.T) {
 	f := newFixture(t)
 	reg := newRegistry()
@@ -660,6 +661,9 @@ func TestPollSamplesBacklogGauges(t *testing.T) {
 outbox_pending_messages 11
 `), "outbox_pending_messages") == nil
 	})
+	if failed := metricValue(t, reg, "outbox_failed_messages"); failed != 1 {
+		t.Fatalf("outbox_failed_messages = %v, want the one failed row", failed)
+	}
 	if age := metricValue(t, reg, "outbox_oldest_pending_age_seconds"); age < 90 || age > 120 {
 		t.Fatalf("outbox_oldest_pending_age_seconds = %v, want the 90s-old pending row's age (not the failed row's hour)", age)
 	}
@@ -671,5 +675,15 @@ outbox_pending_messages 11
 	testenv.Must(t, r.Poll(context.Background()))
 	testenv.WaitFor(t, 5*time.Second, "a poll to sample the empty backlog", func() bool {
 		return metricValue(t, reg, "outbox_pending_messages") == 0 && metricValue(t, reg, "outbox_oldest_pending_age_seconds") == 0
+	})
+	if failed := metricValue(t, reg, "outbox_failed_messages"); failed != 1 {
+		t.Fatalf("outbox_failed_messages = %v after the publish, want the failed row still counted until a redrive", failed)
+	}
+	if _, err := outbox.Redrive(context.Background(), f.db); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Must(t, r.Poll(context.Background()))
+	testenv.WaitFor(t, 5*time.Second, "a poll after the redrive", func() bool {
+		return metricValue(t, reg, "outbox_failed_messages") == 0
 	})
 }

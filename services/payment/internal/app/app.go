@@ -150,6 +150,11 @@ func newAppMetrics(reg prometheus.Registerer) (appMetrics, error) {
 	}, []string{"kind"})); err != nil {
 		return m, err
 	}
+	// Every kind reads 0 from the start, so the alert rules and the
+	// dashboard see a series before the first reconciliation has run.
+	for _, kind := range payment.Kinds {
+		m.findings.WithLabelValues(kind)
+	}
 	if m.closes, err = metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "payment_closes_total",
 		Help: "Closes asked by the order service, by outcome: closed, paid, error.",
