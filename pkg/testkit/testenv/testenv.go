@@ -29,6 +29,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/database"
+	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/redisclient"
@@ -173,6 +174,23 @@ func DeleteStreamAtCleanup(t testing.TB, js jetstream.JetStream, name string) {
 		defer cancel()
 		_ = js.DeleteStream(ctx, name)
 	})
+}
+
+// PublishersStreams declares the event streams of roots under ev, as the
+// services publishing them would, and deletes them when the test ends: a
+// service declares only the streams it publishes, and its consumers wait for
+// the others', so a test that runs one service provides the streams it
+// consumes.
+func PublishersStreams(t testing.TB, js jetstream.JetStream, ev events.Config, roots ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, root := range roots {
+		if _, err := natsjs.EnsureStream(ctx, js, natsjs.EventStream(ev, root)); err != nil {
+			t.Fatalf("declare the %s stream: %v", root, err)
+		}
+		DeleteStreamAtCleanup(t, js, ev.StreamName(root))
+	}
 }
 
 // Redis returns a client and a key prefix unique to the test; keys under the

@@ -42,6 +42,7 @@ func labEnv(t *testing.T) (events.Config, string) {
 	for _, root := range service.Streams {
 		testenv.DeleteStreamAtCleanup(t, conn.JS, ev.StreamName(root))
 	}
+	testenv.PublishersStreams(t, conn.JS, ev, "order")
 	addr := testenv.FreeAddr(t)
 	for k, v := range map[string]string{
 		"ONCEMALL_ENV": "lab", "EVENT_SUBJECT_PREFIX": ev.SubjectPrefix,

@@ -101,6 +101,7 @@ func testService(t *testing.T) instance {
 	for _, root := range service.Streams {
 		testenv.DeleteStreamAtCleanup(t, conn.JS, ev.StreamName(root))
 	}
+	testenv.PublishersStreams(t, conn.JS, ev, "payment")
 	addr := testenv.FreeAddr(t)
 	for k, v := range map[string]string{
 		"ONCEMALL_ENV": "lab", "MYSQL_ADDR": mysqlCfg.Addr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr,

@@ -145,7 +145,7 @@ func serviceEnv(t *testing.T) (base, token, dbName string, mysql database.Config
 	_, redisPrefix := testenv.Redis(t)
 	prefix = strings.ToLower(testenv.UniqueName(t, "p")) + "."
 	testenv.DeleteStreamAtCleanup(t, conn.JS, events.Config{SubjectPrefix: prefix}.StreamName("payment"))
-	testenv.DeleteStreamAtCleanup(t, conn.JS, events.Config{SubjectPrefix: prefix}.StreamName("order"))
+	testenv.PublishersStreams(t, conn.JS, events.Config{SubjectPrefix: prefix}, "order")
 	addr, token := testenv.FreeAddr(t), "admin-"+testenv.RandomSuffix(12)
 	for k, v := range map[string]string{
 		"ONCEMALL_ENV": "lab", "MYSQL_ADDR": mysql.Addr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr,
@@ -231,7 +231,7 @@ func TestRunServesThePaymentService(t *testing.T) {
 	if status, got := do(t, http.MethodPost, closePath, nil, internal); status != http.StatusOK || !strings.Contains(got, `"outcome":"closed"`) {
 		t.Fatalf("close: %d %s, want 200 closed", status, got)
 	}
-	// order.cancelled, consumed from the order stream the service declared.
+	// order.cancelled, consumed from the order service's stream.
 	cancelled, _ := json.Marshal(events.OrderCancelledV1{OrderNo: "O-run-3", UserID: 7, Reason: events.CancelTimeout, CancelledAt: now})
 	_, err := conn.JS.Publish(context.Background(), prefix+events.OrderCancelled, cancelled, jetstream.WithMsgID("order-cancelled-O-run-3"))
 	testenv.Must(t, err)
