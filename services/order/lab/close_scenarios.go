@@ -96,15 +96,23 @@ type LateCharge struct {
 	// and orders it found paid. Refused counts the payment.succeeded events
 	// the order service refused for good (it would dead-letter them).
 	Closed, ClosePaid, Refused int
+	// Findings is what the payment service's reconciler reports as
+	// paid_cancelled_without_refund once every event has been handled: the
+	// audit that tells someone to give the money back by hand.
+	Findings int
 }
 
 // Holds reports incident 6's invariant: the order ends closed or paid,
 // never waiting; a cancelled order whose charge was paid has exactly one
 // refund of the whole amount at the platform, settled at the payment
 // service, its stock all released and one order.cancelled; a paid order
-// has no refund, its stock confirmed and one order.paid.
+// has no refund, its stock confirmed and one order.paid; and the payment
+// service's reconciler finds nothing to give back by hand.
 func (c LateCharge) Holds() bool {
 	sold := closeStock - closeQuantity
+	if c.Findings != 0 {
+		return false
+	}
 	switch c.OrderStatus {
 	case "CANCELLED":
 		money := !c.ChargePaid || (c.PlatformRefunds == 1 && c.RefundRequests == 1 && c.Refunded == c.Amount &&
@@ -123,9 +131,9 @@ func (c LateCharge) String() string {
 	if c.Refunds > 0 {
 		refunds += " " + c.RefundStatus
 	}
-	return fmt.Sprintf("order %s, stock %d/%d back, %d order.cancelled, %d order.paid; payment %s, %s; platform refunded %d/%d; order refused %d payment.succeeded",
+	return fmt.Sprintf("order %s, stock %d/%d back, %d order.cancelled, %d order.paid; payment %s, %s; platform refunded %d/%d; order refused %d payment.succeeded; reconciler: %d paid_cancelled_without_refund",
 		c.OrderStatus, c.Available-(closeStock-closeQuantity), closeQuantity, c.Cancelled, c.Paid,
-		c.PaymentStatus, refunds, c.Refunded, c.Amount, c.Refused)
+		c.PaymentStatus, refunds, c.Refunded, c.Amount, c.Refused, c.Findings)
 }
 
 // paidAfterCloseScenario runs the story with the order service's close
@@ -273,6 +281,9 @@ func (r *PurchaseRig) PayWhileClosing(ctx context.Context, plan string) (LateCha
 		return c, err
 	}
 	c.Closed, c.ClosePaid = rep.Cancelled, rep.Paid
+	if err := r.handOverCancellations(ctx); err != nil {
+		return c, err
+	}
 
 	// The notification arrives; the events the payment service wrote reach
 	// the order service; the refund job runs; the platform's refund
@@ -292,6 +303,11 @@ func (r *PurchaseRig) PayWhileClosing(ctx context.Context, plan string) (LateCha
 	if err := r.Sim.Wait(ctx); err != nil {
 		return c, err
 	}
+	findings, err := r.Payments.Findings(ctx)
+	if err != nil {
+		return c, err
+	}
+	c.Findings = findings["paid_cancelled_without_refund"]
 	return c, r.count(ctx, &c, placed.OrderNo, product, outTradeNo)
 }
 
@@ -323,6 +339,39 @@ func (r *PurchaseRig) pay(ctx context.Context, orderNo string) (string, error) {
 	return p.OutTradeNo, json.Unmarshal(b, &p)
 }
 
+// handOverCancellations gives every order.cancelled in the order service's
+// outbox to the payment service's consumer, which records the cancellation
+// on the order's payment for its reconciler (see handOverPayments).
+func (r *PurchaseRig) handOverCancellations(ctx context.Context) error {
+	msgs, err := pending(ctx, r.Orders.DB, events.OrderCancelled)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if err := r.Payments.HandOrderCancelled(ctx, m); err != nil {
+			return fmt.Errorf("payment service on %s: %w", m.ID, err)
+		}
+	}
+	return nil
+}
+
+// pending reads the outbox rows of topic in db as the messages a consumer
+// would receive, oldest first.
+func pending(ctx context.Context, db *gorm.DB, topic string) ([]inbox.Message, error) {
+	var rows []struct {
+		MessageNo string
+		Body      []byte
+	}
+	if err := db.WithContext(ctx).Raw("SELECT message_no, body FROM local_message WHERE topic = ? ORDER BY id", topic).Scan(&rows).Error; err != nil {
+		return nil, err
+	}
+	msgs := make([]inbox.Message, len(rows))
+	for i, row := range rows {
+		msgs[i] = inbox.Message{ID: row.MessageNo, Subject: topic, Body: row.Body, Delivered: 1}
+	}
+	return msgs, nil
+}
+
 // handOverPayments gives every payment.succeeded in the payment service's
 // outbox to the order service's consumer, as the relay and JetStream would
 // (each in a transaction of its own, the one the inbox would open), and
@@ -330,24 +379,19 @@ func (r *PurchaseRig) pay(ctx context.Context, orderNo string) (string, error) {
 // delivery through NATS is incidents 1 and 2's subject, and this keeps the
 // order of events fixed.
 func (r *PurchaseRig) handOverPayments(ctx context.Context) (int, error) {
-	var msgs []struct {
-		MessageNo string
-		Body      []byte
-	}
-	err := r.Payments.DB.WithContext(ctx).Raw("SELECT message_no, body FROM local_message WHERE topic = ? ORDER BY id", events.PaymentSucceeded).Scan(&msgs).Error
+	msgs, err := pending(ctx, r.Payments.DB, events.PaymentSucceeded)
 	if err != nil {
 		return 0, err
 	}
 	consumer := messaging.PaymentSucceeded(r.Orders.app, r.Orders.orders)
 	refused := 0
 	for _, m := range msgs {
-		msg := inbox.Message{ID: m.MessageNo, Subject: events.PaymentSucceeded, Body: m.Body, Delivered: 1}
-		err := r.Orders.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return consumer.Handle(ctx, tx, msg) })
+		err := r.Orders.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return consumer.Handle(ctx, tx, m) })
 		switch {
 		case inbox.IsPermanent(err):
 			refused++
 		case err != nil:
-			return refused, fmt.Errorf("order service on %s: %w", m.MessageNo, err)
+			return refused, fmt.Errorf("order service on %s: %w", m.ID, err)
 		}
 	}
 	return refused, nil
