@@ -185,6 +185,9 @@ type PurchaseRig struct {
 // Close stops them and drops their databases.
 func StartPurchaseRig(ctx context.Context, env lab.Env, suffix string, mode variant.Mode) (_ *PurchaseRig, err error) {
 	r := &PurchaseRig{}
+	// One order and one payment at a time: a few connections each leave
+	// the shared database server room for everything else.
+	env.MySQL.MaxOpenConns, env.MySQL.MaxIdleConns = 4, 2
 	defer func() {
 		if err != nil {
 			r.Close()
