@@ -108,6 +108,21 @@ func Evaluate(f Figures, dup []dupproof.Row) []Check {
 	v, ok = f.Get("BenchmarkProductCopy10k", "fixed/broken")
 	out = append(out, atLeast("batch product copy", "fixed ≥ 50% of broken", v*100, ok, 50, "%.0f%%"))
 
+	// Purchase and stock (issue 12). The purchase target is judged on the
+	// median of the runs' purchase/plain, as the guard's is.
+	v, ok = f.Get("BenchmarkPurchaseOrder", "purchase/plain")
+	out = append(out, atLeast("purchase", "POST /orders with a coupon ≥ 50% of without (BenchmarkPurchaseOrder, median of the runs' purchase/plain)", v*100, ok, 50, "%.0f%%"))
+	for _, mode := range []string{"fixed", "optimistic"} {
+		v, ok = f.Get("BenchmarkHotProductStock", mode+"-oversold/round")
+		out = append(out, atMost("hot product", mode+": no unit sold twice, 100 concurrent orders of one product", v, ok, 0, "%.0f oversold per round"))
+	}
+	for _, mode := range []string{"fixed", "optimistic", "broken", "spread"} {
+		v, ok = f.Get("BenchmarkHotProductStock", mode+"-orders/s")
+		out = append(out, figure("hot product", mode+": orders sold per second", v, ok, "%n orders/s"))
+	}
+	v, ok = f.Get("BenchmarkHotProductStock", "broken-oversold/round")
+	out = append(out, figure("hot product", "broken: units sold twice per round (reproduces incident 5)", v, ok, "%.1f"))
+
 	// Payment callbacks (issue 6): the issue asks for the figures, and the
 	// fix must leave one record per payment under 10% duplicates.
 	v, ok = f.Get("BenchmarkCallback/fixed", "records/payment")

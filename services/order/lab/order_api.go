@@ -61,6 +61,11 @@ type OrderAPIConfig struct {
 	// Clients is how many clients the rig's HTTP client keeps connections
 	// for (default DoubleSubmitClients).
 	Clients int
+	// Close is ORDER_CLOSE_MODE; empty is variant.Fixed.
+	Close variant.Mode
+	// PaymentURL, when set, is the payment service the order service asks
+	// to close a charge (incident 6); empty uses the Payments stand-in.
+	PaymentURL string
 }
 
 // OrderAPI is the order service's HTTP API on a throwaway database, wired
@@ -78,6 +83,10 @@ type OrderAPI struct {
 	Coupons  *stubs.CouponService
 	Payments *stubs.PaymentService
 	close    []func()
+	// app and orders are the service's use cases and order store, for the
+	// scenarios that run its jobs and consumers (incident 6).
+	app    *app.App
+	orders *store.Store
 	// gate holds Race's requests at the server until all of them have
 	// arrived (see arrivalGate).
 	gate arrivalGate
@@ -99,10 +108,13 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 	if cfg.Stock == "" {
 		cfg.Stock = variant.Fixed
 	}
+	if cfg.Close == "" {
+		cfg.Close = variant.Fixed
+	}
 	if cfg.Clients == 0 {
 		cfg.Clients = DoubleSubmitClients
 	}
-	svc, err := serviceConfig(config.Modes{OrderIdempotency: cfg.Guard, ProductCopy: variant.Fixed, Stock: cfg.Stock, Close: variant.Fixed})
+	svc, err := serviceConfig(config.Modes{OrderIdempotency: cfg.Guard, ProductCopy: variant.Fixed, Stock: cfg.Stock, Close: cfg.Close})
 	if err != nil {
 		return nil, err
 	}
@@ -123,14 +135,21 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 	api.Payments = stubs.NewPaymentService(InternalToken)
 	api.close = append(api.close, api.Payments.Close)
 
+	paymentURL := api.Payments.URL
+	if cfg.PaymentURL != "" {
+		paymentURL = cfg.PaymentURL
+	}
+
 	api.Registry = prometheus.NewRegistry()
-	a, err := app.New(store.New(db, noRelay), store.NewProducts(db, noRelay),
+	api.orders = store.New(db, noRelay)
+	a, err := app.New(api.orders, store.NewProducts(db, noRelay),
 		couponclient.New(api.Coupons.URL, InternalToken, &http.Client{Timeout: svc.Peers.CouponTimeout}),
-		paymentclient.New(api.Payments.URL, InternalToken, &http.Client{Timeout: svc.Peers.PaymentTimeout}),
+		paymentclient.New(paymentURL, InternalToken, &http.Client{Timeout: svc.Peers.PaymentTimeout}),
 		svc.App(), env.Log, api.Registry)
 	if err != nil {
 		return nil, err
 	}
+	api.app = a
 	tokensCfg := svc.FormTokens()
 	tokensCfg.Prefix = redisPrefix + "formtoken:"
 	tokens, err := formtoken.New(rdb, tokensCfg)

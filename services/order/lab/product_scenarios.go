@@ -5,7 +5,9 @@
 // batch-copy requests, and the scenario counts duplicate live products.
 // Incident 4 (double submit) is in idempotency_scenarios.go and incident 5
 // (overselling) in stock_scenarios.go, both on the order API rig of
-// order_api.go.
+// order_api.go. Incident 6 (paid after close) is in close_scenarios.go, the
+// order API beside the payment service and the platform simulator; it is
+// listed by CloseScenarios, not Scenarios.
 package lab
 
 import (
