@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // scenarios whose verdicts it knows.
 func runScenarios(ctx context.Context, list []pkglab.Scenario, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
-	incident := fs.Int("incident", 0, "run only this incident (1-5); 0 runs all")
+	incident := fs.Int("incident", 0, "run only this incident (1-6); 0 runs all")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	wide := fs.Bool("wide", false, "print the table one line per scenario, however wide")
 	htmlPath := fs.String("html", "", "also write the HTML lab report to this file")
