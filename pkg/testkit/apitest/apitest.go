@@ -171,6 +171,13 @@ func (s *Spec) Check(r *http.Request, reqBody []byte, status int, header http.He
 	what := fmt.Sprintf("%s: %s %s answered %d", s.name, r.Method, r.URL.RequestURI(), status)
 	req := r.Clone(context.Background())
 	req.Body = io.NopCloser(bytes.NewReader(reqBody))
+	// A client may set a header under a key Go would not write
+	// (http.Header{"X-User-ID": …}); the server reads it canonical, and so
+	// does the check.
+	req.Header = http.Header{}
+	for k, vs := range r.Header {
+		req.Header[http.CanonicalHeaderKey(k)] = append(req.Header[http.CanonicalHeaderKey(k)], vs...)
+	}
 	route, params, err := s.router.FindRoute(req)
 	if err != nil {
 		if status == http.StatusNotFound || status == http.StatusMethodNotAllowed {

@@ -162,3 +162,46 @@ func TestEveryDocumentLoads(t *testing.T) {
 		}
 	}
 }
+
+// TestClientChecksWhatItSends: a header set under a non-canonical key, as
+// http.Header{"X-User-ID": …} does, is read as the server reads it.
+func TestClientChecksWhatItSends(t *testing.T) {
+	s, err := apitest.LoadFile("testdata/pets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-User-ID") == "" {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"status":400}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"name":"rex"}`))
+	}))
+	defer srv.Close()
+	ft := &fakeT{TB: t}
+	req, err := http.NewRequest("GET", srv.URL+"/pets/1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = http.Header{"X-User-ID": {"7"}}
+	resp, err := s.Client(ft).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(ft.errors) != 0 {
+		t.Fatalf("%d, errors %q", resp.StatusCode, ft.errors)
+	}
+	req, _ = http.NewRequest("GET", srv.URL+"/pets/1", nil)
+	resp, err = s.Client(ft).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || len(ft.errors) != 0 {
+		t.Fatalf("without X-User-ID: %d, errors %q", resp.StatusCode, ft.errors)
+	}
+}
