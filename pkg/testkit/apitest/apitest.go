@@ -107,6 +107,7 @@ func (s *Spec) Operations() []string {
 // mismatch fails t (t.Errorf, so h may run on any goroutine).
 func (s *Spec) Handler(t testing.TB, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Helper()
 		body, err := readAll(&r.Body)
 		if err != nil {
 			t.Errorf("apitest: read the request body of %s %s: %v", r.Method, r.URL.Path, err)
