@@ -104,20 +104,30 @@ func (s *Spec) Operations() []string {
 }
 
 // Handler returns h with every exchange checked against the document; a
-// mismatch fails t (t.Errorf, so h may run on any goroutine).
+// mismatch fails t (t.Error, so h may run on any goroutine).
 func (s *Spec) Handler(t testing.TB, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t.Helper()
-		body, err := readAll(&r.Body)
-		if err != nil {
-			t.Errorf("apitest: read the request body of %s %s: %v", r.Method, r.URL.Path, err)
-		}
-		rec := &recorder{ResponseWriter: w}
-		h.ServeHTTP(rec, r)
-		if err := s.Check(r, body, rec.code(), rec.header, rec.body.Bytes()); err != nil {
-			t.Error(err)
-		}
-	})
+	return checked{spec: s, t: t, next: h}
+}
+
+type checked struct {
+	spec *Spec
+	t    testing.TB
+	next http.Handler
+}
+
+// ServeHTTP is a test helper, so that a mismatch is reported at the line of
+// the test (or of its helper) that sent the request.
+func (c checked) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.t.Helper()
+	body, err := readAll(&r.Body)
+	if err != nil {
+		c.t.Errorf("apitest: read the request body of %s %s: %v", r.Method, r.URL.Path, err)
+	}
+	rec := &recorder{ResponseWriter: w}
+	c.next.ServeHTTP(rec, r)
+	if err := c.spec.Check(r, body, rec.code(), rec.header, rec.body.Bytes()); err != nil {
+		c.t.Error(err)
+	}
 }
 
 // Client returns an HTTP client whose exchanges are checked against the

@@ -31,7 +31,8 @@ func TestReadmesHaveTheGeneratedTables(t *testing.T) {
 			t.Fatalf("%s: %v", path, err)
 		}
 		if string(text) != want {
-			t.Errorf("%s: an endpoint table differs from its document in docs/api: run go run ./scripts/cmd/apidoc -w", path)
+			rel, _ := filepath.Rel(root, path)
+			t.Errorf("%s: an endpoint table differs from its document in docs/api: run go run ./scripts/cmd/apidoc -w", rel)
 		}
 		tabled = append(tabled, Documents(string(text))...)
 	}
@@ -41,7 +42,7 @@ func TestReadmesHaveTheGeneratedTables(t *testing.T) {
 	}
 	for _, d := range docs {
 		if !slices.Contains(tabled, filepath.Base(d)) {
-			t.Errorf("%s has no table in any services/*/README.md (a %s%s --> marker)", d, beginPrefix, filepath.Base(d))
+			t.Errorf("docs/api/%s has no table in any services/*/README.md (a %s%s --> marker)", filepath.Base(d), beginPrefix, filepath.Base(d))
 		}
 	}
 }
