@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/oncemall/oncemall/pkg/testkit/apitest"
@@ -203,5 +204,31 @@ func TestClientChecksWhatItSends(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || len(ft.errors) != 0 {
 		t.Fatalf("without X-User-ID: %d, errors %q", resp.StatusCode, ft.errors)
+	}
+}
+
+// TestCheckIsSafeForConcurrentUse: handler tests race goroutines through
+// one Spec (run with -race to see it hold); every exchange is counted.
+func TestCheckIsSafeForConcurrentUse(t *testing.T) {
+	s, err := apitest.LoadFile("testdata/pets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pet := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"name":"rex"}`))
+	})
+	h := s.Handler(t, pet)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			req := httptest.NewRequest("GET", "/pets/1", nil)
+			req.Header.Set("X-User-ID", "7")
+			h.ServeHTTP(httptest.NewRecorder(), req)
+		})
+	}
+	wg.Wait()
+	if got := s.Uncovered(map[string]string{"POST /pets": "not sent here"}); len(got) != 0 {
+		t.Fatalf("Uncovered: %q", got)
 	}
 }
