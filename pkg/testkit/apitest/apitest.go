@@ -50,6 +50,7 @@ type Spec struct {
 
 	mu  sync.Mutex
 	hit map[string]int // by operation key, "GET /orders/{no}"
+	ok  map[string]int // the exchanges of hit answered 2xx
 }
 
 // Load reads docs/api/<name> from the repository around the working
@@ -77,7 +78,7 @@ func LoadFile(path string) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apitest: route %s: %w", path, err)
 	}
-	return &Spec{name: filepath.Base(path), doc: doc, router: router, hit: map[string]int{}}, nil
+	return &Spec{name: filepath.Base(path), doc: doc, router: router, hit: map[string]int{}, ok: map[string]int{}}, nil
 }
 
 // MustLoad is Load for a package-level variable: it panics when the
@@ -198,6 +199,9 @@ func (s *Spec) Check(r *http.Request, reqBody []byte, status int, header http.He
 	}
 	s.mu.Lock()
 	s.hit[route.Method+" "+route.Path]++
+	if status/100 == 2 {
+		s.ok[route.Method+" "+route.Path]++
+	}
 	s.mu.Unlock()
 
 	opts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true, AuthenticationFunc: bearer}

@@ -100,8 +100,14 @@ func TestUncoveredNamesTheOperationsNeverExercised(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], "POST /pets is never exercised") {
 		t.Fatalf("Uncovered(nil) = %q", got)
 	}
+	if err := (exchange{"POST", "/pets", `{}`, nil, 401, "application/problem+json", `{}`}).check(s); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.OnlyRefused(); len(got) != 1 || got[0] != "POST /pets" {
+		t.Fatalf("OnlyRefused = %q, want POST /pets", got)
+	}
 	got = s.Uncovered(map[string]string{"POST /pets": "tested elsewhere", "GET /pets/{id}": "tested elsewhere"})
-	if len(got) != 1 || !strings.Contains(got[0], "GET /pets/{id} is exercised; drop its exception") {
+	if len(got) != 2 || !strings.Contains(got[0], "GET /pets/{id} is exercised; drop its exception") {
 		t.Fatalf("Uncovered with a stale exception = %q", got)
 	}
 }
