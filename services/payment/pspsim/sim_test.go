@@ -138,7 +138,7 @@ func startSim(t *testing.T, cfg pspsim.Config) (*pspsim.Simulator, peer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(sim.Handler())
+	srv := httptest.NewServer(spec.Handler(t, sim.Handler()))
 	t.Cleanup(func() { sim.Close(); srv.Close() })
 	return sim, peer{Client: psp.NewClient(srv.URL, srv.Client()), url: srv.URL}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/pkg/testkit/apitest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
@@ -24,6 +25,22 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
 	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
+
+// spec is the routes' contract, docs/api/coupon.yaml: every request these
+// tests send and every answer they get is checked against it.
+var spec = apitest.MustLoad("coupon.yaml")
+
+// TestMain fails the package when an operation of coupon.yaml is never
+// exercised here, but for the routes pkg/platform serves and tests.
+func TestMain(m *testing.M) {
+	const platform = "served and tested by pkg/platform and pkg/httpserver, not by these handlers"
+	apitest.Main(m, spec, map[string]string{
+		"POST /admin/outbox/redrive": platform,
+		"GET /healthz":               platform,
+		"GET /readyz":                platform,
+		"GET /metrics":               platform,
+	})
+}
 
 const (
 	adminToken    = "test-admin-token"
@@ -54,7 +71,7 @@ func newServer(t *testing.T) (http.Handler, *gorm.DB, *app.App) {
 	e := gin.New()
 	httpapi.New(a, httpapi.Options{Log: testenv.Logger(t), Admin: httpserver.AdminAuth(adminToken),
 		Internal: httpserver.AdminAuth(internalToken)}).Register(e)
-	return e, db, a
+	return spec.Handler(t, e), db, a
 }
 
 func do(t *testing.T, h http.Handler, method, path, body string, headers ...string) *httptest.ResponseRecorder {
@@ -447,8 +464,9 @@ func TestReconcileNeedsTheAdminTokenAndListsAnomalies(t *testing.T) {
 func TestGuardedRoutesWithoutAGuardRefuseEverything(t *testing.T) {
 	h, _, a := newServer(t)
 	_, couponID := seed(t, h)
-	e := gin.New()
-	httpapi.New(a, httpapi.Options{Log: testenv.Logger(t)}).Register(e)
+	open := gin.New()
+	httpapi.New(a, httpapi.Options{Log: testenv.Logger(t)}).Register(open)
+	e := spec.Handler(t, open)
 	if w := do(t, e, http.MethodGet, "/admin/reconcile", "", asAdmin...); w.Code != http.StatusForbidden {
 		t.Fatalf("reconcile without a guard: %d %s, want 403", w.Code, w.Body)
 	}

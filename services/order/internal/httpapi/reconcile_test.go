@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/outbox"
@@ -140,8 +139,7 @@ func TestReconcileRequiresTheAdminToken(t *testing.T) {
 		t.Fatalf("with the token: %d %s", rec.Code, rec.Body)
 	}
 	// Handlers built without an admin guard refuse every caller.
-	open := &server{Env: s.Env, db: s.db, e: gin.New(), app: s.app, orders: s.orders}
-	httpapi.New(s.app, httpapi.Options{Log: testenv.Logger(t)}).Register(open.e)
+	open := s.unguarded(t)
 	if rec := open.reconcile("Bearer "); rec.Code != http.StatusUnauthorized {
 		t.Fatalf("no admin token configured: %d %s, want 401", rec.Code, rec.Body)
 	}

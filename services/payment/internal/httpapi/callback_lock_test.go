@@ -39,7 +39,7 @@ func TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded(t *testing.T) {
 		held, err := locks.Acquire(ctx, app.CallbackLockName(no), time.Minute)
 		testenv.Must(t, err)
 		testenv.Must(t, f.sim.SetPlan(no, pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 50}))
-		resp, err := f.psp.Charge(ctx, psp.ChargeRequest{OutTradeNo: no, Amount: 4200, NotifyURL: f.rig.CallbackURL})
+		resp, err := f.psp.Charge(ctx, psp.ChargeRequest{OutTradeNo: no, Amount: 4200, NotifyURL: f.callbackURL})
 		testenv.Must(t, err)
 		testenv.WaitFor(t, 10*time.Second, "a copy turned away by the held lock", func() bool {
 			c, _ := f.sim.Get(resp.PlatformSerial)

@@ -70,7 +70,7 @@ func TestCloseAnswersByThePaymentsState(t *testing.T) {
 		if e := f.effects(no); e.Status != "CLOSED" {
 			t.Fatalf("after the close: %+v, want CLOSED", e)
 		}
-		_, err := f.psp.Charge(context.Background(), psp.ChargeRequest{OutTradeNo: no, Amount: 4200, NotifyURL: f.rig.CallbackURL})
+		_, err := f.psp.Charge(context.Background(), psp.ChargeRequest{OutTradeNo: no, Amount: 4200, NotifyURL: f.callbackURL})
 		if !errors.Is(err, psp.ErrChargeClosed) {
 			t.Fatalf("a charge after the close: %v, want psp.ErrChargeClosed", err)
 		}

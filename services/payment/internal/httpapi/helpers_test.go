@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/pkg/testkit/apitest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
@@ -25,6 +28,27 @@ import (
 	"github.com/oncemall/oncemall/services/payment/psp"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
+
+// The contracts these tests hold the exchanges to: the payment routes'
+// (docs/api/payment.yaml), for every request a test sends, and the
+// simulator's (docs/api/psp-sim.yaml), for every call the service and the
+// tests make to it.
+var (
+	spec    = apitest.MustLoad("payment.yaml")
+	pspSpec = apitest.MustLoad("psp-sim.yaml")
+)
+
+// TestMain fails the package when an operation of payment.yaml is never
+// exercised here, but for the routes pkg/platform serves and tests.
+func TestMain(m *testing.M) {
+	const platform = "served and tested by pkg/platform and pkg/httpserver, not by these handlers"
+	apitest.Main(m, spec, map[string]string{
+		"POST /admin/outbox/redrive": platform,
+		"GET /healthz":               platform,
+		"GET /readyz":                platform,
+		"GET /metrics":               platform,
+	})
+}
 
 // fixture is the payment service's HTTP stack over a throwaway database,
 // with the platform simulator as a real HTTP peer.
@@ -36,6 +60,13 @@ type fixture struct {
 	// logs holds everything the payment service logged, one JSON object
 	// a line.
 	logs *testenv.SyncBuffer
+	// client sends the tests' requests, checked against spec.
+	client *http.Client
+	// callbackURL is the rig's POST /payments/callback behind a proxy that
+	// checks each notification and its answer against spec: the notify_url
+	// of the charges the tests make. (The rig's own server is built in lab
+	// code and answers the charges the service makes itself, unchecked.)
+	callbackURL string
 }
 
 func newFixture(t *testing.T, mode variant.Mode) *fixture {
@@ -65,7 +96,7 @@ func buildFixtureWithSimulator(t *testing.T, rc paymentlab.RigConfig, simCfg psp
 	if err != nil {
 		t.Fatal(err)
 	}
-	simSrv := httptest.NewServer(sim.Handler())
+	simSrv := httptest.NewServer(pspSpec.Handler(t, sim.Handler()))
 	t.Cleanup(func() { sim.Close(); simSrv.Close() })
 	url := simSrv.URL
 	if rc.PSPURL == "" {
@@ -80,7 +111,14 @@ func buildFixtureWithSimulator(t *testing.T, rc paymentlab.RigConfig, simCfg psp
 		t.Fatal(err)
 	}
 	t.Cleanup(rig.Close)
-	return &fixture{t: t, rig: rig, sim: sim, psp: psp.NewClient(url, http.DefaultClient), logs: logs}
+	target, err := neturl.Parse(rig.Server.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := httptest.NewServer(spec.Handler(t, httputil.NewSingleHostReverseProxy(target)))
+	t.Cleanup(checked.Close)
+	return &fixture{t: t, rig: rig, sim: sim, psp: psp.NewClient(url, http.DefaultClient), logs: logs,
+		client: spec.Client(t), callbackURL: checked.URL + "/payments/callback"}
 }
 
 // logged returns the service's log records whose key has value, each
@@ -125,7 +163,7 @@ func (f *fixture) charge(outTradeNo string, amount int64, plan *pspsim.Plan) psp
 			f.t.Fatal(err)
 		}
 	}
-	resp, err := f.psp.Charge(ctx, psp.ChargeRequest{OutTradeNo: outTradeNo, Amount: amount, NotifyURL: f.rig.CallbackURL})
+	resp, err := f.psp.Charge(ctx, psp.ChargeRequest{OutTradeNo: outTradeNo, Amount: amount, NotifyURL: f.callbackURL})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -187,7 +225,7 @@ func (f *fixture) do(req *http.Request) (int, []byte) {
 
 // doFull sends req and returns the status, the headers and the body.
 func (f *fixture) doFull(req *http.Request) (int, http.Header, []byte) {
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.client.Do(req)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestCreatePaymentIdempotencyKeySuite(t *testing.T) {
 	f := newFixtureWithPlatform(t, orders.URL)
 
 	idempotencytest.RunSuite(t, idempotencytest.Target{
-		Handler: f.rig.Server.Config.Handler,
+		Handler: spec.Handler(t, f.rig.Server.Config.Handler),
 		Request: func(key, caller string, variant int) idempotencytest.Request {
 			sum := sha256.Sum256([]byte(caller + "/" + key))
 			orderNo := "O" + hex.EncodeToString(sum[:8])
