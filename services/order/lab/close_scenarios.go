@@ -23,6 +23,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -160,7 +161,7 @@ func paidAfterCloseScenario(name, suffix string, mode variant.Mode, plan, wantSt
 		}
 		defer rig.Close()
 		env.Note("incident 6 %s: the customer pays as the close job runs (plan %s)", name, plan)
-		c, err := rig.PayWhileClosing(ctx, plan)
+		c, err := rig.PayWhileClosing(ctx, plan, env.Timeline)
 		if err != nil {
 			return res, err
 		}
@@ -249,8 +250,11 @@ func (r *PurchaseRig) Close() {
 // service's payment.succeeded events handed to the order service, the
 // refund job, and every notification settled; then it runs the payment
 // service's reconciler and counts.
-func (r *PurchaseRig) PayWhileClosing(ctx context.Context, plan string) (LateCharge, error) {
+//
+// tl, when not nil, gets what each actor did, for the lab report.
+func (r *PurchaseRig) PayWhileClosing(ctx context.Context, plan string, tl *lab.Timeline) (LateCharge, error) {
 	var c LateCharge
+	start := time.Now()
 	product, err := r.Orders.CreateProduct(ctx, "late-pay", closePrice, closeStock)
 	if err != nil {
 		return c, err
@@ -270,27 +274,38 @@ func (r *PurchaseRig) PayWhileClosing(ctx context.Context, plan string) (LateCha
 	if err := json.Unmarshal(reply.Body, &placed); err != nil {
 		return c, err
 	}
+	tl.Span("customer", lab.KindStep, "order placed, stock reserved", start)
 
 	// The customer pays: the platform takes the money at once and its
 	// notification stays in flight.
 	if err := r.Sim.SetNextPlan(pspsim.Plan{Mode: plan}); err != nil {
 		return c, err
 	}
+	step := time.Now()
 	outTradeNo, err := r.pay(ctx, placed.OrderNo)
 	if err != nil {
 		return c, err
 	}
+	tl.Span("customer", lab.KindStep, "pays; the platform takes the money", step)
+	tl.Point("platform", lab.KindFault, "notification held")
 
 	// Meanwhile the payment window ends (the order is made 16 minutes old,
 	// past ORDER_PAY_TIMEOUT) and the close job passes.
 	if err := r.Orders.DB.WithContext(ctx).Exec("UPDATE orders SET created_at = created_at - INTERVAL 16 MINUTE WHERE order_no = ?", placed.OrderNo).Error; err != nil {
 		return c, err
 	}
+	step = time.Now()
 	rep, err := r.Orders.app.CloseExpired(ctx)
 	if err != nil {
 		return c, err
 	}
 	c.Closed, c.ClosePaid = rep.Cancelled, rep.Paid
+	switch {
+	case rep.Paid > 0:
+		tl.Span("close job", lab.KindAbsorbed, "platform says paid: order kept, payment applied", step)
+	case rep.Cancelled > 0:
+		tl.Span("close job", lab.KindStep, "order CANCELLED, stock released", step)
+	}
 	if err := r.handOverCancellations(ctx); err != nil {
 		return c, err
 	}
@@ -298,15 +313,22 @@ func (r *PurchaseRig) PayWhileClosing(ctx context.Context, plan string) (LateCha
 	// The notification arrives; the events the payment service wrote reach
 	// the order service; the refund job runs; the platform's refund
 	// notifications arrive.
+	step = time.Now()
 	if err := r.Sim.Deliver(outTradeNo); err != nil {
 		return c, err
 	}
 	if err := r.Sim.Wait(ctx); err != nil {
 		return c, err
 	}
+	tl.Span("platform", lab.KindStep, "late notification delivered", step)
+	step = time.Now()
 	if c.Refused, err = r.handOverPayments(ctx); err != nil {
 		return c, err
 	}
+	if c.Refused > 0 {
+		tl.Span("order service", lab.KindRefused, "payment.succeeded refused: order is CANCELLED", step)
+	}
+	step = time.Now()
 	if _, err := r.Payments.App.SendRefunds(ctx); err != nil {
 		return c, err
 	}
@@ -318,7 +340,17 @@ func (r *PurchaseRig) PayWhileClosing(ctx context.Context, plan string) (LateCha
 		return c, err
 	}
 	c.Findings = findings["paid_cancelled_without_refund"]
-	return c, r.count(ctx, &c, placed.OrderNo, product, outTradeNo)
+	if err := r.count(ctx, &c, placed.OrderNo, product, outTradeNo); err != nil {
+		return c, err
+	}
+	switch {
+	case c.PlatformRefunds > 0:
+		tl.Span("refund job", lab.KindEffect, fmt.Sprintf("%d refund of %d at the platform", c.PlatformRefunds, c.Refunded), step)
+	case c.Findings > 0:
+		tl.Point("payment service", lab.KindDuplicate, "money kept on a CANCELLED order: no refund")
+	}
+	tl.Point("order", lab.KindStep, "ends "+c.OrderStatus)
+	return c, nil
 }
 
 // pay is the customer's POST /payments for orderNo; it returns the
