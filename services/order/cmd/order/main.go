@@ -1,8 +1,6 @@
-// Command order runs the oncemall order service: orders (priced from the
-// catalog, their stock reserved, their coupon locked at the coupon service,
-// paid, cancelled and closed when unpaid), and the product catalog with its
-// stock and its batch copy. `order --help` lists the
-// commands and every variable; the platform (pkg/platform) runs the rest.
+// Command order runs the oncemall order service: orders priced from the
+// catalog, their stock reserved and their coupon locked, paid, cancelled or
+// closed; the catalog and its batch copy. `order --help` lists every variable.
 package main
 
 import (
@@ -35,16 +33,13 @@ var service = platform.Service[config.Config]{
 
 func wire(w *platform.Wiring, cfg config.Config) error {
 	orders, products := store.New(w.DB, w.Outbox.Wake), store.NewProducts(w.DB, w.Outbox.Wake)
-	// The services it calls present the internal token; each call is
-	// bounded by its own timeout, below the request's deadline.
 	coupons := couponclient.New(cfg.Peers.CouponURL, w.InternalToken, &http.Client{Timeout: cfg.Peers.CouponTimeout})
 	payments := paymentclient.New(cfg.Peers.PaymentURL, w.InternalToken, &http.Client{Timeout: cfg.Peers.PaymentTimeout})
 	a, err := app.New(orders, products, coupons, payments, cfg.App(), w.Log, w.Registry)
 	if err != nil {
 		return err
 	}
-	// POST /orders: the Idempotency-Key guard claims the key in the order's
-	// transaction (store.CompleteInTx); one-time form tokens beside it.
+	// POST /orders claims its Idempotency-Key in the order's transaction.
 	idem, err := w.Idempotency(cfg.Idempotency)
 	if err != nil {
 		return err
@@ -53,10 +48,8 @@ func wire(w *platform.Wiring, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	w.Routes(httpapi.New(a, httpapi.Options{
-		Log: w.Log, Admin: w.Admin, Internal: w.Internal, Tokens: tokens, CompleteInTx: store.CompleteInTx,
-		Guard: idem.HandlerInTxFor(string(cfg.Modes.OrderIdempotency)),
-	}).Register)
+	w.Routes(httpapi.New(a, httpapi.Options{Log: w.Log, Admin: w.Admin, Internal: w.Internal, Tokens: tokens,
+		CompleteInTx: store.CompleteInTx, Guard: idem.HandlerInTxFor(string(cfg.Modes.OrderIdempotency))}).Register)
 	w.Consume(messaging.PaymentSucceeded(a, orders))
 	w.Consume(messaging.ProductCopy(a, products, cfg.Modes.CopyWorkers(cfg.Products.Workers)))
 	w.Job(jobs.Close(a, cfg.Orders.CloseSchedule, w.Log))

@@ -1,8 +1,6 @@
-// Command payment runs the oncemall payment service: payments for orders,
-// the payment platform's "paid" notifications (incident 2), the close of an
-// order's charge, the active query, refunds of payments that landed after
-// their order closed, and their reconciliation. `payment --help` lists its
-// commands and variables.
+// Command payment runs the oncemall payment service: payments, the platform's
+// notifications (incident 2), closing a charge, the active query, and refunds
+// of payments that landed after the close. `payment --help` lists variables.
 package main
 
 import (
