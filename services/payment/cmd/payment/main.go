@@ -1,6 +1,5 @@
-// Command payment runs the oncemall payment service: payments, the platform's
-// notifications (incident 2), closing a charge, the active query, and refunds
-// of payments that landed after the close. `payment --help` lists variables.
+// Command payment runs the oncemall payment service: payments, the platform's notifications
+// (incident 2), closed charges, queries and late refunds. `payment --help` lists variables.
 package main
 
 import (
