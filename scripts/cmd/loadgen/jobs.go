@@ -40,6 +40,7 @@ type JobCount struct {
 // jobWatch samples the jobs' claims and run counters while the run goes.
 type jobWatch struct {
 	rdb      *redis.Client
+	prefix   string              // the services' EVENT_SUBJECT_PREFIX, in their lock keys
 	services map[string][]string // service → replica URLs
 	http     *http.Client
 
@@ -54,6 +55,7 @@ type jobWatch struct {
 func newJobWatch(t Targets) *jobWatch {
 	w := &jobWatch{
 		services: map[string][]string{"order": t.Order, "coupon": t.Coupon, "payment": t.Payment},
+		prefix:   t.SubjectPrefix,
 		http:     &http.Client{Timeout: 2 * time.Second},
 		claims:   map[string]map[string]bool{},
 		before:   map[string]bool{},
@@ -97,20 +99,14 @@ func (w *jobWatch) scanClaims(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	iter := w.rdb.Scan(ctx, 0, "oncemall:*:lock:*:interval:*", 1000).Iterator()
+	iter := w.rdb.Scan(ctx, 0, "oncemall:"+w.prefix+"*:lock:*:interval:*", 1000).Iterator()
 	for iter.Next(ctx) {
 		// oncemall:<prefix><service>:lock:<job>:interval:<n>
-		key := strings.TrimPrefix(iter.Val(), "oncemall:")
-		owner, rest, ok := strings.Cut(key, ":lock:")
+		key := strings.TrimPrefix(iter.Val(), "oncemall:"+w.prefix)
+		svc, rest, ok := strings.Cut(key, ":lock:")
 		job, slot, ok2 := strings.Cut(rest, ":interval:")
-		if !ok || !ok2 {
+		if _, known := w.services[svc]; !ok || !ok2 || !known {
 			continue
-		}
-		svc := owner
-		for name := range w.services {
-			if strings.HasSuffix(owner, name) {
-				svc = name
-			}
 		}
 		w.mu.Lock()
 		k := svc + "/" + job

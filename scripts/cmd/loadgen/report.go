@@ -10,13 +10,16 @@ import (
 
 // Report is a run's result; --json prints it as it is.
 type Report struct {
-	Mode        string  `json:"mode"` // make run, own rig, chaos
+	Mode        string  `json:"mode"` // running programs (make run's, or the flags'), own rig, chaos
 	Tag         string  `json:"tag"`  // names the run's products, keys and databases
 	Seed        int64   `json:"seed"`
 	Replicas    int     `json:"replicas"`
 	Rate        float64 `json:"rate,omitempty"`
 	Concurrency int     `json:"concurrency,omitempty"`
 	Duration    float64 `json:"duration_s"`
+	// Catalog is what the run set up: its products, coupon templates and
+	// the customers' ids (UserBase + purchase number).
+	Catalog catalog `json:"catalog"`
 
 	Purchases          int            `json:"purchases_started"`
 	PurchasesPerSecond float64        `json:"purchases_started_per_second"`

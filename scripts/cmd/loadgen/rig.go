@@ -171,7 +171,11 @@ func startRig(ctx context.Context, cfg Config, tag string, log io.Writer) (*rig,
 			"PSP_LOST_ANSWERS=" + lost, "PSP_NOTIFY_DELAY=10ms", "PSP_RETRY_SCHEDULE=200ms,500ms,1s,2s,4s,8s,15s", "LOG_LEVEL=warn"},
 		ready: url(pspPort) + "/healthz"})
 
+	// The MySQL server is shared (151 connections on this project's
+	// machines): the services together keep to about 50 of them.
+	conns := max(4, 16/cfg.Replicas)
 	common := []string{
+		fmt.Sprintf("MYSQL_MAX_OPEN_CONNS=%d", conns), fmt.Sprintf("MYSQL_MAX_IDLE_CONNS=%d", conns),
 		"ONCEMALL_ENV=dev", "LOG_LEVEL=info", "STARTUP_TIMEOUT=60s", "SHUTDOWN_TIMEOUT=10s",
 		"ADMIN_TOKEN=" + adminToken, "MYSQL_USER=root", "MYSQL_PASSWORD=",
 		"NATS_URL=" + r.targets.NATSURL, "REDIS_ADDR=" + r.targets.RedisAddr, "REDIS_PASSWORD=",

@@ -18,7 +18,7 @@ import (
 // chaos if asked), the settling, and the verdicts.
 func Run(ctx context.Context, cfg Config, log io.Writer) (*Report, error) {
 	tag := fmt.Sprintf("%x", rand.Uint32())[:6]
-	rep := &Report{Mode: "make run", Seed: cfg.Seed, Replicas: cfg.Replicas, Rate: cfg.Rate, Concurrency: cfg.Concurrency, Duration: cfg.Duration.Seconds(), Tag: tag}
+	rep := &Report{Mode: "running programs", Seed: cfg.Seed, Replicas: cfg.Replicas, Rate: cfg.Rate, Concurrency: cfg.Concurrency, Duration: cfg.Duration.Seconds(), Tag: tag}
 	if cfg.Rate > 0 {
 		rep.Concurrency = 0
 	}
@@ -58,6 +58,7 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
+	rep.Catalog = cat
 	k := &checker{db: db, t: cfg.Targets, c: c, cat: cat, st: st}
 
 	// What the CPU split and RSS are measured on.
