@@ -178,7 +178,7 @@ func (k *checker) reconcilers(ctx context.Context) []Check {
 		urls []string
 	}{{"order", k.t.Order}, {"coupon", k.t.Coupon}, {"payment", k.t.Payment}} {
 		ch := Check{Name: svc.name + " reconciler empty", eventual: true}
-		a, err := k.c.do(ctx, request{step: "GET /admin/reconcile", method: "GET", urls: svc.urls, path: "/admin/reconcile", headers: k.c.admin(), retry: true})
+		a, err := k.c.do(ctx, request{step: "GET /admin/reconcile", method: "GET", urls: svc.urls, path: "/admin/reconcile", headers: k.c.admin(), retry: true, timeout: 30 * time.Second})
 		switch {
 		case err != nil:
 			ch.Found = err.Error()

@@ -73,6 +73,9 @@ type request struct {
 	// retry says whether the client retries at all (reads and the
 	// operator's setup calls are retried too; every write carries a key).
 	retry bool
+	// timeout replaces the client's bound for this request (a reconciler
+	// reads whole tables).
+	timeout time.Duration
 }
 
 // errGaveUp is returned when every try failed for longer than retryFor.
@@ -158,6 +161,11 @@ func (c *client) once(ctx context.Context, r request, raw []byte) (answer, error
 	if raw != nil {
 		body = bytes.NewReader(raw)
 	}
+	if r.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
 	req, err := http.NewRequestWithContext(ctx, r.method, c.pick(r.urls)+r.path, body)
 	if err != nil {
 		return answer{}, err
@@ -169,7 +177,11 @@ func (c *client) once(ctx context.Context, r request, raw []byte) (answer, error
 		req.Header.Set(k, v)
 	}
 	began := time.Now()
-	resp, err := c.http.Do(req)
+	hc := c.http
+	if r.timeout > 0 {
+		hc = &http.Client{Transport: c.http.Transport, Timeout: r.timeout}
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return answer{}, err
 	}

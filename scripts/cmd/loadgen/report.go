@@ -102,9 +102,9 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	if len(r.Jobs) > 0 {
 		p("\njobs (intervals claimed in Redis; runs counted by the replicas)\n")
-		p("  %-34s %8s %6s %9s %7s %7s %7s\n", "service/job", "claimed", "ran", "per intv", "taken", "locked", "unlockd")
+		p("  %-34s %8s %6s %6s %9s %7s %7s %7s\n", "service/job", "claimed", "twice", "ran", "per intv", "taken", "locked", "unlockd")
 		for _, j := range r.Jobs {
-			p("  %-34s %8d %6d %9.2f %7d %7d %7d\n", j.Service+"/"+j.Job, j.Claimed, j.Ran, j.RunsPerInterval, j.Taken, j.Locked, j.Unlocked)
+			p("  %-34s %8d %6d %6d %9.2f %7d %7d %7d\n", j.Service+"/"+j.Job, j.Claimed, j.ClaimedTwice, j.Ran, j.RunsPerInterval, j.Taken, j.Locked, j.Unlocked)
 		}
 	}
 	if len(r.Usage) > 0 {

@@ -83,7 +83,7 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Report, error) {
 
 	// The load, with its watchers.
 	watchCtx, stopWatch := context.WithCancel(context.Background())
-	jw := newJobWatch(cfg.Targets)
+	jw := newJobWatch(cfg.Targets, r != nil)
 	jobsDone := make(chan struct{})
 	go func() { jw.run(watchCtx); close(jobsDone) }()
 	var ch *chaos
