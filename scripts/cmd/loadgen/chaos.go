@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -109,7 +110,14 @@ func (c *chaos) inject(kind string) {
 	case "lose commit acks":
 		n := 1 + c.rng.IntN(3)
 		st, body := post(c.r.targets.FaultProxyAdmin+"/arm", c.r.targets.AdminToken, fmt.Sprintf(`{"drop_commit_acks":%d}`, n))
-		c.record(kind, "fault proxy armed: the coupon service's next %d COMMIT acknowledgements are lost (%d %s)", n, st, body)
+		var stats struct {
+			Armed int `json:"armed"`
+		}
+		if st != http.StatusOK || json.Unmarshal([]byte(body), &stats) != nil {
+			c.record(kind, "arming the fault proxy failed: %d %s", st, body)
+			return
+		}
+		c.record(kind, "fault proxy armed: the coupon service's next %d COMMIT acknowledgements are lost (proxy: armed %d)", n, stats.Armed)
 	case "lose platform answers":
 		n, lost := 1+c.rng.IntN(5), 1+c.rng.IntN(3)
 		for range n {
