@@ -21,7 +21,7 @@ type Fault struct {
 }
 
 // chaos injects faults into a rig while the load runs. Which fault, on
-// which process, and the waits between them are drawn from the seed, so a
+// which process, and the waits between them are drawn from --seed, so a
 // seed repeats the schedule (what each fault hits in flight depends on the
 // moment, as with any real crash).
 type chaos struct {
@@ -90,7 +90,7 @@ func (c *chaos) record(kind, format string, args ...any) {
 }
 
 // inject applies one fault. Every draw from rng happens here, in the
-// schedule's goroutine, so the sequence depends on the seed alone.
+// schedule's goroutine, so the sequence depends on --seed alone.
 func (c *chaos) inject(kind string) {
 	switch kind {
 	case "kill service":
