@@ -16,8 +16,8 @@ help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: ## build bin/ and run every program locally (logs in .run/); Ctrl-C stops them, RUN_DETACH=1 returns once ready
-	@bash scripts/run.sh start
+run: ## build bin/ and run every program locally (logs in .run/); Ctrl-C stops them, RUN_DETACH=1 returns once ready, REPLICAS=3 three of each service
+	@REPLICAS=$(or $(REPLICAS),1) bash scripts/run.sh start
 
 .PHONY: stop
 stop: ## stop the programs a detached `make run` left running
@@ -102,6 +102,18 @@ lab: ## run the incident scenarios: each broken variant must reproduce, each fix
 bench: ## run the benchmark suites and write docs/benchmarks.md with the targets judged (BENCH_FLAGS=--only outbox,idempotency)
 	@bash scripts/preflight.sh
 	GO=$(GO) $(GO) run ./scripts/cmd/benchreport $(BENCH_FLAGS)
+
+# loadgen drives `make run`'s programs (REPLICAS as make run was given);
+# chaos starts a private rig of its own (NATS and Redis on free ports, never
+# the shared ones) and breaks it while the load runs. docs/chaos.md.
+.PHONY: loadgen
+loadgen: ## drive the whole purchase flow against `make run` and check the invariants (RATE=50 DURATION=30s REPLICAS=1 LOADGEN_FLAGS=--json)
+	@$(GO) run ./scripts/cmd/loadgen --rate $(or $(RATE),50) --duration $(or $(DURATION),30s) --replicas $(or $(REPLICAS),1) $(LOADGEN_FLAGS)
+
+.PHONY: chaos
+chaos: ## loadgen on a private rig while processes are killed, NATS and Redis restarted, COMMIT acks and platform answers lost (SEED=1 REPLICAS=3)
+	@bash scripts/preflight.sh
+	@$(GO) run ./scripts/cmd/loadgen --chaos --seed $(or $(SEED),1) --replicas $(or $(REPLICAS),3) --rate $(or $(RATE),20) --duration $(or $(DURATION),60s) $(LOADGEN_FLAGS)
 
 .PHONY: dupproof
 dupproof: ## race goroutines for one Redis key: check-then-set vs SET NX vs sliding window

@@ -13,6 +13,15 @@
 # service reaches MySQL through the fault proxy when there is one. Logs go to
 # .run/<name>.log, pids to .run/<name>.pid.
 #
+# REPLICAS=n (make run REPLICAS=3) starts n instances of each service:
+# replica i listens on its service's port + 100 × i (order 8081, 8181,
+# 8281; coupon 8082, 8182, …), is named <service>-<i> in .run/ (replica 0
+# keeps the plain name), and calls replica i of the other services. All of
+# them share the databases, NATS and Redis, so the relays, consumers and
+# jobs run on every replica; the simulator spreads its notifications over
+# the payment replicas (PSP_CALLBACK_URL lists them all). Each instance then
+# opens at most MYSQL_MAX_OPEN_CONNS (8 unless set) connections to MySQL.
+#
 # Each service logs in as it does in compose: as its own MySQL user
 # (oncemall_<name>, created here with deploy/mysql-init), as its own NATS
 # user of deploy/nats.conf, and to Redis with a password. On the local
@@ -38,14 +47,30 @@ export ONCEMALL_ENV=${ONCEMALL_ENV:-dev}
 run_infra=${RUN_INFRA:-local}
 run_nats_addr=${RUN_NATS_ADDR:-127.0.0.1:4223}
 run_redis_addr=${RUN_REDIS_ADDR:-127.0.0.1:6380}
+replicas=${REPLICAS:-1}
+case $replicas in
+  [1-9]) ;;
+  *) echo "run: REPLICAS must be 1 to 9, not '$replicas'" >&2; exit 2 ;;
+esac
+if [ "$replicas" -gt 1 ]; then
+  # The services share one MySQL server; keep n replicas within its
+  # connections.
+  export MYSQL_MAX_OPEN_CONNS=${MYSQL_MAX_OPEN_CONNS:-8} MYSQL_MAX_IDLE_CONNS=${MYSQL_MAX_IDLE_CONNS:-8}
+fi
 
 # name | main package | health URL | extra environment
 programs() {
   if [ -d scripts/cmd/faultproxy ]; then
     echo "faultproxy|scripts/cmd/faultproxy|http://127.0.0.1:8091/healthz|FAULTPROXY_ADDR=:3307 FAULTPROXY_ADMIN_ADDR=:8091 FAULTPROXY_UPSTREAM=${MYSQL_ADDR:-127.0.0.1:3306}"
   fi
+  # The simulator spreads its notifications over the payment replicas.
+  local i callbacks="" refunds=""
+  for ((i = 0; i < ${replicas:-1}; i++)); do
+    callbacks+="${callbacks:+,}http://127.0.0.1:$((8083 + 100 * i))/payments/callback"
+    refunds+="${refunds:+,}http://127.0.0.1:$((8083 + 100 * i))/payments/refunds/callback"
+  done
   if [ -d services/payment/cmd/psp-sim ]; then
-    echo "psp-sim|services/payment/cmd/psp-sim|http://127.0.0.1:8090/healthz|PSP_HTTP_ADDR=:8090"
+    echo "psp-sim|services/payment/cmd/psp-sim|http://127.0.0.1:8090/healthz|PSP_HTTP_ADDR=:8090 PSP_CALLBACK_URL=$callbacks PSP_REFUND_CALLBACK_URL=$refunds"
   fi
   echo "order|services/order/cmd/order|http://127.0.0.1:8081/readyz|"
   local coupon_db=""
@@ -54,20 +79,48 @@ programs() {
   echo "payment|services/payment/cmd/payment|http://127.0.0.1:8083/readyz|HTTP_ADDR=:8083 MYSQL_DATABASE=oncemall_payment"
 }
 
+# instances prints programs() with each service (services/<svc>/cmd/<svc>)
+# REPLICAS times: replica i > 0 is named <svc>-<i>, listens on the port of
+# replica 0 + 100 × i, and calls replica i of the order, coupon and payment
+# services.
+instances() {
+  local name pkg url extra i port peers
+  while IFS='|' read -r name pkg url extra; do
+    echo "$name|$pkg|$url|$extra"
+    [ "$pkg" = "services/$name/cmd/$name" ] || continue
+    port=${url#http://127.0.0.1:}
+    port=${port%%/*}
+    for ((i = 1; i < replicas; i++)); do
+      peers="ORDER_URL=http://127.0.0.1:$((8081 + 100 * i)) COUPON_URL=http://127.0.0.1:$((8082 + 100 * i)) PAYMENT_URL=http://127.0.0.1:$((8083 + 100 * i))"
+      echo "$name-$i|$pkg|${url/:$port\//:$((port + 100 * i))/}|$extra HTTP_ADDR=:$((port + 100 * i)) $peers"
+    done
+  done < <(programs)
+}
+
+# binary PKG prints the name of the binary bin/ holds for the main package
+# PKG: the last element of its path (the replicas of a service share one).
+binary() { echo "${1##*/}"; }
+
 build() {
   mkdir -p "$bin_dir"
-  local name pkg
-  while IFS='|' read -r name pkg _ _; do
-    echo "run: building bin/$name"
-    go build -o "$bin_dir/$name" "./$pkg"
-  done < <(programs)
+  local pkg
+  while read -r pkg; do
+    echo "run: building bin/$(binary "$pkg")"
+    go build -o "$bin_dir/$(binary "$pkg")" "./$pkg"
+  done < <(programs | cut -d'|' -f2)
 }
 
 # stop_all sends SIGTERM to every program with a pid file, newest first, and
 # waits for each to exit (SIGKILL after STOP_TIMEOUT seconds).
 stop_all() {
   local names=() pidfile name pid
-  while IFS='|' read -r name _ _ _; do names=("$name" "${names[@]}"); done < <(programs)
+  while IFS='|' read -r name _ _ _; do names=("$name" "${names[@]}"); done < <(instances)
+  # Replicas a start with a larger REPLICAS left running go first.
+  for pidfile in "$run_dir"/*-[0-9].pid; do
+    [ -e "$pidfile" ] || continue
+    name=$(basename "$pidfile" .pid)
+    case " ${names[*]} " in *" $name "*) ;; *) names=("$name" "${names[@]}") ;; esac
+  done
   for name in "${names[@]}"; do
     pidfile=$run_dir/$name.pid
     [ -f "$pidfile" ] || continue
@@ -196,11 +249,13 @@ start() {
       stop_all
       exit 1
     fi
-    # A service of services/<name>/cmd/<name> logs in as itself.
-    local creds=""
-    if [ "$pkg" = "services/$name/cmd/$name" ]; then creds=$(service_env "$name"); fi
+    # A service of services/<svc>/cmd/<svc> logs in as itself, every
+    # replica alike.
+    local creds="" svc
+    svc=$(binary "$pkg")
+    if [ "$pkg" = "services/$svc/cmd/$svc" ]; then creds=$(service_env "$svc"); fi
     # shellcheck disable=SC2086 # extra and creds are lists of NAME=value words.
-    env $creds $extra "$bin_dir/$name" >"$run_dir/$name.log" 2>&1 &
+    env $creds $extra "$bin_dir/$svc" >"$run_dir/$name.log" 2>&1 &
     pid=$!
     echo "$pid" >"$run_dir/$name.pid"
     if ! wait_ready "$name" "$pid" "$url"; then
@@ -209,7 +264,7 @@ start() {
     fi
     summary+=("$(printf '  %-11s %-32s log .run/%s.log' "$name" "${url%/*}" "$name")")
     echo "run: $name ready"
-  done < <(programs)
+  done < <(instances)
 
   echo
   echo "oncemall is running:"

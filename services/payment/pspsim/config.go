@@ -28,10 +28,10 @@ type Config struct {
 	Log         logging.Config
 	HTTPAddr    string `env:"PSP_HTTP_ADDR" default:":8090" usage:"listen address of the payment-platform simulator"`
 	Secret      string `env:"PSP_SECRET" default:"dev-psp-secret-not-for-production" usage:"HMAC-SHA256 key shared with the payment service; never empty (the default is the published development value)"`
-	CallbackURL string `env:"PSP_CALLBACK_URL" default:"http://127.0.0.1:8083/payments/callback" usage:"where payment notifications go when a charge names no notify_url"`
+	CallbackURL string `env:"PSP_CALLBACK_URL" default:"http://127.0.0.1:8083/payments/callback" usage:"where payment notifications go when a charge names no notify_url; a comma-separated list spreads the deliveries over several receivers in turn (the replicas of the payment service)"`
 	// RefundCallbackURL is the refund notifications' default address, as
 	// CallbackURL is the payment notifications'.
-	RefundCallbackURL string `env:"PSP_REFUND_CALLBACK_URL" default:"http://127.0.0.1:8083/payments/refunds/callback" usage:"where refund notifications go when a refund request names no notify_url"`
+	RefundCallbackURL string `env:"PSP_REFUND_CALLBACK_URL" default:"http://127.0.0.1:8083/payments/refunds/callback" usage:"where refund notifications go when a refund request names no notify_url; a comma-separated list is taken in turn as for PSP_CALLBACK_URL"`
 	// RetrySchedule is the wait before each retry of an unanswered or
 	// rejected notification. Real platforms spread about eight attempts over
 	// a day (for example 4m, 10m, 10m, 1h, 2h, 6h, 15h); the default
@@ -79,12 +79,15 @@ func (c Config) Validate() error {
 	)
 }
 
-// checkURL reports a value that is not an absolute http(s) URL, naming its
-// variable: the simulator posts its notifications there.
+// checkURL reports a value that is not an absolute http(s) URL, or a
+// comma-separated list of them, naming its variable: the simulator posts
+// its notifications there.
 func checkURL(varName, v string) error {
-	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return &pkgconfig.Error{Var: varName, Value: v, Err: errors.New("want an absolute http or https URL")}
+	for _, one := range strings.Split(v, ",") {
+		u, err := url.Parse(one)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return &pkgconfig.Error{Var: varName, Value: v, Err: errors.New("want an absolute http or https URL, or a comma-separated list of them")}
+		}
 	}
 	return nil
 }

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -654,7 +656,7 @@ func (s *Simulator) send(d *Deliveries, copyNo, try int, body []byte, g signing)
 	h.Set("Content-Type", "application/json")
 
 	rec := Attempt{Copy: copyNo, Try: try, At: s.now()}
-	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, d.NotifyURL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, receiver(d.NotifyURL, d.id, copyNo+try), bytes.NewReader(body))
 	if err == nil {
 		req.Header = h
 		var resp *http.Response
@@ -694,6 +696,21 @@ func (s *Simulator) send(d *Deliveries, copyNo, try int, body []byte, g signing)
 	s.mu.Unlock()
 	s.log.Debug("notification delivered", "notification", d.what, "serial", d.id, "copy", copyNo, "try", try, "status", rec.Status, "answer_lost", rec.AnswerLost, "err", rec.Error)
 	return ok
+}
+
+// receiver returns where one attempt goes: notifyURL, or one of its
+// comma-separated receivers (the replicas of the payment service). The
+// notification's id spreads the notifications over them, and each retry
+// of a copy goes to the next receiver, so a retry reaches another replica
+// than the one that failed.
+func receiver(notifyURL, id string, attempt int) string {
+	if !strings.Contains(notifyURL, ",") {
+		return notifyURL
+	}
+	urls := strings.Split(notifyURL, ",")
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return strings.TrimSpace(urls[(int(h.Sum32()%1024)+attempt)%len(urls)])
 }
 
 func (s *Simulator) acknowledged(d *Deliveries) bool {

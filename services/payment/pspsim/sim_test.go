@@ -657,3 +657,44 @@ func testMust(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestCallbackListSpreadsDeliveries configures two receivers, as two
+// replicas of the payment service: one that always fails, one that
+// answers 200. Deliveries go to each in turn, so a notification the
+// failing replica refused is retried on the other and acknowledged, and
+// every charge's attempts reach both.
+func TestCallbackListSpreadsDeliveries(t *testing.T) {
+	down := newMerchant(t, func(int, received) int { return http.StatusServiceUnavailable })
+	up := newMerchant(t, func(int, received) int { return http.StatusOK })
+	cfg := config()
+	cfg.CallbackURL = down.srv.URL + "," + up.srv.URL
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("a comma-separated PSP_CALLBACK_URL is refused: %v", err)
+	}
+	sim, c := startSim(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	const charges = 10
+	var serials []string
+	for i := range charges {
+		resp, err := c.Charge(ctx, psp.ChargeRequest{OutTradeNo: "P" + strconv.Itoa(i), Amount: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		serials = append(serials, resp.PlatformSerial)
+	}
+	wait(t, sim)
+	for _, s := range serials {
+		if ch, _ := sim.Get(s); !ch.Acknowledged {
+			t.Fatalf("charge %s not acknowledged: %+v", s, ch.Attempts)
+		}
+	}
+	if len(up.received()) != charges || len(down.received()) == 0 {
+		t.Fatalf("answering receiver got %d deliveries (want %d), failing one %d (want some)", len(up.received()), charges, len(down.received()))
+	}
+
+	cfg.CallbackURL = up.srv.URL + ",payment:8083/payments/callback"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "PSP_CALLBACK_URL") {
+		t.Fatalf("a list with a relative URL: %v, want an error naming PSP_CALLBACK_URL", err)
+	}
+}
