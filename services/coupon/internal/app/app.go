@@ -42,6 +42,9 @@ type Config struct {
 	Retry coupon.RetryPolicy
 	// ClaimBatch is how many due messages one pass of the retry job claims.
 	ClaimBatch int
+	// Workers is how many of a batch's messages the retry job attempts at
+	// once.
+	Workers int
 	// ClaimLease is how long a claimed message is hidden from other
 	// replicas; it must exceed the time a batch takes.
 	ClaimLease time.Duration
@@ -68,6 +71,7 @@ func DefaultConfig() Config {
 		Deduction:        variant.Fixed,
 		Retry:            coupon.RetryPolicy{Max: 5, Base: 2 * time.Second, Cap: 5 * time.Minute},
 		ClaimBatch:       100,
+		Workers:          8,
 		ClaimLease:       time.Minute,
 		NoticeRetention:  30 * 24 * time.Hour,
 		ArchiveBatch:     500,
@@ -91,6 +95,7 @@ func (c Config) Validate() error {
 	check(c.Retry.Base > 0, "Retry.Base must be positive")
 	check(c.Retry.Cap >= c.Retry.Base, "Retry.Cap must not be less than Retry.Base")
 	check(c.ClaimBatch > 0, "ClaimBatch must be positive")
+	check(c.Workers > 0, "Workers must be positive")
 	check(c.ClaimLease > 0, "ClaimLease must be positive")
 	check(c.NoticeRetention > 0, "NoticeRetention must be positive")
 	check(c.ArchiveBatch > 0, "ArchiveBatch must be positive")

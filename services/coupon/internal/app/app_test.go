@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -397,5 +398,52 @@ func TestTransientFailuresRetryThenFailAtTheLimit(t *testing.T) {
 	}
 	if v := f.metric(t, "coupon_messages_failed_total", "max_retries"); v != 1 {
 		t.Fatalf("coupon_messages_failed_total{reason=max_retries} = %v", v)
+	}
+}
+
+// TestRetryPassesDrainABacklogOnceAcrossReplicas: 120 landed messages, a
+// batch of 25 and 8 workers per pass, and two replicas' passes at once (as
+// when a pass outlives its interval on one replica and the next interval's
+// runs on another). One pass drains more than one batch, the two passes
+// together attempt every message exactly once, and each order has one
+// ledger row and its coupon USED by it.
+func TestRetryPassesDrainABacklogOnceAcrossReplicas(t *testing.T) {
+	const n = 120
+	st := store.New(testenv.DB(t, migrations.Source, outbox.Migrations), func() {})
+	cfg := app.DefaultConfig()
+	cfg.ClaimBatch, cfg.Workers = 25, 8
+	f := newFixtureWith(t, cfg, st, st)
+	other, err := app.New(st, f.orders.client(), cfg, testenv.Logger(t), prometheus.NewRegistry())
+	testenv.Must(t, err)
+	for i := range n {
+		order := fmt.Sprintf("BACKLOG-%03d", i)
+		c := f.issue(t, 7)
+		f.lock(t, c.ID, order, 7)
+		f.land(t, "m-"+order, order, 7, c.ID)
+	}
+	var (
+		wg      sync.WaitGroup
+		results [2]app.PassResult
+		errs    [2]error
+	)
+	for i, a := range []*app.App{f.app, other} {
+		wg.Go(func() { results[i], errs[i] = a.ProcessDueMessages(ctx) })
+	}
+	wg.Wait()
+	testenv.Must(t, errors.Join(errs[:]...))
+	if got := results[0].Claimed + results[1].Claimed; got != n {
+		t.Fatalf("the two passes claimed %d messages (%+v, %+v), want each of the %d once", got, results[0], results[1], n)
+	}
+	if got := results[0].Deducted + results[1].Deducted; got != n {
+		t.Fatalf("%d deductions (%+v, %+v), want %d", got, results[0], results[1], n)
+	}
+	if max(results[0].Claimed, results[1].Claimed) <= cfg.ClaimBatch {
+		t.Fatalf("no pass claimed more than one batch (%+v, %+v): a backlog would drain one batch per interval", results[0], results[1])
+	}
+	if rows := f.count(t, "coupon_deduction", "order_no LIKE ?", "BACKLOG-%"); rows != n {
+		t.Fatalf("%d ledger rows, want %d", rows, n)
+	}
+	if used := f.count(t, "coupons", "status = ? AND used_order_no LIKE ?", coupon.StatusUsed, "BACKLOG-%"); used != n {
+		t.Fatalf("%d coupons USED, want %d", used, n)
 	}
 }

@@ -3,6 +3,9 @@ package app
 import (
 	"context"
 	"fmt"
+	"sync"
+
+	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
 // PassResult counts what one pass of the retry job did.
@@ -15,34 +18,72 @@ type PassResult struct {
 }
 
 // ProcessDueMessages is one pass of the retry job: it claims the PENDING
-// messages that are due (see Store.ClaimDueMessages for why two replicas
-// never claim the same one) and attempts each.
+// messages that are due, a batch at a time (see Store.ClaimDueMessages for
+// why two replicas never claim the same one), attempts each batch's
+// messages on Workers goroutines, and claims again while batches come back
+// full, so a backlog drains in one pass instead of one batch per interval.
+// Each message is still attempted by one goroutine: what keeps a deduction
+// single is the ledger's unique key and the message's state, not the order
+// of the attempts.
 func (a *App) ProcessDueMessages(ctx context.Context) (PassResult, error) {
-	msgs, err := a.store.ClaimDueMessages(ctx, a.now(), a.cfg.ClaimBatch, a.cfg.ClaimLease)
-	if err != nil {
-		return PassResult{}, fmt.Errorf("process due messages: %w", err)
-	}
-	r := PassResult{Claimed: len(msgs)}
-	for _, m := range msgs {
-		if ctx.Err() != nil {
-			// The claim lease returns unprocessed messages to the pool.
-			break
+	var r PassResult
+	for ctx.Err() == nil {
+		msgs, err := a.store.ClaimDueMessages(ctx, a.now(), a.cfg.ClaimBatch, a.cfg.ClaimLease)
+		if err != nil {
+			return r, fmt.Errorf("process due messages: %w", err)
 		}
-		out, err := a.ProcessMessage(ctx, m)
-		switch out {
-		case Deducted:
-			r.Deducted++
-		case Absorbed:
-			r.Absorbed++
-		case Failed:
-			r.Failed++
-			a.log.WarnContext(ctx, "coupon message failed", "message_id", m.MessageID, "order_no", m.OrderNo,
-				"coupon_id", m.CouponID, "err", err)
-		default:
-			r.Retried++
-			a.log.WarnContext(ctx, "coupon deduction attempt failed, will retry", "message_id", m.MessageID,
-				"order_no", m.OrderNo, "attempt", m.RetryCount+1, "err", err)
+		r.Claimed += len(msgs)
+		a.attemptAll(ctx, msgs, &r)
+		if len(msgs) < a.cfg.ClaimBatch {
+			break
 		}
 	}
 	return r, nil
+}
+
+// attemptAll attempts msgs on up to Workers goroutines and adds the
+// outcomes to r.
+func (a *App) attemptAll(ctx context.Context, msgs []coupon.Message, r *PassResult) {
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		next = make(chan coupon.Message)
+	)
+	for range min(a.cfg.Workers, len(msgs)) {
+		wg.Go(func() {
+			for m := range next {
+				out, err := a.ProcessMessage(ctx, m)
+				mu.Lock()
+				a.count(ctx, r, m, out, err)
+				mu.Unlock()
+			}
+		})
+	}
+	for _, m := range msgs {
+		if ctx.Err() != nil {
+			// The claim lease returns unattempted messages to the pool.
+			break
+		}
+		next <- m
+	}
+	close(next)
+	wg.Wait()
+}
+
+// count adds one attempt's outcome to r and logs what went wrong.
+func (a *App) count(ctx context.Context, r *PassResult, m coupon.Message, out Outcome, err error) {
+	switch out {
+	case Deducted:
+		r.Deducted++
+	case Absorbed:
+		r.Absorbed++
+	case Failed:
+		r.Failed++
+		a.log.WarnContext(ctx, "coupon message failed", "message_id", m.MessageID, "order_no", m.OrderNo,
+			"coupon_id", m.CouponID, "err", err)
+	default:
+		r.Retried++
+		a.log.WarnContext(ctx, "coupon deduction attempt failed, will retry", "message_id", m.MessageID,
+			"order_no", m.OrderNo, "attempt", m.RetryCount+1, "err", err)
+	}
 }

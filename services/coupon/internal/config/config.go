@@ -25,6 +25,7 @@ type Config struct {
 	RetryBackoff    time.Duration `env:"COUPON_RETRY_BACKOFF" default:"2s" usage:"wait after the first failed attempt; doubles per attempt"`
 	RetryBackoffMax time.Duration `env:"COUPON_RETRY_BACKOFF_MAX" default:"5m" usage:"longest wait between attempts"`
 	RetryBatch      int           `env:"COUPON_RETRY_BATCH" default:"100" usage:"messages one retry pass claims"`
+	RetryWorkers    int           `env:"COUPON_RETRY_WORKERS" default:"8" usage:"messages of a batch a retry pass attempts at once"`
 	RetryLease      time.Duration `env:"COUPON_RETRY_LEASE" default:"1m" usage:"how long a claimed message is hidden from other replicas"`
 
 	// The idempotent records of the coupon.used notification.
@@ -60,6 +61,7 @@ func (c Config) App() app.Config {
 		Deduction:        c.Modes.Deduction,
 		Retry:            coupon.RetryPolicy{Max: c.RetryMax, Base: c.RetryBackoff, Cap: c.RetryBackoffMax},
 		ClaimBatch:       c.RetryBatch,
+		Workers:          c.RetryWorkers,
 		ClaimLease:       c.RetryLease,
 		NoticeRetention:  c.NoticeRetention,
 		ArchiveBatch:     c.ArchiveBatch,
@@ -80,6 +82,7 @@ func (c Config) Validate() error {
 		pkgconfig.CheckPositive("COUPON_RETRY_BACKOFF", c.RetryBackoff),
 		checkNotLess("COUPON_RETRY_BACKOFF_MAX", c.RetryBackoffMax, c.RetryBackoff),
 		pkgconfig.CheckPositive("COUPON_RETRY_BATCH", c.RetryBatch),
+		pkgconfig.CheckPositive("COUPON_RETRY_WORKERS", c.RetryWorkers),
 		pkgconfig.CheckPositive("COUPON_RETRY_LEASE", c.RetryLease),
 		pkgconfig.CheckPositive("COUPON_NOTICE_RETENTION", c.NoticeRetention),
 		pkgconfig.CheckSchedule("COUPON_ARCHIVE_SCHEDULE", c.ArchiveSchedule),
