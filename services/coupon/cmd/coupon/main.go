@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/config"
 	"github.com/oncemall/oncemall/services/coupon/internal/httpapi"
@@ -36,7 +37,9 @@ var service = platform.Service[config.Config]{
 // reconcile.
 func wire(w *platform.Wiring, cfg config.Config) error {
 	st := store.New(w.DB, w.Outbox.Wake)
-	orders := orderclient.New(cfg.OrderURL, w.InternalToken, &http.Client{Timeout: cfg.OrderTimeout})
+	// Each call is a client span of the sweeper's trace and carries it on.
+	traced := tracing.Transport(w.TracerProvider, http.DefaultTransport)
+	orders := orderclient.New(cfg.OrderURL, w.InternalToken, &http.Client{Timeout: cfg.OrderTimeout, Transport: traced})
 	a, err := app.New(st, orders, cfg.App(), w.Log, w.Registry)
 	if err != nil {
 		return err

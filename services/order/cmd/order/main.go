@@ -12,6 +12,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/couponclient"
@@ -37,8 +38,10 @@ func wire(w *platform.Wiring, cfg config.Config) error {
 	orders, products := store.New(w.DB, w.Outbox.Wake), store.NewProducts(w.DB, w.Outbox.Wake)
 	// The services it calls present the internal token; each call is
 	// bounded by its own timeout, below the request's deadline.
-	coupons := couponclient.New(cfg.Peers.CouponURL, w.InternalToken, &http.Client{Timeout: cfg.Peers.CouponTimeout})
-	payments := paymentclient.New(cfg.Peers.PaymentURL, w.InternalToken, &http.Client{Timeout: cfg.Peers.PaymentTimeout})
+	// Each call is a client span of the request's trace and carries it on.
+	traced := tracing.Transport(w.TracerProvider, http.DefaultTransport)
+	coupons := couponclient.New(cfg.Peers.CouponURL, w.InternalToken, &http.Client{Timeout: cfg.Peers.CouponTimeout, Transport: traced})
+	payments := paymentclient.New(cfg.Peers.PaymentURL, w.InternalToken, &http.Client{Timeout: cfg.Peers.PaymentTimeout, Transport: traced})
 	a, err := app.New(orders, products, coupons, payments, cfg.App(), w.Log, w.Registry)
 	if err != nil {
 		return err

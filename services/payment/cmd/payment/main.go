@@ -12,6 +12,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/config"
 	"github.com/oncemall/oncemall/services/payment/internal/httpapi"
@@ -34,8 +35,11 @@ var service = platform.Service[config.Config]{
 }
 
 func wire(w *platform.Wiring, cfg config.Config) error {
-	orders := orderclient.New(cfg.OrderURL, w.InternalToken, &http.Client{Timeout: cfg.OrderTimeout})
-	charges := psp.NewClient(cfg.PSPURL, &http.Client{Timeout: cfg.PSPTimeout})
+	// Each call is a client span of the caller's trace and carries it on,
+	// to the platform too, whose notifications come back in that trace.
+	traced := tracing.Transport(w.TracerProvider, http.DefaultTransport)
+	orders := orderclient.New(cfg.OrderURL, w.InternalToken, &http.Client{Timeout: cfg.OrderTimeout, Transport: traced})
+	charges := psp.NewClient(cfg.PSPURL, &http.Client{Timeout: cfg.PSPTimeout, Transport: traced})
 	st := store.New(w.DB, w.Outbox.Wake)
 	a, err := app.New(st, orders, charges, w.Locks, cfg.App(), w.Log, w.Registry)
 	if err != nil {
