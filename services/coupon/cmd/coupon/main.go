@@ -40,7 +40,9 @@ func wire(w *platform.Wiring, cfg config.Config) error {
 	// Each call is a client span of the sweeper's trace and carries it on.
 	traced := tracing.Transport(w.TracerProvider, http.DefaultTransport)
 	orders := orderclient.New(cfg.OrderURL, w.InternalToken, &http.Client{Timeout: cfg.OrderTimeout, Transport: traced})
-	a, err := app.New(st, orders, cfg.App(), w.Log, w.Registry)
+	appCfg := cfg.App()
+	appCfg.TracerProvider = w.TracerProvider
+	a, err := app.New(st, orders, appCfg, w.Log, w.Registry)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,9 @@ func (a *App) ProcessDueMessages(ctx context.Context) (PassResult, error) {
 			// The claim lease returns unprocessed messages to the pool.
 			break
 		}
-		out, err := a.ProcessMessage(ctx, m)
+		mctx, end := a.startDeduction(ctx, m)
+		out, err := a.ProcessMessage(mctx, m)
+		end(out)
 		switch out {
 		case Deducted:
 			r.Deducted++
