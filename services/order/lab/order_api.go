@@ -20,6 +20,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
@@ -30,6 +31,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/redisclient"
+	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/config"
@@ -61,6 +63,9 @@ type OrderAPIConfig struct {
 	// Clients is how many clients the rig's HTTP client keeps connections
 	// for (default DoubleSubmitClients).
 	Clients int
+	// TracerProvider traces the API as cmd/order does with TRACING_*: its
+	// server and its clients of the peers. Nil: tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // OrderAPI is the order service's HTTP API on a throwaway database, wired
@@ -124,9 +129,10 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 	api.close = append(api.close, api.Payments.Close)
 
 	api.Registry = prometheus.NewRegistry()
+	traced := tracing.Transport(cfg.TracerProvider, http.DefaultTransport)
 	a, err := app.New(store.New(db, noRelay), store.NewProducts(db, noRelay),
-		couponclient.New(api.Coupons.URL, InternalToken, &http.Client{Timeout: svc.Peers.CouponTimeout}),
-		paymentclient.New(api.Payments.URL, InternalToken, &http.Client{Timeout: svc.Peers.PaymentTimeout}),
+		couponclient.New(api.Coupons.URL, InternalToken, &http.Client{Timeout: svc.Peers.CouponTimeout, Transport: traced}),
+		paymentclient.New(api.Payments.URL, InternalToken, &http.Client{Timeout: svc.Peers.PaymentTimeout, Transport: traced}),
 		svc.App(), env.Log, api.Registry)
 	if err != nil {
 		return nil, err
@@ -150,7 +156,8 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 		}
 		opts.Guard = idem.HandlerInTxFor(string(cfg.Guard))
 	}
-	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 20}, Logger: env.Log, Registry: api.Registry})
+	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 20}, Logger: env.Log, Registry: api.Registry,
+		TracerProvider: cfg.TracerProvider})
 	// The gate goes in front of every route registered after it, so it is
 	// the first thing a POST /orders meets.
 	srv.Engine().Use(api.gate.hold)
