@@ -110,7 +110,7 @@ var shown = []string{"request_id", "outcome", "duplicate", "psp.copy", "psp.try"
 // row is one span as drawn.
 type row struct {
 	Service, Name, Attrs string
-	Indent               int // px
+	Indent               int     // px
 	Left, Width          float64 // percent of the trace's time
 	Duration             string
 	Duplicate            bool
