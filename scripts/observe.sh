@@ -66,7 +66,7 @@ need() {
 start() {
   need
   mkdir -p "$dir"
-  local name url cmd pid summary=()
+  local name url cmd pid base summary=()
   trap 'echo; stop_all; exit 130' INT
   trap 'stop_all; exit 143' TERM
   while IFS='|' read -r name url cmd; do
@@ -98,7 +98,8 @@ start() {
       stop_all
       exit 1
     fi
-    summary+=("$(printf '  %-11s %-26s log .run/observe/%s.log' "$name" "${url%/*}" "$name")")
+    base=${url#http://}
+    summary+=("$(printf '  %-11s %-24s log .run/observe/%s.log' "$name" "http://${base%%/*}" "$name")")
   done < <(programs)
 
   echo
