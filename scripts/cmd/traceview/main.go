@@ -105,7 +105,7 @@ func fetch(base, id string) (apiTrace, error) {
 }
 
 // shown are the attributes printed beside a span, in this order.
-var shown = []string{"request_id", "outcome", "duplicate", "psp.copy", "psp.try", "psp.answer_lost", "http.response.status_code", "messaging.message.id"}
+var shown = []string{"outcome", "duplicate", "psp.copy", "psp.try", "psp.answer_lost", "request_id", "messaging.message.id", "http.response.status_code"}
 
 // row is one span as drawn.
 type row struct {
