@@ -54,8 +54,9 @@ type Config struct {
 	// answers every delivery at once sees a notification it has processed
 	// retried.
 	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first 2xx answers the platform loses, so it retries a notification the merchant already processed; for charges without a plan naming a mode (0 to 1000)"`
-	// Tracing is read by cmd/psp-sim, which builds TracerProvider from it:
-	// the same TRACING_* variables as the services'.
+	// Tracing is read by cmd/psp-sim, which builds TracerProvider from it
+	// (tracing.New checks it): the same TRACING_* variables as the
+	// services'. A simulator built in process leaves it zero.
 	Tracing tracing.Config
 	// TracerProvider serves the API's requests in server spans continuing
 	// the caller's trace, and delivers each notification in that trace:
@@ -88,7 +89,6 @@ func (c Config) Validate() error {
 		pkgconfig.CheckRange("PSP_STORM_COPIES", c.StormCopies, 1, maxPerCharge),
 		pkgconfig.CheckRange("PSP_REPLAYS", c.Replays, 0, maxPerCharge),
 		pkgconfig.CheckRange("PSP_LOST_ANSWERS", c.LostAnswers, 0, maxPerCharge),
-		c.Tracing.Validate(),
 	)
 }
 
