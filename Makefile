@@ -23,6 +23,44 @@ run: ## build bin/ and run every program locally (logs in .run/); Ctrl-C stops t
 stop: ## stop the programs a detached `make run` left running
 	@bash scripts/run.sh stop
 
+.PHONY: observe
+observe: tools ## Jaeger (traces, UI on :16686) and Prometheus (:9090) beside `make run`; Ctrl-C stops them, OBSERVE_DETACH=1 returns once ready
+	@bash scripts/observe.sh start
+
+.PHONY: observe-stop
+observe-stop: ## stop the Jaeger and Prometheus a detached `make observe` left running
+	@bash scripts/observe.sh stop
+
+# Jaeger is a Go tool pinned in tools/jaeger/go.mod, a module of its own
+# outside go.work (its dependencies are not the services'), so it is built
+# with GOWORK=off. A cold build takes minutes: make tools builds it once per
+# machine into TOOLS_CACHE, one binary per version, and links .tools/bin/jaeger
+# to it. CI runs it before make test, whose scripts/observe test needs it.
+TOOLS_CACHE    ?= $(HOME)/.cache/oncemall/tools
+JAEGER_VERSION := $(shell awk '$$1 == "github.com/jaegertracing/jaeger" { print $$2 }' tools/jaeger/go.mod)
+JAEGER_CACHED  := $(TOOLS_CACHE)/jaeger-$(JAEGER_VERSION)/jaeger
+
+# staticcheck, pinned in tools/staticcheck/go.mod (a module of its own, out
+# of go.work, so the linter's dependencies never touch the services'), built
+# once per machine into .tools/bin and again when the pin changes.
+STATICCHECK := .tools/bin/staticcheck
+$(STATICCHECK): tools/staticcheck/go.mod tools/staticcheck/go.sum
+	cd tools/staticcheck && GOWORK=off $(GO) build -o ../../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
+
+.PHONY: tools
+tools: jaeger $(STATICCHECK) ## build the pinned tools once per machine (Jaeger and staticcheck: minutes the first time) into .tools/bin
+
+.PHONY: jaeger
+jaeger: ## build the pinned Jaeger into TOOLS_CACHE (~/.cache/oncemall/tools) unless it is there, and link .tools/bin/jaeger to it
+	@if [ ! -x "$(JAEGER_CACHED)" ]; then \
+	  echo "tools: building jaeger $(JAEGER_VERSION) into $(JAEGER_CACHED) (several minutes, once per machine)"; \
+	  mkdir -p "$(dir $(JAEGER_CACHED))" && \
+	  (cd tools/jaeger && GOWORK=off $(GO) build -o "$(JAEGER_CACHED).tmp" github.com/jaegertracing/jaeger/cmd/jaeger) && \
+	  mv "$(JAEGER_CACHED).tmp" "$(JAEGER_CACHED)" || exit 1; \
+	fi
+	@mkdir -p .tools/bin && ln -sfn "$(JAEGER_CACHED)" .tools/bin/jaeger
+	@echo "tools: .tools/bin/jaeger -> $(JAEGER_CACHED)"
+
 .PHONY: build
 build: ## build the service binaries into bin/
 	@mkdir -p bin
@@ -55,12 +93,6 @@ down: ## docker compose down
 # server, 2.9 on this project's machines.
 JETSTREAM_PKGS := ./outbox/ ./inbox/ ./natsjs/ ./platform/
 
-# staticcheck, pinned in tools/staticcheck/go.mod (a module of its own, out
-# of go.work, so the linter's dependencies never touch the services'), built
-# once per machine into .tools/bin and again when the pin changes.
-STATICCHECK := .tools/bin/staticcheck
-$(STATICCHECK): tools/staticcheck/go.mod tools/staticcheck/go.sum
-	cd tools/staticcheck && GOWORK=off $(GO) build -o ../../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
 
 .PHONY: check
 check: $(STATICCHECK) ## the gates make test runs first: gofmt, go vet, staticcheck and go mod tidy -diff in every module

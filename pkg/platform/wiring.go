@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -21,6 +22,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/redislock"
+	"github.com/oncemall/oncemall/pkg/tracing"
 )
 
 // Consumer declares an inbox consumer of one event: each message is
@@ -64,9 +66,9 @@ type Wiring struct {
 	// use.
 	Locks *redislock.Client
 	// TracerProvider is the service's (TRACING_*), for the spans the
-	// platform does not start itself: wrap an HTTP client's transport with
-	// tracing.Transport, start a span around work of the service's own.
-	// The routes, consumers, jobs and relay are traced already.
+	// platform does not start itself: a span around work of the service's
+	// own. The routes, consumers, jobs and relay are traced already, and so
+	// are the calls of the clients HTTPClient returns.
 	TracerProvider trace.TracerProvider
 
 	rt        *Runtime
@@ -76,6 +78,14 @@ type Wiring struct {
 	consumers []Consumer
 	jobs      []Job
 	goes      []component
+}
+
+// HTTPClient returns a client for calls to another service or a platform,
+// each bounded by timeout (keep it below the request's deadline), each a
+// client span of the caller's trace that carries the trace and the request
+// id on.
+func (w *Wiring) HTTPClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: tracing.Transport(w.TracerProvider, http.DefaultTransport)}
 }
 
 type component struct {

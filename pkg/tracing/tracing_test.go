@@ -193,4 +193,10 @@ func TestTransportCarriesTheTraceToTheServer(t *testing.T) {
 	if b := h.Get("baggage"); !strings.Contains(b, "request_id=req-7") {
 		t.Fatalf("server got baggage %q, want the request id", b)
 	}
+	if id := h.Get(tracing.RequestIDHeader); id != "req-7" {
+		t.Fatalf("server got %s %q, want the caller's request id", tracing.RequestIDHeader, id)
+	}
+	if req.Header.Get(tracing.RequestIDHeader) != "" {
+		t.Fatalf("the transport changed the caller's request")
+	}
 }

@@ -173,3 +173,72 @@ func TestComposeLoaderRefusesWhatComposeWould(t *testing.T) {
 		})
 	}
 }
+
+// TestObservabilityProfile: Jaeger, Prometheus and Grafana start only with
+// `--profile observability`, nothing outside the profile depends on them,
+// their ports are on 127.0.0.1, and the services' (and the simulator's)
+// spans go to the profile's Jaeger once TRACING_EXPORTER=otlp is exported:
+// the endpoint names the jaeger service on the port its receiver listens
+// on, and without the variable tracing stays off, so the same file works
+// with and without the profile.
+func TestObservabilityProfile(t *testing.T) {
+	observability := []string{"jaeger", "prometheus", "grafana"}
+	traced := []string{"order", "coupon", "payment", "psp-sim"}
+
+	plain := mustProject(t, nil)
+	for _, name := range observability {
+		if _, ok := plain.Services[name]; ok {
+			t.Errorf("%s starts without the observability profile", name)
+		}
+		if _, ok := plain.DisabledServices[name]; !ok {
+			t.Errorf("compose has no %s service in the observability profile", name)
+		}
+	}
+	for _, s := range plain.Services {
+		for dep := range s.DependsOn {
+			if slices.Contains(observability, dep) {
+				t.Errorf("%s depends on %s, which only the observability profile starts", s.Name, dep)
+			}
+		}
+	}
+	for _, name := range traced {
+		if got := env(service(t, plain, name), "TRACING_EXPORTER"); got != "none" {
+			t.Errorf("%s: TRACING_EXPORTER=%q without the variable exported, want none", name, got)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	root := composecheck.RepoRoot(t)
+	p, err := loader.LoadWithContext(ctx, types.ConfigDetails{
+		WorkingDir:  root,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(root, "docker-compose.yml")}},
+		Environment: map[string]string{"TRACING_EXPORTER": "otlp"},
+	}, func(o *loader.Options) { o.SetProjectName("oncemall", true) }, loader.WithProfiles([]string{"observability"}))
+	if err != nil {
+		t.Fatalf("docker compose --profile observability would refuse docker-compose.yml: %v", err)
+	}
+	for _, name := range observability {
+		s := service(t, p, name)
+		if s.HealthCheck == nil || len(s.HealthCheck.Test) == 0 || s.Restart != "unless-stopped" {
+			t.Errorf("%s has no healthcheck or is not restarted", name)
+		}
+	}
+	jaeger := service(t, p, "jaeger")
+	receiver := ""
+	for _, port := range jaeger.Ports {
+		if port.Target == 4318 {
+			receiver = port.Published
+		}
+	}
+	if receiver == "" {
+		t.Errorf("jaeger publishes no OTLP/HTTP receiver (4318) for make run's processes: %+v", jaeger.Ports)
+	}
+	for _, name := range traced {
+		s := service(t, p, name)
+		u, err := url.Parse(env(s, "TRACING_OTLP_ENDPOINT"))
+		if env(s, "TRACING_EXPORTER") != "otlp" || err != nil || u.Host != "jaeger:4318" {
+			t.Errorf("%s exports to %q (exporter %q), want otlp to http://jaeger:4318", name, env(s, "TRACING_OTLP_ENDPOINT"), env(s, "TRACING_EXPORTER"))
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
@@ -30,6 +31,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/redisclient"
+	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/config"
@@ -66,6 +68,9 @@ type OrderAPIConfig struct {
 	// PaymentURL, when set, is the payment service the order service asks
 	// to close a charge (incident 6); empty uses the Payments stand-in.
 	PaymentURL string
+	// TracerProvider traces the API as cmd/order does with TRACING_*: its
+	// server and its clients of the peers. Nil: tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // OrderAPI is the order service's HTTP API on a throwaway database, wired
@@ -141,10 +146,11 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 	}
 
 	api.Registry = prometheus.NewRegistry()
+	traced := tracing.Transport(cfg.TracerProvider, http.DefaultTransport)
 	api.orders = store.New(db, noRelay)
 	a, err := app.New(api.orders, store.NewProducts(db, noRelay),
-		couponclient.New(api.Coupons.URL, InternalToken, &http.Client{Timeout: svc.Peers.CouponTimeout}),
-		paymentclient.New(paymentURL, InternalToken, &http.Client{Timeout: svc.Peers.PaymentTimeout}),
+		couponclient.New(api.Coupons.URL, InternalToken, &http.Client{Timeout: svc.Peers.CouponTimeout, Transport: traced}),
+		paymentclient.New(paymentURL, InternalToken, &http.Client{Timeout: svc.Peers.PaymentTimeout, Transport: traced}),
 		svc.App(), env.Log, api.Registry)
 	if err != nil {
 		return nil, err
@@ -169,7 +175,8 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 		}
 		opts.Guard = idem.HandlerInTxFor(string(cfg.Guard))
 	}
-	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 20}, Logger: env.Log, Registry: api.Registry})
+	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 20}, Logger: env.Log, Registry: api.Registry,
+		TracerProvider: cfg.TracerProvider})
 	// The gate goes in front of every route registered after it, so it is
 	// the first thing a POST /orders meets.
 	srv.Engine().Use(api.gate.hold)

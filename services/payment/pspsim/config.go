@@ -17,8 +17,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/logging"
+	"github.com/oncemall/oncemall/pkg/tracing"
 )
 
 // Config is the simulator's configuration, read from the environment by
@@ -51,6 +54,16 @@ type Config struct {
 	// answers every delivery at once sees a notification it has processed
 	// retried.
 	LostAnswers int `env:"PSP_LOST_ANSWERS" default:"0" usage:"how many of each charge's first 2xx answers the platform loses, so it retries a notification the merchant already processed; for charges without a plan naming a mode (0 to 1000)"`
+	// Tracing is read by cmd/psp-sim, which builds TracerProvider from it
+	// (tracing.New checks it): the same TRACING_* variables as the
+	// services'. A simulator built in process leaves it zero.
+	Tracing tracing.Config
+	// TracerProvider serves the API's requests in server spans continuing
+	// the caller's trace, and delivers each notification in that trace:
+	// every delivery attempt is a client span of its own, carrying its
+	// traceparent to the merchant. Nil or a no-op provider: no spans and no
+	// trace headers.
+	TracerProvider trace.TracerProvider `env:"-"`
 }
 
 // Load reads the configuration from the environment and validates it.

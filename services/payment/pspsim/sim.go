@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
@@ -75,6 +78,9 @@ type Deliveries struct {
 	answersToLose int
 	// what and id name the notification in the simulator's logs.
 	what, id string
+	// trace holds the trace headers of the request that made the charge or
+	// refund: its deliveries are spans of that trace (nil: untraced).
+	trace map[string]string
 }
 
 // Charge is what the simulator knows about one accepted charge.
@@ -152,6 +158,7 @@ type Simulator struct {
 	log      *slog.Logger
 	client   *http.Client
 	now      func() time.Time
+	tracer   trace.Tracer // nil when the simulator does not trace
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -176,7 +183,12 @@ func New(cfg Config, log *slog.Logger) (*Simulator, error) {
 	}
 	schedule, _ := cfg.Schedule()
 	ctx, cancel := context.WithCancel(context.Background())
+	var tracer trace.Tracer
+	if tracing.Enabled(cfg.TracerProvider) {
+		tracer = cfg.TracerProvider.Tracer(tracerScope)
+	}
 	return &Simulator{
+		tracer:    tracer,
 		cfg:       cfg,
 		secret:    []byte(cfg.Secret),
 		schedule:  schedule,
@@ -206,14 +218,14 @@ func New(cfg Config, log *slog.Logger) (*Simulator, error) {
 //	GET  /healthz                              liveness
 func (s *Simulator) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /charges", s.handleCharge)
-	mux.HandleFunc("GET /charges", s.handleQuery)
-	mux.HandleFunc("POST /charges/{out_trade_no}/close", s.handleClose)
-	mux.HandleFunc("GET /charges/{serial}", s.handleGetCharge)
-	mux.HandleFunc("POST /refunds", s.handleRefund)
-	mux.HandleFunc("GET /refunds/{refund_no}", s.handleGetRefund)
-	mux.HandleFunc("POST /sim/plans", s.handleSetPlan)
-	mux.HandleFunc("POST /sim/charges/{out_trade_no}/deliver", s.handleDeliver)
+	s.route(mux, "POST /charges", s.handleCharge)
+	s.route(mux, "GET /charges", s.handleQuery)
+	s.route(mux, "POST /charges/{out_trade_no}/close", s.handleClose)
+	s.route(mux, "GET /charges/{serial}", s.handleGetCharge)
+	s.route(mux, "POST /refunds", s.handleRefund)
+	s.route(mux, "GET /refunds/{refund_no}", s.handleGetRefund)
+	s.route(mux, "POST /sim/plans", s.handleSetPlan)
+	s.route(mux, "POST /sim/charges/{out_trade_no}/deliver", s.handleDeliver)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -326,7 +338,7 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 		n.Amount++
 	}
 	c := &Charge{Notification: n, Amount: req.Amount, Status: psp.StatusPaid, Held: plan.holds(),
-		Deliveries: Deliveries{NotifyURL: notifyURL, Plan: plan, answersToLose: plan.LostAnswers, what: "payment", id: serial}}
+		Deliveries: Deliveries{NotifyURL: notifyURL, Plan: plan, answersToLose: plan.LostAnswers, what: "payment", id: serial, trace: s.traceOf(r.Context())}}
 	if plan.Mode == ModeSilent {
 		c.Done = true // nothing will ever be delivered
 	}
@@ -551,7 +563,7 @@ func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
 	}
 	plan := c.Plan
 	ref := &Refund{Notification: n, Requests: 1,
-		Deliveries: Deliveries{NotifyURL: notifyURL, Plan: plan, answersToLose: plan.LostAnswers, what: "refund", id: n.RefundSerial}}
+		Deliveries: Deliveries{NotifyURL: notifyURL, Plan: plan, answersToLose: plan.LostAnswers, what: "refund", id: n.RefundSerial, trace: s.traceOf(r.Context())}}
 	if plan.Mode == ModeSilent {
 		ref.Done = true
 	}
@@ -654,9 +666,10 @@ func (s *Simulator) send(d *Deliveries, copyNo, try int, body []byte, g signing)
 	h := http.Header{}
 	psp.SignHeaders(h, g.secret, g.at, body)
 	h.Set("Content-Type", "application/json")
+	ctx, endSpan := s.startDelivery(d, copyNo, try, h)
 
 	rec := Attempt{Copy: copyNo, Try: try, At: s.now()}
-	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, receiver(d.NotifyURL, d.id, copyNo+try), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, receiver(d.NotifyURL, d.id, copyNo+try), bytes.NewReader(body))
 	if err == nil {
 		req.Header = h
 		var resp *http.Response
@@ -694,6 +707,7 @@ func (s *Simulator) send(d *Deliveries, copyNo, try int, body []byte, g signing)
 		d.Acknowledged = true
 	}
 	s.mu.Unlock()
+	endSpan(rec.Status, rec.AnswerLost, err)
 	s.log.Debug("notification delivered", "notification", d.what, "serial", d.id, "copy", copyNo, "try", try, "status", rec.Status, "answer_lost", rec.AnswerLost, "err", rec.Error)
 	return ok
 }

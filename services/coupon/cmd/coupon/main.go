@@ -5,8 +5,6 @@
 package main
 
 import (
-	"net/http"
-
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
@@ -36,8 +34,11 @@ var service = platform.Service[config.Config]{
 // reconcile.
 func wire(w *platform.Wiring, cfg config.Config) error {
 	st := store.New(w.DB, w.Outbox.Wake)
-	orders := orderclient.New(cfg.OrderURL, w.InternalToken, &http.Client{Timeout: cfg.OrderTimeout})
-	a, err := app.New(st, orders, cfg.App(), w.Log, w.Registry)
+	// Each call is a client span of the sweeper's trace and carries it on.
+	orders := orderclient.New(cfg.OrderURL, w.InternalToken, w.HTTPClient(cfg.OrderTimeout))
+	appCfg := cfg.App()
+	appCfg.TracerProvider = w.TracerProvider
+	a, err := app.New(st, orders, appCfg, w.Log, w.Registry)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
@@ -63,6 +65,10 @@ type Config struct {
 	// LockOverdueAfter is how long past its deadline a lock may stay
 	// LOCKED before the reconciler reports it.
 	LockOverdueAfter time.Duration
+	// TracerProvider starts the span of each deduction attempt, in the
+	// trace of the order.paid delivery that landed its message. Nil or a
+	// no-op provider: no spans, and no trace kept on the messages.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultConfig returns working defaults.
@@ -124,6 +130,7 @@ type App struct {
 	log     *slog.Logger
 	metrics *metrics
 	now     func() time.Time
+	tracer  trace.Tracer // nil when tracing is off
 }
 
 // New returns the use cases over store, asking orders about the orders of
@@ -139,5 +146,9 @@ func New(store coupon.Store, orders Orders, cfg Config, log *slog.Logger, reg pr
 	if err != nil {
 		return nil, err
 	}
-	return &App{store: store, orders: orders, cfg: cfg, log: log, metrics: m, now: func() time.Time { return time.Now().UTC() }}, nil
+	a := &App{store: store, orders: orders, cfg: cfg, log: log, metrics: m, now: func() time.Time { return time.Now().UTC() }}
+	if tracing.Enabled(cfg.TracerProvider) {
+		a.tracer = cfg.TracerProvider.Tracer(tracerScope)
+	}
+	return a, nil
 }

@@ -28,6 +28,7 @@ func (a *App) LandOrderPaid(ctx context.Context, tx coupon.Tx, e OrderPaid) erro
 	if err != nil {
 		return err
 	}
+	m.Trace = a.traceOf(ctx)
 	inserted, err := tx.InsertMessage(ctx, &m)
 	if err != nil {
 		return fmt.Errorf("land order.paid %s: %w", e.MessageID, err)

@@ -52,7 +52,9 @@ func (a *App) attemptAll(ctx context.Context, msgs []coupon.Message, r *PassResu
 	for range min(a.cfg.Workers, len(msgs)) {
 		wg.Go(func() {
 			for m := range next {
-				out, err := a.ProcessMessage(ctx, m)
+				mctx, end := a.startDeduction(ctx, m)
+				out, err := a.ProcessMessage(mctx, m)
+				end(out)
 				mu.Lock()
 				a.count(ctx, r, m, out, err)
 				mu.Unlock()

@@ -28,8 +28,12 @@ type Message struct {
 	RetryCount  int
 	NextRetryAt time.Time
 	LastError   string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// Trace holds the trace headers (traceparent, baggage) of the delivery
+	// that landed the message, so its deduction continues that trace;
+	// empty when tracing is off.
+	Trace     map[string]string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // NewMessage returns a PENDING message due at once.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
@@ -99,22 +100,44 @@ type messageRow struct {
 	NextRetryTime time.Time
 	LastError     string
 	FailureReason string
+	TraceHeaders  string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 }
 
 func (messageRow) TableName() string { return "coupon_message" }
 
+// toDBTrace encodes a message's trace headers as the trace_headers column
+// holds them: JSON, or empty for none.
+func toDBTrace(h map[string]string) string {
+	if len(h) == 0 {
+		return ""
+	}
+	raw, _ := json.Marshal(h) // a map of strings always encodes
+	return string(raw)
+}
+
+// toDomainTrace decodes the trace_headers column. A value that does not
+// decode loses the trace, never the message: the deduction starts a trace
+// of its own.
+func toDomainTrace(s string) map[string]string {
+	var h map[string]string
+	if s != "" && json.Unmarshal([]byte(s), &h) != nil {
+		return nil
+	}
+	return h
+}
+
 func toDBMessage(m coupon.Message) messageRow {
 	return messageRow{ID: m.ID, MessageID: m.MessageID, OrderNo: m.OrderNo, UserID: m.UserID, CouponID: m.CouponID,
 		Status: string(m.Status), RetryCount: m.RetryCount, NextRetryTime: m.NextRetryAt, LastError: m.LastError,
-		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+		TraceHeaders: toDBTrace(m.Trace), CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
 }
 
 func (r messageRow) toDomain() coupon.Message {
 	return coupon.Message{ID: r.ID, MessageID: r.MessageID, OrderNo: r.OrderNo, UserID: r.UserID, CouponID: r.CouponID,
 		Status: coupon.MessageStatus(r.Status), RetryCount: r.RetryCount, NextRetryAt: r.NextRetryTime,
-		LastError: r.LastError, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		LastError: r.LastError, Trace: toDomainTrace(r.TraceHeaders), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
 type idempotentRow struct {

@@ -4,8 +4,6 @@
 package main
 
 import (
-	"net/http"
-
 	"github.com/oncemall/oncemall/pkg/formtoken"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/migrate"
@@ -33,8 +31,8 @@ var service = platform.Service[config.Config]{
 
 func wire(w *platform.Wiring, cfg config.Config) error {
 	orders, products := store.New(w.DB, w.Outbox.Wake), store.NewProducts(w.DB, w.Outbox.Wake)
-	coupons := couponclient.New(cfg.Peers.CouponURL, w.InternalToken, &http.Client{Timeout: cfg.Peers.CouponTimeout})
-	payments := paymentclient.New(cfg.Peers.PaymentURL, w.InternalToken, &http.Client{Timeout: cfg.Peers.PaymentTimeout})
+	coupons := couponclient.New(cfg.Peers.CouponURL, w.InternalToken, w.HTTPClient(cfg.Peers.CouponTimeout))
+	payments := paymentclient.New(cfg.Peers.PaymentURL, w.InternalToken, w.HTTPClient(cfg.Peers.PaymentTimeout))
 	a, err := app.New(orders, products, coupons, payments, cfg.App(), w.Log, w.Registry)
 	if err != nil {
 		return err

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/migrate"
@@ -31,8 +30,8 @@ var service = platform.Service[config.Config]{
 }
 
 func wire(w *platform.Wiring, cfg config.Config) error {
-	orders := orderclient.New(cfg.OrderURL, w.InternalToken, &http.Client{Timeout: cfg.OrderTimeout})
-	charges := psp.NewClient(cfg.PSPURL, &http.Client{Timeout: cfg.PSPTimeout})
+	orders := orderclient.New(cfg.OrderURL, w.InternalToken, w.HTTPClient(cfg.OrderTimeout))
+	charges := psp.NewClient(cfg.PSPURL, w.HTTPClient(cfg.PSPTimeout))
 	st := store.New(w.DB, w.Outbox.Wake)
 	a, err := app.New(st, orders, charges, w.Locks, cfg.App(), w.Log, w.Registry)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/logging"
+	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
 )
 
@@ -39,6 +40,20 @@ func run(ctx context.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Tracing first and flushed last, as the services do: a charge that
+	// comes with a traceparent has its notifications delivered in its trace.
+	tp, err := tracing.New(ctx, cfg.Tracing, "psp-sim")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if ferr := tp.Shutdown(fctx); ferr != nil {
+			log.Warn("tracing: spans lost at shutdown", "err", ferr)
+		}
+	}()
+	cfg.TracerProvider = tp.TracerProvider()
 	sim, err := pspsim.New(cfg, log)
 	if err != nil {
 		return err

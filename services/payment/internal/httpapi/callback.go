@@ -7,9 +7,11 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 	"github.com/oncemall/oncemall/services/payment/psp"
 )
@@ -26,7 +28,10 @@ type callbackAnswer struct {
 // window, parsing) is the same for both.
 func (api *API) callback(c *gin.Context) {
 	handler := string(api.app.CallbackMode())
-	count := func(outcome string) { api.callbacks.WithLabelValues(handler, outcome).Inc() }
+	count := func(outcome string) {
+		api.callbacks.WithLabelValues(handler, outcome).Inc()
+		markSpan(c, outcome)
+	}
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		count("malformed")
@@ -96,7 +101,10 @@ func parseNotification(body []byte) (payment.Transaction, error) {
 // stale, 400 malformed, 404 unknown refund, 409 conflict, 422 mismatch; none
 // of the refusals writes anything.
 func (api *API) refundCallback(c *gin.Context) {
-	count := func(outcome string) { api.refundCallbacks.WithLabelValues(outcome).Inc() }
+	count := func(outcome string) {
+		api.refundCallbacks.WithLabelValues(outcome).Inc()
+		markSpan(c, outcome)
+	}
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		count("malformed")
@@ -134,4 +142,16 @@ func (api *API) refundCallback(c *gin.Context) {
 	}
 	count(string(outcome))
 	c.JSON(http.StatusOK, callbackAnswer{Result: "SUCCESS", Outcome: string(outcome)})
+}
+
+// markSpan puts a notification's outcome (the label of its counter) on the
+// request's span, and duplicate=true on a copy the service had processed
+// already, so a storm in a trace shows which copies did the work. Without
+// tracing the span does not record and nothing is done.
+func markSpan(c *gin.Context, outcome string) {
+	span := trace.SpanFromContext(c.Request.Context())
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(tracing.OutcomeKey.String(outcome), tracing.DuplicateKey.Bool(outcome == string(payment.Duplicate)))
 }

@@ -1,0 +1,2 @@
+ALTER TABLE coupon_message
+  DROP COLUMN trace_headers;
