@@ -37,7 +37,7 @@ observe-stop: ## stop the Jaeger and Prometheus a detached `make observe` left r
 # machine into TOOLS_CACHE, one binary per version, and links .tools/bin/jaeger
 # to it. CI runs it before make test, whose scripts/observe test needs it.
 TOOLS_CACHE    ?= $(HOME)/.cache/oncemall/tools
-JAEGER_VERSION := $(shell awk '$$1 == "github.com/jaegertracing/jaeger" { print $$2 }' tools/jaeger/go.mod)
+JAEGER_VERSION := $(shell awk '$$1 == "github.com/jaegertracing/jaeger" { print $$2 }' tools/jaeger/go.mod 2>/dev/null)
 JAEGER_CACHED  := $(TOOLS_CACHE)/jaeger-$(JAEGER_VERSION)/jaeger
 
 # staticcheck, pinned in tools/staticcheck/go.mod (a module of its own, out
