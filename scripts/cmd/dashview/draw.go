@@ -116,7 +116,7 @@ func drawPanel(pn panel, p prom) panelView {
 // A line breaks where a value is NaN or samples are missing, as Grafana's
 // does by default.
 func lineChart(all []series, names []legendItem, unit string, from, to, step float64, width int) chart {
-	c := chart{W: width, H: chartHeight, Left: 64, Right: width - 10, Top: 10, Base: chartHeight - 22}
+	c := chart{W: width, H: chartHeight, Left: 64, Right: width - 16, Top: 10, Base: chartHeight - 22}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range all {
 		for _, v := range s.Values {
