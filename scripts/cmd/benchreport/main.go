@@ -128,7 +128,7 @@ var suites = []Suite{
 	{
 		Name: "purchase", Title: "Purchase order placement and the hot product (services/order/lab, incident 5)", Dir: "services/order", Pkg: "./lab", Bench: "^(BenchmarkPurchaseOrder|BenchmarkHotProductStock)$", Benchtime: "3x", Count: 3,
 		Doc:   "docs/benchmarks/purchase.md",
-		About: "The real POST /orders with the Idempotency-Key guard, 32 in flight, served in process: plain (no coupon: catalog price and stock in the order's transaction) beside purchase (the coupon locked at a stand-in coupon service over loopback HTTP before the transaction, the prices re-checked in it), 2,000 requests each per round; and 100 concurrent orders of one hot product in each stock mode (fixed, broken, optimistic), with a spread case (one product per client) for what the hot row costs.",
+		About: "The real POST /orders with the Idempotency-Key guard, 32 in flight, served in process: two items each, plain (no coupon: catalog prices and stock in the order's transaction) beside purchase (the coupon locked at the real coupon service, served in process on its own database, over loopback HTTP before the transaction, the prices re-checked in it), 2,000 requests each per round; and 100 concurrent orders of one hot product in each stock mode (fixed, broken, optimistic), with a spread case (one product per client) for what the hot row costs.",
 	},
 	{
 		Name: "products", Title: "Batch product copy (services/order/lab, incident 3)", Dir: "services/order", Pkg: "./lab", Bench: "^BenchmarkProductCopy10k$", Benchtime: "3x", Count: 1,

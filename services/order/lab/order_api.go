@@ -68,6 +68,10 @@ type OrderAPIConfig struct {
 	// PaymentURL, when set, is the payment service the order service asks
 	// to close a charge (incident 6); empty uses the Payments stand-in.
 	PaymentURL string
+	// CouponURL, when set, is the coupon service the order service locks
+	// and releases coupons at (the benchmark's real one); empty uses the
+	// Coupons stand-in.
+	CouponURL string
 	// TracerProvider traces the API as cmd/order does with TRACING_*: its
 	// server and its clients of the peers. Nil: tracing off.
 	TracerProvider trace.TracerProvider
@@ -140,6 +144,10 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 	api.Payments = stubs.NewPaymentService(InternalToken)
 	api.close = append(api.close, api.Payments.Close)
 
+	couponURL := api.Coupons.URL
+	if cfg.CouponURL != "" {
+		couponURL = cfg.CouponURL
+	}
 	paymentURL := api.Payments.URL
 	if cfg.PaymentURL != "" {
 		paymentURL = cfg.PaymentURL
@@ -149,7 +157,7 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 	traced := tracing.Transport(cfg.TracerProvider, http.DefaultTransport)
 	api.orders = store.New(db, noRelay)
 	a, err := app.New(api.orders, store.NewProducts(db, noRelay),
-		couponclient.New(api.Coupons.URL, InternalToken, &http.Client{Timeout: svc.Peers.CouponTimeout, Transport: traced}),
+		couponclient.New(couponURL, InternalToken, &http.Client{Timeout: svc.Peers.CouponTimeout, Transport: traced}),
 		paymentclient.New(paymentURL, InternalToken, &http.Client{Timeout: svc.Peers.PaymentTimeout, Transport: traced}),
 		svc.App(), env.Log, api.Registry)
 	if err != nil {
