@@ -131,6 +131,11 @@ var suites = []Suite{
 		About: "The real POST /orders with the Idempotency-Key guard, 32 in flight, served in process: two items each, plain (no coupon: catalog prices and stock in the order's transaction) beside purchase (the coupon locked at the real coupon service, served in process on its own database, over loopback HTTP before the transaction, the prices re-checked in it), 2,000 requests each per round; and 100 concurrent orders of one hot product in each stock mode (fixed, broken, optimistic), with a spread case (one product per client) for what the hot row costs.",
 	},
 	{
+		Name: "tracing", Title: "POST /orders with tracing off and on (services/order/lab, issue 16)", Dir: "services/order", Pkg: "./lab", Bench: "^BenchmarkCreateOrderTracing$", Benchtime: "3x", Count: 5,
+		Doc:   "docs/observability.md",
+		About: "The order service's real POST /orders with the Idempotency-Key guard, 32 in flight, served in process: tracing off (no exporter), then on, every trace exported over OTLP/HTTP to a receiver that discards it; throughput of each and on/off.",
+	},
+	{
 		Name: "products", Title: "Batch product copy (services/order/lab, incident 3)", Dir: "services/order", Pkg: "./lab", Bench: "^BenchmarkProductCopy10k$", Benchtime: "3x", Count: 1,
 		Doc:   "docs/benchmarks/products.md",
 		About: "10,000 products copied by one batch-copy request in each mode, interleaved: fixed (16 workers), orderly (1 worker), broken (16 workers), fixed with 4 workers.",

@@ -108,6 +108,10 @@ func Evaluate(f Figures, dup []dupproof.Row) []Check {
 	v, ok = f.Get("BenchmarkProductCopy10k", "fixed/broken")
 	out = append(out, atLeast("batch product copy", "fixed ≥ 50% of broken", v*100, ok, 50, "%.0f%%"))
 
+	// Tracing (issue 16), judged on the median of the runs' on/off.
+	v, ok = f.Get("BenchmarkCreateOrderTracing", "on/off")
+	out = append(out, atLeast("tracing", "POST /orders with tracing on ≥ 90% of off (BenchmarkCreateOrderTracing, median of the runs' on/off)", v*100, ok, 90, "%.0f%%"))
+
 	// Purchase and stock (issue 12). The purchase target is judged on the
 	// median of the runs' purchase/plain, as the guard's is.
 	v, ok = f.Get("BenchmarkPurchaseOrder", "purchase/plain")
