@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"testing"
 	"time"
 )
@@ -12,18 +11,5 @@ import (
 // its stock released once, or, when the platform answers the close with
 // "paid", the order is paid and nothing is refunded.
 func TestCloseScenarios(t *testing.T) {
-	for _, s := range CloseScenarios() {
-		t.Run(s.Variant, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			res, err := s.Run(ctx, labEnv(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%s: %s = %d (want %s, holds %v)", res.Variant, res.Effect, res.Count, res.Expected, res.Holds)
-			if !s.Verdict(res) {
-				t.Fatalf("variant %s: holds = %v (count %d), want holds %v (count %d)", s.Variant, res.Holds, res.Count, s.WantHolds, s.WantCount)
-			}
-		})
-	}
+	runScenarios(t, CloseScenarios(), time.Minute)
 }

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"testing"
 	"time"
 )
@@ -12,18 +11,5 @@ import (
 // of the Redis guards, check-then-set lets too many through, SET NX and the
 // sliding window exactly what they allow.
 func TestIdempotencyScenarios(t *testing.T) {
-	for _, s := range IdempotencyScenarios() {
-		t.Run(s.Variant, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			res, err := s.Run(ctx, labEnv(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%s: %s = %d (want %s, holds %v)", res.Variant, res.Effect, res.Count, res.Expected, res.Holds)
-			if !s.Verdict(res) {
-				t.Fatalf("variant %s: holds = %v, want %v", s.Variant, res.Holds, s.WantHolds)
-			}
-		})
-	}
+	runScenarios(t, IdempotencyScenarios(), time.Minute)
 }

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"testing"
 	"time"
 )
@@ -11,18 +10,5 @@ import (
 // conditional decrement and the optimistic lock must sell exactly 10, with
 // every other order refused with 409 and the stock at 0.
 func TestStockScenarios(t *testing.T) {
-	for _, s := range StockScenarios() {
-		t.Run(s.Variant, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			res, err := s.Run(ctx, labEnv(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%s: %s = %d (want %s, holds %v)", res.Variant, res.Effect, res.Count, res.Expected, res.Holds)
-			if !s.Verdict(res) {
-				t.Fatalf("variant %s: holds = %v (count %d), want holds %v (count %d)", s.Variant, res.Holds, res.Count, s.WantHolds, s.WantCount)
-			}
-		})
-	}
+	runScenarios(t, StockScenarios(), time.Minute)
 }
