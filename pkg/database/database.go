@@ -186,3 +186,20 @@ func IsPermanent(err error) bool {
 	}
 	return false
 }
+
+// ByKey is db on table for a statement that finds its row by key, the
+// primary key or a unique one, with FORCE INDEX (key) so that MariaDB's
+// plan reads that key and nothing else.
+//
+// Every state-machine update here is "WHERE <key> = ? AND status = ?", and
+// most tables also have an index that starts with status (for the jobs
+// that look for rows in a state). On a small table the optimizer may read
+// the row through that status index, and an UPDATE locks what it reads:
+// the status entry and the gap before it. Another transaction that then
+// inserts a row, or moves a row into that status, waits on the gap; when
+// the first waits back on it (an update of the same row, racing), InnoDB
+// kills one of the two as a deadlock. Through the key, the update locks one
+// row and the other waits its turn.
+func ByKey(db *gorm.DB, table, key string) *gorm.DB {
+	return db.Table(table + " FORCE INDEX (" + key + ")")
+}

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
@@ -162,3 +165,10 @@ type archivedRow struct {
 }
 
 func (archivedRow) TableName() string { return "biz_idempotent_record_archive" }
+
+// couponByID and messageByID are the tables for a conditional update of
+// rows found by id (database.ByKey): through the primary key, never through
+// idx_coupons_lock_deadline or idx_coupon_message_due, both of which start
+// with status and which MariaDB's plan prefers on a small table.
+func couponByID(db *gorm.DB) *gorm.DB  { return database.ByKey(db, "coupons", "PRIMARY") }
+func messageByID(db *gorm.DB) *gorm.DB { return database.ByKey(db, "coupon_message", "PRIMARY") }

@@ -148,7 +148,7 @@ func (s *Store) ClaimDueMessages(ctx context.Context, now time.Time, limit int, 
 		for i, r := range rows {
 			ids[i] = r.ID
 		}
-		res := tx.Model(&messageRow{}).Where("id IN ? AND status = ?", ids, string(coupon.MessagePending)).
+		res := messageByID(tx).Where("id IN ? AND status = ?", ids, string(coupon.MessagePending)).
 			Updates(map[string]any{"next_retry_time": now.Add(lease), "updated_at": now})
 		if res.Error != nil {
 			return res.Error
@@ -172,7 +172,7 @@ func (s *Store) ClaimDueMessages(ctx context.Context, now time.Time, limit int, 
 
 // MarkMessage implements coupon.Store.
 func (s *Store) MarkMessage(ctx context.Context, id uint64, status coupon.MessageStatus, retryCount int, next time.Time, lastError, reason string, now time.Time) (bool, error) {
-	res := s.db.WithContext(ctx).Model(&messageRow{}).
+	res := messageByID(s.db.WithContext(ctx)).
 		Where("id = ? AND status = ?", id, string(coupon.MessagePending)).
 		Updates(map[string]any{"status": string(status), "retry_count": retryCount, "next_retry_time": next,
 			"last_error": lastError, "failure_reason": reason, "updated_at": now})
@@ -372,7 +372,7 @@ func (t *Tx) CouponForUpdate(ctx context.Context, id uint64) (coupon.Coupon, err
 // a second coupon for the same order into coupon.ErrNotAvailable; a
 // duplicate key inside a MySQL transaction rolls back only the statement.
 func (t *Tx) LockCoupon(ctx context.Context, id uint64, orderNo string, until, now time.Time) (int64, error) {
-	res := t.db.WithContext(ctx).Model(&couponRow{}).
+	res := couponByID(t.db.WithContext(ctx)).
 		Where("id = ? AND status = ?", id, string(coupon.StatusUnused)).
 		Updates(map[string]any{"status": string(coupon.StatusLocked), "locked_order_no": orderNo, "locked_until": until,
 			"version": gorm.Expr("version + 1"), "updated_at": now})
@@ -387,7 +387,7 @@ func (t *Tx) LockCoupon(ctx context.Context, id uint64, orderNo string, until, n
 
 // ReleaseLock implements coupon.Tx.
 func (t *Tx) ReleaseLock(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
-	res := t.db.WithContext(ctx).Model(&couponRow{}).
+	res := couponByID(t.db.WithContext(ctx)).
 		Where("id = ? AND status = ? AND locked_order_no = ?", id, string(coupon.StatusLocked), orderNo).
 		Updates(map[string]any{"status": string(coupon.StatusUnused), "locked_order_no": nil, "locked_until": nil,
 			"version": gorm.Expr("version + 1"), "updated_at": now})
@@ -399,7 +399,7 @@ func (t *Tx) ReleaseLock(ctx context.Context, id uint64, orderNo string, now tim
 
 // UseLockedCoupon implements coupon.Tx.
 func (t *Tx) UseLockedCoupon(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
-	res := t.db.WithContext(ctx).Model(&couponRow{}).
+	res := couponByID(t.db.WithContext(ctx)).
 		Where("id = ? AND status = ? AND locked_order_no = ?", id, string(coupon.StatusLocked), orderNo).
 		Updates(map[string]any{"status": string(coupon.StatusUsed), "used_order_no": orderNo,
 			"version": gorm.Expr("version + 1"), "updated_at": now})
@@ -440,7 +440,7 @@ func (t *Tx) InsertDeduction(ctx context.Context, d *coupon.Deduction) error {
 
 // SettleMessage implements coupon.Tx.
 func (t *Tx) SettleMessage(ctx context.Context, id uint64, now time.Time) (int64, error) {
-	res := t.db.WithContext(ctx).Model(&messageRow{}).
+	res := messageByID(t.db.WithContext(ctx)).
 		Where("id = ? AND status = ?", id, string(coupon.MessagePending)).
 		Updates(map[string]any{"status": string(coupon.MessageSuccess), "last_error": "", "updated_at": now})
 	if res.Error != nil {

@@ -169,7 +169,9 @@ func (t *orderTx) UpdateOrder(ctx context.Context, no string, fn func(*order.Ord
 	if o.Status == read {
 		return nil
 	}
-	res := t.db.WithContext(ctx).Exec(`UPDATE orders SET status = ?, payment_no = ?, paid_at = ?, cancelled_at = ?, cancel_reason = ?, updated_at = ?
+	// FORCE INDEX: the row is found by its unique number, never by a
+	// status index (why: database.ByKey).
+	res := t.db.WithContext(ctx).Exec(`UPDATE orders FORCE INDEX (uk_orders_order_no) SET status = ?, payment_no = ?, paid_at = ?, cancelled_at = ?, cancel_reason = ?, updated_at = ?
 		WHERE order_no = ? AND status = ?`,
 		o.Status, nullString(o.PaymentNo), utc(o.PaidAt), utc(o.CancelledAt), nullString(o.CancelReason), o.UpdatedAt.UTC(), no, read)
 	if res.Error != nil {

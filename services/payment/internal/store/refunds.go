@@ -34,6 +34,12 @@ type refundRow struct {
 
 func (refundRow) TableName() string { return "refund" }
 
+// byRefundNo is the refund table for a conditional update of one refund,
+// found by its unique number (database.ByKey), not by idx_refund_due.
+func byRefundNo(db *gorm.DB) *gorm.DB {
+	return database.ByKey(db, "refund", "uk_refund_no")
+}
+
 func toRefund(r refundRow) payment.Refund {
 	out := payment.Refund{
 		ID: r.ID, RefundNo: r.RefundNo, OutTradeNo: r.OutTradeNo, OrderNo: r.OrderNo, Amount: r.Amount,
@@ -68,7 +74,7 @@ func (t *tx) InsertRefund(ctx context.Context, r payment.Refund) error {
 
 func (t *tx) MarkRefundDone(ctx context.Context, r payment.RefundResult) (bool, error) {
 	at := r.RefundedAt.UTC()
-	res := t.db.WithContext(ctx).Model(&refundRow{}).
+	res := byRefundNo(t.db.WithContext(ctx)).
 		Where("refund_no = ? AND status IN ?", r.RefundNo, []string{string(payment.RefundPending), string(payment.RefundSubmitted)}).
 		Updates(map[string]any{"status": string(payment.RefundDone), "refund_serial": r.RefundSerial,
 			"refunded_at": at, "last_error": "", "updated_at": t.s.now()})
@@ -123,7 +129,7 @@ func (s *Store) ClaimRefund(ctx context.Context, now time.Time, lease time.Durat
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}
-		upd := db.Model(&refundRow{}).Where("id = ? AND status = ?", row.ID, string(payment.RefundPending)).
+		upd := database.ByKey(db, "refund", "PRIMARY").Where("id = ? AND status = ?", row.ID, string(payment.RefundPending)).
 			Updates(map[string]any{"next_attempt_at": now.Add(lease), "attempts": gorm.Expr("attempts + 1"), "updated_at": now})
 		if upd.Error != nil {
 			return upd.Error
@@ -144,7 +150,7 @@ func (s *Store) ClaimRefund(ctx context.Context, now time.Time, lease time.Durat
 
 // RefundSubmitted settles a claimed refund the platform accepted.
 func (s *Store) RefundSubmitted(ctx context.Context, refundNo, refundSerial string, at time.Time) (bool, error) {
-	res := s.db.WithContext(ctx).Model(&refundRow{}).
+	res := byRefundNo(s.db.WithContext(ctx)).
 		Where("refund_no = ? AND status = ?", refundNo, string(payment.RefundPending)).
 		Updates(map[string]any{"status": string(payment.RefundSubmitted), "refund_serial": refundSerial,
 			"submitted_at": at.UTC(), "last_error": "", "updated_at": at.UTC()})
@@ -160,7 +166,7 @@ func (s *Store) RefundFailed(ctx context.Context, refundNo string, next time.Tim
 	if len(reason) > maxErrorLen {
 		reason = reason[:maxErrorLen]
 	}
-	err := s.db.WithContext(ctx).Model(&refundRow{}).
+	err := byRefundNo(s.db.WithContext(ctx)).
 		Where("refund_no = ? AND status = ?", refundNo, string(payment.RefundPending)).
 		Updates(map[string]any{"next_attempt_at": next.UTC(), "last_error": reason, "updated_at": s.now()}).Error
 	if err != nil {

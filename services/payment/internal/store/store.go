@@ -75,6 +75,14 @@ const (
 	tableTransactionBroken = "payment_transaction_broken"
 )
 
+// byOutTradeNo is the payments table for a conditional update of one
+// payment, found by its unique out_trade_no (database.ByKey). Without it,
+// on a small table, a close racing the customer's notification deadlocked
+// in idx_payments_status_created and the close answered 500.
+func byOutTradeNo(db *gorm.DB) *gorm.DB {
+	return database.ByKey(db, "payments", "uk_payments_out_trade_no")
+}
+
 func toPayment(r paymentRow) payment.Payment {
 	return payment.Payment{
 		ID: r.ID, OutTradeNo: r.OutTradeNo, OrderNo: r.OrderNo, UserID: r.UserID, Amount: r.Amount,
@@ -165,7 +173,7 @@ func get(db *gorm.DB, column, value string) (payment.Payment, error) {
 
 // MarkClosed is the close's conditional update WAIT_PAY → CLOSED.
 func (s *Store) MarkClosed(ctx context.Context, outTradeNo string) (bool, error) {
-	res := s.db.WithContext(ctx).Model(&paymentRow{}).
+	res := byOutTradeNo(s.db.WithContext(ctx)).
 		Where("out_trade_no = ? AND status = ?", outTradeNo, string(payment.StatusWaitPay)).
 		Updates(map[string]any{"status": string(payment.StatusClosed), "updated_at": s.now()})
 	if res.Error != nil {
@@ -194,7 +202,7 @@ func (s *Store) DueForQuery(ctx context.Context, createdAfter, createdBefore tim
 
 // MarkQueried records the query of a payment that is still WAIT_PAY.
 func (s *Store) MarkQueried(ctx context.Context, outTradeNo string, at time.Time) error {
-	err := s.db.WithContext(ctx).Model(&paymentRow{}).
+	err := byOutTradeNo(s.db.WithContext(ctx)).
 		Where("out_trade_no = ? AND status = ?", outTradeNo, string(payment.StatusWaitPay)).
 		Update("queried_at", at).Error
 	if err != nil {
@@ -266,7 +274,7 @@ func (t *tx) MarkRefunding(ctx context.Context, tr payment.Transaction) (bool, e
 // a conditional update whose rows affected say whether this call moved it.
 func (t *tx) recordTransaction(ctx context.Context, tr payment.Transaction, from, to payment.Status) (bool, error) {
 	paidAt := tr.PaidAt.UTC()
-	res := t.db.WithContext(ctx).Model(&paymentRow{}).
+	res := byOutTradeNo(t.db.WithContext(ctx)).
 		Where("out_trade_no = ? AND status = ?", tr.OutTradeNo, string(from)).
 		Updates(map[string]any{
 			"status":          string(to),
@@ -282,7 +290,7 @@ func (t *tx) recordTransaction(ctx context.Context, tr payment.Transaction, from
 }
 
 func (t *tx) MarkRefunded(ctx context.Context, outTradeNo string, at time.Time) (bool, error) {
-	res := t.db.WithContext(ctx).Model(&paymentRow{}).
+	res := byOutTradeNo(t.db.WithContext(ctx)).
 		Where("out_trade_no = ? AND status = ?", outTradeNo, string(payment.StatusRefunding)).
 		Updates(map[string]any{"status": string(payment.StatusRefunded), "updated_at": at.UTC()})
 	if res.Error != nil {
