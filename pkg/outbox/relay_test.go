@@ -189,13 +189,13 @@ func TestThreeRelaysTenThousandEvents(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	testenv.WaitFor(t, 45*time.Second, "all sent", func() bool {
+	testenv.WaitFor(t, 2*time.Minute, "all sent", func() bool {
 		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == total
 	})
 	if got := f.streamMsgs(); got != total {
 		t.Fatalf("stream has %d messages, want %d", got, total)
 	}
-	testenv.WaitFor(t, 45*time.Second, "all effects", func() bool { return f.count("SELECT COUNT(*) FROM effect") >= total })
+	testenv.WaitFor(t, 2*time.Minute, "all effects", func() bool { return f.count("SELECT COUNT(*) FROM effect") >= total })
 	time.Sleep(300 * time.Millisecond)
 	if e := f.count("SELECT COUNT(*) FROM effect"); e != total {
 		t.Fatalf("%d effects, want %d", e, total)

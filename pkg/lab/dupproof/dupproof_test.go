@@ -2,6 +2,7 @@ package dupproof_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -24,7 +25,15 @@ func TestCheckThenSetBreaksAndAtomicGuardsHold(t *testing.T) {
 		switch r.Guard {
 		case dupproof.CheckThenSet:
 			// The race window must let more through than allowed; on an idle
-			// machine it lets nearly every goroutine through.
+			// machine it lets nearly every goroutine through. On a machine
+			// so busy that the goroutines run one after another it may not,
+			// so a race that happened to hold is run again: the broken guard
+			// must be seen broken, the atomic ones must hold every time.
+			for try := 1; try < 5 && r.Passed <= r.Allow; try++ {
+				t.Logf("check-then-set with %d goroutines passed %d: racing again", r.Goroutines, r.Passed)
+				r, err = dupproof.RunGuard(context.Background(), rdb, fmt.Sprintf("%sagain%d:", prefix, try), r.Guard, r.Goroutines, r.Allow)
+				testenv.Must(t, err)
+			}
 			if r.Passed <= r.Allow || r.Holds {
 				t.Errorf("check-then-set with %d goroutines passed %d, want more than %d", r.Goroutines, r.Passed, r.Allow)
 			}

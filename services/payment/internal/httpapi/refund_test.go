@@ -275,7 +275,7 @@ func TestRefundRequestsAreRetriedAndLeased(t *testing.T) {
 	}))
 	t.Cleanup(flaky.Close)
 	f := buildFixture(t, paymentlab.RigConfig{Mode: variant.Fixed, PSPURL: flaky.URL,
-		App: app.Config{RefundBackoff: 20 * time.Millisecond, RefundBackoffMax: 30 * time.Millisecond}})
+		App: app.Config{RefundBackoff: 300 * time.Millisecond, RefundBackoffMax: 400 * time.Millisecond}})
 	// The fixture's charges and deliveries go to this simulator, behind
 	// the flaky front only for the service's own calls.
 	f.sim, f.psp = sim, psp.NewClient(simURL, http.DefaultClient)
@@ -297,7 +297,9 @@ func TestRefundRequestsAreRetriedAndLeased(t *testing.T) {
 		if rep, _ := f.rig.App.SendRefunds(ctx); rep.Sent+rep.Failed != 0 {
 			t.Fatalf("sent again inside the backoff: %+v", rep)
 		}
-		time.Sleep(40 * time.Millisecond)
+		// Past the backoff (long enough that a busy machine's pause
+		// between the two calls above never outlasts it).
+		time.Sleep(450 * time.Millisecond)
 	}
 	if rep, err := f.rig.App.SendRefunds(ctx); err != nil || rep.Sent != 1 {
 		t.Fatalf("third attempt: %+v %v", rep, err)
