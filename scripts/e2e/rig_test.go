@@ -273,17 +273,7 @@ func want(t *testing.T, what string, status int, raw []byte, ok ...int) {
 // at flowDeadline with cond's last description.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(flowDeadline)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, desc := cond()
-		if ok {
-			return
-		}
-		last = desc
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s; last: %s", what, flowDeadline, last)
+	testenv.Eventually(t, flowDeadline, 100*time.Millisecond, what, cond)
 }
 
 // count runs a COUNT(*) query.

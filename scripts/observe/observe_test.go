@@ -142,17 +142,7 @@ func (b *buyer) call(t *testing.T, method, url string, headers map[string]string
 // the deadline with cond's last word.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(flowDeadline)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, desc := cond()
-		if ok {
-			return
-		}
-		last = desc
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s; last: %s", what, flowDeadline, last)
+	testenv.Eventually(t, flowDeadline, 200*time.Millisecond, what, cond)
 }
 
 // TestOnePurchaseIsOneTraceInJaeger makes one purchase (a product with

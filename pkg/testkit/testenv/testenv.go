@@ -263,6 +263,25 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// Eventually is WaitFor for a condition that can say why it does not hold
+// yet: cond is polled every interval until it reports true, and a test that
+// times out fails with cond's last description, which is usually what the
+// reader needs (the state that never moved).
+func Eventually(t testing.TB, timeout, interval time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, desc := cond()
+		if ok {
+			return
+		}
+		last = desc
+		time.Sleep(interval)
+	}
+	t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
+}
+
 // Serve runs a whole service in the background until the test ends (run is
 // its platform.Run with the test's context), waits until base+"/readyz"
 // answers 200, and fails the test if run returns early. At the end it
