@@ -19,10 +19,13 @@ const OrderCancelledConsumer = "coupon-order-cancelled"
 // often the event is delivered (the inbox deduplicates the message id, and
 // the release is a conditional update on the order holding the lock).
 func OrderCancelled(a *app.App, st *store.Store) platform.Consumer {
-	return consumer(OrderCancelledConsumer, events.OrderCancelled, st,
-		func(ctx context.Context, tx coupon.Tx, id string, e events.OrderCancelledV1) error {
+	return platform.Consumer{
+		Name:    OrderCancelledConsumer,
+		Subject: events.OrderCancelled,
+		Handle: handle(st, func(ctx context.Context, tx coupon.Tx, id string, e events.OrderCancelledV1) error {
 			return a.ReleaseCancelledOrder(ctx, tx, toOrderCancelled(id, e))
-		})
+		}),
+	}
 }
 
 // toOrderCancelled converts the wire event to the use case's input; an

@@ -18,10 +18,13 @@ const OrderPaidConsumer = "coupon-order-paid"
 // in coupon_message, in the inbox's transaction); the deduction runs later
 // from the retry job, which is what the incident's pipeline did.
 func OrderPaid(a *app.App, st *store.Store) platform.Consumer {
-	return consumer(OrderPaidConsumer, events.OrderPaid, st,
-		func(ctx context.Context, tx coupon.Tx, id string, e events.OrderPaidV1) error {
+	return platform.Consumer{
+		Name:    OrderPaidConsumer,
+		Subject: events.OrderPaid,
+		Handle: handle(st, func(ctx context.Context, tx coupon.Tx, id string, e events.OrderPaidV1) error {
 			return a.LandOrderPaid(ctx, tx, toOrderPaid(id, e))
-		})
+		}),
+	}
 }
 
 // toOrderPaid converts the wire event to the use case's input; an order
