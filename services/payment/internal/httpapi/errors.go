@@ -28,6 +28,13 @@ func (api *API) writeError(c *gin.Context, err error) {
 	case errors.Is(err, app.ErrBusy):
 		c.Header("Retry-After", "1")
 		status = http.StatusServiceUnavailable
+	case errors.Is(err, payment.ErrOrderServiceUnavailable):
+		// Nothing was decided; the cause names another service's address,
+		// so it is logged, not sent.
+		api.opts.Log.WarnContext(c.Request.Context(), "request failed on the order service", "path", c.FullPath(), "err", err)
+		c.Header("Retry-After", "1")
+		problem.Abort(c, http.StatusServiceUnavailable, "the order service is unavailable; retry")
+		return
 	default:
 		api.opts.Log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
 		problem.Abort(c, http.StatusInternalServerError, "internal error")

@@ -2,14 +2,21 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/services/payment/internal/payment"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 )
 
@@ -175,5 +182,62 @@ func TestCreatePaymentConcurrentlyForOneOrder(t *testing.T) {
 		if no != nos[0] {
 			t.Fatalf("creates answered different payments: %v", nos)
 		}
+	}
+}
+
+// TestCreatePaymentWhenTheOrderServiceFails: an order service that answers
+// 5xx, or is not there at all, makes POST /payments a 503 problem with
+// Retry-After, not a 500: nothing was decided. No payment is written, and
+// the Idempotency-Key is released, so the same request with the same key
+// succeeds once the order service is back.
+func TestCreatePaymentWhenTheOrderServiceFails(t *testing.T) {
+	orders := newOrderService(t, map[string]testOrder{"O-1": {UserID: 7, PayAmount: 1999, Status: "WAIT_PAY"}})
+	var mode atomic.Value // "500", "gone" or "up"
+	mode.Store("500")
+	target, _ := url.Parse(orders.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch mode.Load() {
+		case "500":
+			http.Error(w, "boom", http.StatusInternalServerError)
+		case "gone":
+			// Hang up without an answer, as a crashed replica does.
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		default:
+			proxy.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(front.Close)
+	f := newFixtureWithPlatform(t, front.URL)
+
+	h := owner(7)
+	h.Set("Idempotency-Key", "down-"+testenv.RandomSuffix(8))
+	pay := func() (int, http.Header, []byte) {
+		req, err := http.NewRequest(http.MethodPost, f.rig.Server.URL+"/payments", strings.NewReader(`{"order_no":"O-1"}`))
+		testenv.Must(t, err)
+		req.Header = h.Clone()
+		req.Header.Set("Content-Type", "application/json")
+		return f.doFull(req)
+	}
+	for _, m := range []string{"500", "gone"} {
+		mode.Store(m)
+		status, hdr, body := pay()
+		if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" ||
+			!strings.HasPrefix(hdr.Get("Content-Type"), "application/problem+json") {
+			t.Fatalf("order service %s: %d %v %s, want a 503 problem with Retry-After", m, status, hdr, body)
+		}
+		if strings.Contains(string(body), front.URL) {
+			t.Fatalf("the answer names the order service's address: %s", body)
+		}
+		if _, err := f.rig.Store.GetByOrder(context.Background(), "O-1"); !errors.Is(err, payment.ErrNotFound) {
+			t.Fatalf("order service %s: a payment was written (%v)", m, err)
+		}
+	}
+	mode.Store("up")
+	if status, _, body := pay(); status != http.StatusCreated {
+		t.Fatalf("the same request once the order service is back: %d %s, want 201", status, body)
 	}
 }

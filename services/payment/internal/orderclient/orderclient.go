@@ -46,7 +46,9 @@ type orderResponse struct {
 
 // Order returns the order as userID sees it: forwarding X-User-ID, the
 // order service answers 404 for an order that does not exist or is not
-// theirs, which is payment.ErrOrderNotFound either way.
+// theirs, which is payment.ErrOrderNotFound either way. Any other failure
+// (no answer in time, a 5xx, an answer that cannot be read) wraps
+// payment.ErrOrderServiceUnavailable.
 func (c *Client) Order(ctx context.Context, userID uint64, orderNo string) (payment.Order, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+"/orders/"+url.PathEscape(orderNo), nil)
 	if err != nil {
@@ -59,7 +61,7 @@ func (c *Client) Order(ctx context.Context, userID uint64, orderNo string) (paym
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return payment.Order{}, fmt.Errorf("get order %s: %w", orderNo, err)
+		return payment.Order{}, fmt.Errorf("%w: get order %s: %w", payment.ErrOrderServiceUnavailable, orderNo, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -67,14 +69,14 @@ func (c *Client) Order(ctx context.Context, userID uint64, orderNo string) (paym
 	case resp.StatusCode == http.StatusNotFound:
 		return payment.Order{}, payment.ErrOrderNotFound
 	case resp.StatusCode != http.StatusOK:
-		return payment.Order{}, fmt.Errorf("get order %s: order service answered %d", orderNo, resp.StatusCode)
+		return payment.Order{}, fmt.Errorf("%w: get order %s: order service answered %d", payment.ErrOrderServiceUnavailable, orderNo, resp.StatusCode)
 	}
 	var o orderResponse
 	if err := json.Unmarshal(raw, &o); err != nil {
-		return payment.Order{}, fmt.Errorf("get order %s: decode: %w", orderNo, err)
+		return payment.Order{}, fmt.Errorf("%w: get order %s: decode: %w", payment.ErrOrderServiceUnavailable, orderNo, err)
 	}
 	if o.OrderNo != orderNo {
-		return payment.Order{}, fmt.Errorf("get order %s: order service answered order %q", orderNo, o.OrderNo)
+		return payment.Order{}, fmt.Errorf("%w: get order %s: order service answered order %q", payment.ErrOrderServiceUnavailable, orderNo, o.OrderNo)
 	}
 	return payment.Order{OrderNo: o.OrderNo, UserID: o.UserID, PayAmount: o.PayAmount, Status: o.Status}, nil
 }

@@ -54,6 +54,10 @@ var (
 	// ErrPlatformUnavailable is a platform call whose outcome is unknown (a
 	// timeout, a 5xx): nothing was decided, the caller tries again later.
 	ErrPlatformUnavailable = errors.New("payment platform did not answer")
+	// ErrOrderServiceUnavailable is a read of the order that failed (the
+	// order service timed out, answered 5xx, or answered what cannot be
+	// read): nothing was decided, the same request may succeed in a moment.
+	ErrOrderServiceUnavailable = errors.New("the order service is unavailable")
 	ErrRefundNotFound      = errors.New("refund not found")
 	ErrDuplicateRefund     = errors.New("refund already recorded")
 )
