@@ -58,8 +58,8 @@ var (
 	// order service timed out, answered 5xx, or answered what cannot be
 	// read): nothing was decided, the same request may succeed in a moment.
 	ErrOrderServiceUnavailable = errors.New("the order service is unavailable")
-	ErrRefundNotFound      = errors.New("refund not found")
-	ErrDuplicateRefund     = errors.New("refund already recorded")
+	ErrRefundNotFound          = errors.New("refund not found")
+	ErrDuplicateRefund         = errors.New("refund already recorded")
 )
 
 // Payment is one attempt to collect an order's amount through the platform.
