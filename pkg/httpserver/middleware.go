@@ -122,6 +122,29 @@ func Deadline(d time.Duration) gin.HandlerFunc {
 	}
 }
 
+// Ended answers a request whose handler failed because the request itself
+// ended, and reports whether it did; error maps call it before their 500.
+// Past the deadline (Deadline) the answer is 503 with Retry-After, the
+// middleware's own answer; a client that went away gets
+// problem.StatusClientClosed.
+// Neither is the service failing, so both are logged at info, not as
+// errors.
+func Ended(c *gin.Context, log *slog.Logger, err error) bool {
+	ctx := c.Request.Context()
+	switch {
+	case ctx.Err() == nil, !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		log.InfoContext(ctx, "request ended at its deadline", "path", c.FullPath(), "err", err)
+		c.Header("Retry-After", "1")
+		problem.Abort(c, http.StatusServiceUnavailable, "the request took longer than its deadline")
+	default:
+		log.InfoContext(ctx, "request abandoned by its client", "path", c.FullPath(), "err", err)
+		c.AbortWithStatus(problem.StatusClientClosed)
+	}
+	return true
+}
+
 // BodyLimit caps the request body at limit bytes. A body declared larger is
 // refused at once with 413; a body that grows past the limit while read makes
 // the reader fail, which handlers report as 413 through IsBodyTooLarge.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/problem"
 )
 
 // Config tunes the middleware and its archiver. A service embeds it in its
@@ -57,7 +58,8 @@ func (c Config) Validate() error {
 // DefaultTerminal stores every 1xx–3xx response and the 4xx responses that
 // a retry of the same request would get again. It releases the key (the
 // retry runs the handler again) on 5xx and on the 4xx statuses that depend
-// on timing or on credentials rather than on the request itself.
+// on timing or on credentials rather than on the request itself, including
+// problem.StatusClientClosed (the client gave up before the answer).
 func DefaultTerminal(status int) bool {
 	switch {
 	case status < 400:
@@ -67,7 +69,8 @@ func DefaultTerminal(status int) bool {
 	}
 	switch status {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout,
-		http.StatusConflict, http.StatusLocked, http.StatusTooEarly, http.StatusTooManyRequests:
+		http.StatusConflict, http.StatusLocked, http.StatusTooEarly, http.StatusTooManyRequests,
+		problem.StatusClientClosed:
 		return false
 	}
 	return true

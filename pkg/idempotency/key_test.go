@@ -61,7 +61,7 @@ func TestFingerprint(t *testing.T) {
 
 func TestDefaultTerminal(t *testing.T) {
 	stored := []int{200, 201, 204, 302, 400, 404, 410, 413, 422}
-	released := []int{401, 403, 408, 409, 423, 425, 429, 500, 502, 503, 504}
+	released := []int{401, 403, 408, 409, 423, 425, 429, 499, 500, 502, 503, 504}
 	for _, s := range stored {
 		if !idempotency.DefaultTerminal(s) {
 			t.Errorf("%d %s should be stored", s, http.StatusText(s))

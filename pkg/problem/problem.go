@@ -12,6 +12,12 @@ import (
 // ContentType is the media type of a problem document.
 const ContentType = "application/problem+json"
 
+// StatusClientClosed is what a request whose client went away before the
+// answer is recorded as (nginx's 499). Nobody reads it; access logs and
+// metrics say what happened instead of a 500 or a 200, and the
+// Idempotency-Key layer gives the key back rather than store it.
+const StatusClientClosed = 499
+
 // Details is a problem document. Extra members go in Extensions.
 type Details struct {
 	Type       string         `json:"type,omitempty"`

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
@@ -42,6 +43,9 @@ func (h *API) fail(c *gin.Context, err error) {
 			problem.Abort(c, s.status, err.Error())
 			return
 		}
+	}
+	if httpserver.Ended(c, h.opts.Log, err) {
+		return
 	}
 	h.opts.Log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
 	problem.Abort(c, http.StatusInternalServerError, "internal error")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/services/order/internal/order"
@@ -71,6 +72,7 @@ func (h *Handler) fail(c *gin.Context, err error) {
 		h.opts.Log.WarnContext(c.Request.Context(), "request failed on a service it depends on", "path", c.FullPath(), "err", err)
 		c.Header("Retry-After", retryAfterSeconds)
 		problem.Abort(c, http.StatusServiceUnavailable, "a service this request depends on is unavailable; retry")
+	case httpserver.Ended(c, h.opts.Log, err):
 	default:
 		h.opts.Log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
 		problem.Abort(c, http.StatusInternalServerError, "internal error")

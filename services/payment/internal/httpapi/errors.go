@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
@@ -34,6 +35,8 @@ func (api *API) writeError(c *gin.Context, err error) {
 		api.opts.Log.WarnContext(c.Request.Context(), "request failed on the order service", "path", c.FullPath(), "err", err)
 		c.Header("Retry-After", "1")
 		problem.Abort(c, http.StatusServiceUnavailable, "the order service is unavailable; retry")
+		return
+	case httpserver.Ended(c, api.opts.Log, err):
 		return
 	default:
 		api.opts.Log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
