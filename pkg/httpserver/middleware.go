@@ -125,10 +125,9 @@ func Deadline(d time.Duration) gin.HandlerFunc {
 // Ended answers a request whose handler failed because the request itself
 // ended, and reports whether it did; error maps call it before their 500.
 // Past the deadline (Deadline) the answer is 503 with Retry-After, the
-// middleware's own answer; a client that went away gets
-// problem.StatusClientClosed.
-// Neither is the service failing, so both are logged at info, not as
-// errors.
+// middleware's own answer; a client that went away is recorded as
+// problem.StatusClientClosed. Neither is the service failing, so both are
+// logged at info, not as errors.
 func Ended(c *gin.Context, log *slog.Logger, err error) bool {
 	ctx := c.Request.Context()
 	switch {
