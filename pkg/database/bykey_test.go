@@ -18,8 +18,8 @@ import (
 // that index, the move locks the status range and its gaps, and a payment
 // created meanwhile for another order waits on the mover's transaction (in
 // the service, the waits crossed and became a deadlock). Through the row's
-// unique key (database.ByKey) it locks that row alone and the insert goes
-// straight through.
+// unique key (database.ByKey) it locks that key's entry, not the status
+// range, and the insert (whose key sorts after it) goes straight through.
 func TestByKeyLocksOnlyTheRow(t *testing.T) {
 	db := testenv.DB(t)
 	testenv.Must(t, db.Exec(`CREATE TABLE p (

@@ -198,8 +198,9 @@ func IsPermanent(err error) bool {
 // the status entry and the gap before it. Another transaction that then
 // inserts a row, or moves a row into that status, waits on the gap; when
 // the first waits back on it (an update of the same row, racing), InnoDB
-// kills one of the two as a deadlock. Through the key, the update locks one
-// row and the other waits its turn.
+// kills one of the two as a deadlock. Through the key, the update locks the
+// row's key entry (on a secondary unique key MariaDB also locks the gap just
+// before it, never a status range) and the other waits its turn.
 func ByKey(db *gorm.DB, table, key string) *gorm.DB {
 	return db.Table(table + " FORCE INDEX (" + key + ")")
 }

@@ -128,17 +128,21 @@ func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook)
 	return o, nil
 }
 
-// placeInTx writes o, priced in tx: its stock, the order, order.created,
-// then the hooks.
+// placeInTx writes o, priced in tx: the order, its reservations and
+// units, order.created, then the hooks. The rows are inserted before any
+// unit is taken: an insert may wait on the gap a cancel or a payment of a
+// neighbouring order locks, and waiting there while holding a product's
+// stock row, which that cancel needs next to give units back, was a
+// deadlock (TestPlacingAnOrderBesideACancelDoesNotDeadlock).
 func (a *App) placeInTx(ctx context.Context, tx order.Tx, o order.Order, hooks []TxHook) error {
 	lines := make([]order.Line, len(o.Items))
 	for i, it := range o.Items {
 		lines[i] = it.Line()
 	}
-	if err := a.reserveStock(ctx, tx, o.No, lines); err != nil {
+	if err := tx.Insert(ctx, o); err != nil {
 		return err
 	}
-	if err := tx.Insert(ctx, o); err != nil {
+	if err := a.reserveStock(ctx, tx, o.No, lines); err != nil {
 		return err
 	}
 	if err := tx.AddEvent(ctx, orderCreated(o)); err != nil {

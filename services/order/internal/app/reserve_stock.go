@@ -8,13 +8,17 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
 
-// reserveStock takes the units of every line of order orderNo inside tx,
-// in product order, the way Config.Stock says, then writes the order's
-// reservations. A line that cannot get its units fails the whole order
-// with order.ErrOutOfStock, and the transaction's rollback gives back what
+// reserveStock writes the reservations of order orderNo inside tx, then
+// takes the units of every line, in product order, the way Config.Stock
+// says (rows first, units last: see placeInTx). A line that cannot get its
+// units fails the whole order with order.ErrOutOfStock, and the
+// transaction's rollback takes back the reservations and gives back what
 // the lines before it took.
 func (a *App) reserveStock(ctx context.Context, tx order.Tx, orderNo string, lines []order.Line) error {
 	sorted := order.ByProduct(lines)
+	if err := tx.AddReservations(ctx, orderNo, sorted, a.now()); err != nil {
+		return err
+	}
 	for _, l := range sorted {
 		var err error
 		switch a.cfg.Stock {
@@ -35,9 +39,6 @@ func (a *App) reserveStock(ctx context.Context, tx order.Tx, orderNo string, lin
 		case err != nil:
 			return err
 		}
-	}
-	if err := tx.AddReservations(ctx, orderNo, sorted, a.now()); err != nil {
-		return err
 	}
 	a.m.stock.WithLabelValues(string(a.cfg.Stock), "reserved").Add(float64(len(sorted)))
 	return nil

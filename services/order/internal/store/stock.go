@@ -195,8 +195,10 @@ func (t *orderTx) ReleaseReservations(ctx context.Context, orderNo string, lines
 // next and reports whether it did. The WHERE names the whole unique key and
 // FORCE INDEX makes the plan use it (database.ByKey; on a small table
 // MariaDB would read idx_stock_reservation_product instead), so InnoDB
-// locks that one row and no gap beside it: an order being placed meanwhile
-// inserts its own reservations without waiting.
+// locks that key's entry and the gap just before it, not the product's
+// reservations; an order placed meanwhile that lands in that gap waits,
+// holding nothing this transaction needs (placeInTx inserts its rows
+// before it takes units).
 func (t *orderTx) moveReservation(ctx context.Context, orderNo string, productID uint64, next order.ReservationStatus, now time.Time) (bool, error) {
 	res := t.db.WithContext(ctx).Exec(`UPDATE stock_reservation FORCE INDEX (uk_stock_reservation_order_product) SET status = ?, updated_at = ?
 		WHERE order_no = ? AND product_id = ? AND status = ?`, string(next), now.UTC(), orderNo, productID, string(order.Reserved))
