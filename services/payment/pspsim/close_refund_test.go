@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -317,4 +318,44 @@ func TestPlanForTheNextCharge(t *testing.T) {
 		t.Fatalf("a next-charge plan with an unknown mode: %d, want 400", status)
 	}
 	wait(t, sim)
+}
+
+// TestCloseRacesTheChargeItCloses: a close arriving while the charge of the
+// same trade number is being accepted finds either no charge (closed
+// before any charge: the charge is then refused) or the whole charge
+// (answered paid). Before the charge was recorded in one critical section,
+// a close could find the trade number without its charge, and the
+// simulator panicked.
+func TestCloseRacesTheChargeItCloses(t *testing.T) {
+	cfg := config()
+	cfg.Mode = pspsim.ModeSilent // no deliveries: only the charge and the close
+	_, c := startSim(t, cfg)
+	ctx := context.Background()
+	for i := range 200 {
+		no := fmt.Sprintf("PR%03d", i)
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			charged error
+			closed  psp.CloseResponse
+			cerr    error
+		)
+		wg.Go(func() {
+			<-start
+			_, charged = c.Charge(ctx, psp.ChargeRequest{OutTradeNo: no, Amount: 100})
+		})
+		wg.Go(func() { <-start; closed, cerr = c.Close(ctx, no) })
+		close(start)
+		wg.Wait()
+		switch {
+		case cerr != nil:
+			t.Fatalf("%s: close: %v", no, cerr)
+		case closed.Status == psp.ClosePaid && (charged != nil || closed.PlatformSerial == ""):
+			t.Fatalf("%s: close answered paid (%+v), the charge answered %v", no, closed, charged)
+		case closed.Status == psp.CloseClosed && charged == nil:
+			t.Fatalf("%s: close answered closed, yet the charge went through", no)
+		case closed.Status != psp.ClosePaid && closed.Status != psp.CloseClosed:
+			t.Fatalf("%s: close answered %+v", no, closed)
+		}
+	}
 }

@@ -130,6 +130,11 @@ func (s *Simulator) SetNextPlan(p Plan) error {
 func (s *Simulator) takePlan(outTradeNo string) (Plan, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.takePlanLocked(outTradeNo)
+}
+
+// takePlanLocked is takePlan for a caller that holds s.mu.
+func (s *Simulator) takePlanLocked(outTradeNo string) (Plan, bool) {
 	if p, ok := s.plans[outTradeNo]; ok {
 		delete(s.plans, outTradeNo)
 		return p, true

@@ -311,6 +311,9 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 	// Like real platforms, charges are keyed by out_trade_no: charging the
 	// same payment again returns the first transaction and starts nothing,
 	// and a closed trade number cannot be paid.
+	// The trade number, the plan and the charge are recorded in one
+	// critical section: a close or a query arriving while the charge is
+	// being accepted finds either no charge or the whole of it.
 	s.mu.Lock()
 	if s.closed[req.OutTradeNo] {
 		s.mu.Unlock()
@@ -322,9 +325,7 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, psp.ChargeResponse{PlatformSerial: prev, OutTradeNo: req.OutTradeNo, Amount: req.Amount})
 		return
 	}
-	s.byTradeNo[req.OutTradeNo] = serial
-	s.mu.Unlock()
-	filed, _ := s.takePlan(req.OutTradeNo)
+	filed, _ := s.takePlanLocked(req.OutTradeNo)
 	plan := s.resolve(filed)
 	n := psp.Notification{
 		Channel:        psp.Channel,
@@ -342,7 +343,7 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 	if plan.Mode == ModeSilent {
 		c.Done = true // nothing will ever be delivered
 	}
-	s.mu.Lock()
+	s.byTradeNo[req.OutTradeNo] = serial
 	s.charges[serial] = c
 	s.mu.Unlock()
 	s.log.Info("charge accepted", "platform_serial", serial, "out_trade_no", req.OutTradeNo, "amount", req.Amount, "mode", plan.Mode, "held", c.Held)
