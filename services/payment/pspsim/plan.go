@@ -126,15 +126,8 @@ func (s *Simulator) SetNextPlan(p Plan) error {
 
 // takePlan returns the plan filed for outTradeNo, else the oldest plan
 // filed for the next charge, if any, and forgets it: a plan is for one
-// charge.
+// charge. The caller holds s.mu.
 func (s *Simulator) takePlan(outTradeNo string) (Plan, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.takePlanLocked(outTradeNo)
-}
-
-// takePlanLocked is takePlan for a caller that holds s.mu.
-func (s *Simulator) takePlanLocked(outTradeNo string) (Plan, bool) {
 	if p, ok := s.plans[outTradeNo]; ok {
 		delete(s.plans, outTradeNo)
 		return p, true

@@ -325,7 +325,7 @@ func (s *Simulator) handleCharge(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, psp.ChargeResponse{PlatformSerial: prev, OutTradeNo: req.OutTradeNo, Amount: req.Amount})
 		return
 	}
-	filed, _ := s.takePlanLocked(req.OutTradeNo)
+	filed, _ := s.takePlan(req.OutTradeNo)
 	plan := s.resolve(filed)
 	n := psp.Notification{
 		Channel:        psp.Channel,
