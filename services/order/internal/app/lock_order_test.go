@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,6 +45,9 @@ func TestPlacingAnOrderBesideACancelDoesNotDeadlock(t *testing.T) {
 	}))
 
 	moved, resume := make(chan struct{}), make(chan struct{})
+	var resumeOnce sync.Once
+	goOn := func() { resumeOnce.Do(func() { close(resume) }) }
+	defer goOn() // a failing test still lets the cancel end, so its database can be dropped
 	cancelled := make(chan error, 1)
 	go func() {
 		cancelled <- env.Orders.InTx(ctx, func(tx order.Tx) error {
@@ -60,7 +64,11 @@ func TestPlacingAnOrderBesideACancelDoesNotDeadlock(t *testing.T) {
 			return err
 		})
 	}()
-	<-moved
+	select {
+	case <-moved:
+	case err := <-cancelled:
+		t.Fatalf("the cancel ended before it moved the order: %v", err)
+	}
 	placed := make(chan error, 1)
 	go func() {
 		_, err := env.App.CreateOrder(ctx, app.CreateOrder{UserID: 2, Lines: []order.Line{line}})
@@ -74,7 +82,7 @@ func TestPlacingAnOrderBesideACancelDoesNotDeadlock(t *testing.T) {
 		return env.Count(t, `SELECT COUNT(*) FROM information_schema.processlist
 			WHERE db = DATABASE() AND info LIKE 'INSERT INTO%' AND time_ms > 500`) > 0
 	})
-	close(resume)
+	goOn()
 	if err := <-cancelled; err != nil {
 		t.Fatalf("the cancel: %v", err)
 	}
