@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -223,39 +222,7 @@ var client = &http.Client{Timeout: 10 * time.Second}
 // nil); it returns the status and the raw body.
 func call(t *testing.T, method, url string, headers map[string]string, in, out any) (int, []byte) {
 	t.Helper()
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out != nil && resp.StatusCode/100 == 2 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("%s %s: %d %s: %v", method, url, resp.StatusCode, raw, err)
-		}
-	}
-	return resp.StatusCode, raw
+	return proctest.JSON(t, context.Background(), client, method, url, headers, in, out)
 }
 
 // want fails unless status is one of ok.

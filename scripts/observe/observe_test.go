@@ -1,11 +1,8 @@
 package observe_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -102,39 +99,10 @@ type buyer struct {
 // into out (nil: ignored), and fails the test unless the status is want.
 func (b *buyer) call(t *testing.T, method, url string, headers map[string]string, in, out any, want int) {
 	t.Helper()
-	var body io.Reader
-	if in != nil {
-		raw, err := json.Marshal(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body = bytes.NewReader(raw)
-	}
 	ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s: %d %s, want %d", method, url, resp.StatusCode, raw, want)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("%s %s: %s: %v", method, url, raw, err)
-		}
+	if status, raw := proctest.JSON(t, ctx, b.client, method, url, headers, in, out); status != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, url, status, raw, want)
 	}
 }
 

@@ -1,11 +1,9 @@
 package promtest_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -224,34 +222,7 @@ func call(t *testing.T, method, url string, headers map[string]string, in, out a
 
 func do(t *testing.T, method, url string, headers map[string]string, in, out any) (int, []byte) {
 	t.Helper()
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if out != nil && resp.StatusCode/100 == 2 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("%s %s: %s: %v", method, url, raw, err)
-		}
-	}
-	return resp.StatusCode, raw
+	return proctest.JSON(t, context.Background(), client, method, url, headers, in, out)
 }
 
 // promAPI is a running Prometheus's HTTP API.
