@@ -169,24 +169,7 @@ func TestEndedRequestsAreNotFailures(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
 	count := func(route, status string) float64 {
-		families, err := reg.Gather()
-		testenv.Must(t, err)
-		n := 0.0
-		for _, f := range families {
-			if f.GetName() != "http_requests_total" {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				labels := map[string]string{}
-				for _, l := range m.GetLabel() {
-					labels[l.GetName()] = l.GetValue()
-				}
-				if labels["route"] == route && labels["status"] == status {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-		return n
+		return testenv.Metric(t, reg, "http_requests_total", "route", route, "status", status)
 	}
 
 	// The deadline (deadlines.RequestTimeout, 1 s) passes.

@@ -155,23 +155,7 @@ func TestScheduledJobNeverOverlapsItself(t *testing.T) {
 // runsOf reads job_runs_total{job, outcome} from reg.
 func runsOf(t *testing.T, reg *prometheus.Registry, job, outcome string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	testenv.Must(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != "job_runs_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["job"] == job && labels["outcome"] == outcome {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return testenv.Metric(t, reg, "job_runs_total", "job", job, "outcome", outcome)
 }
 
 // TestEachJobPassIsASpan: with tracing on every pass is the root span "job

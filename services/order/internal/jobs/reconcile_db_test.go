@@ -30,17 +30,7 @@ func TestReconcileJobExportsFindings(t *testing.T) {
 	findings := func() map[string]float64 {
 		t.Helper()
 		testenv.Must(t, reconcile.Run(ctx))
-		mfs, err := env.Registry.Gather()
-		testenv.Must(t, err)
-		out := map[string]float64{}
-		for _, mf := range mfs {
-			if mf.GetName() == "order_reconcile_findings" {
-				for _, m := range mf.GetMetric() {
-					out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
-				}
-			}
-		}
-		return out
+		return testenv.MetricBy(t, env.Registry, "order_reconcile_findings", "kind")
 	}
 	total := func(m map[string]float64) (s float64) {
 		for _, v := range m {

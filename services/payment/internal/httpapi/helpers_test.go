@@ -266,25 +266,7 @@ func nowFunc() time.Time { return time.Now() }
 // registry.
 func (f *fixture) callbacks(handler, outcome string) float64 {
 	f.t.Helper()
-	mfs, err := f.rig.Registry.Gather()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "payment_callbacks_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["handler"] == handler && labels["outcome"] == outcome {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return testenv.Metric(f.t, f.rig.Registry, "payment_callbacks_total", "handler", handler, "outcome", outcome)
 }
 
 // orderService stands in for the order service's GET /orders/:no, the

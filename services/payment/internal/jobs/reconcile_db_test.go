@@ -31,17 +31,7 @@ func TestReconcileJobExportsFindings(t *testing.T) {
 	testenv.Must(t, err)
 	findings := func() map[string]float64 {
 		t.Helper()
-		mfs, err := reg.Gather()
-		testenv.Must(t, err)
-		out := map[string]float64{}
-		for _, mf := range mfs {
-			if mf.GetName() == "payment_reconcile_findings" {
-				for _, m := range mf.GetMetric() {
-					out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
-				}
-			}
-		}
-		return out
+		return testenv.MetricBy(t, reg, "payment_reconcile_findings", "kind")
 	}
 	total := func(m map[string]float64) (s float64) {
 		for _, v := range m {
