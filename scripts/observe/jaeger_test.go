@@ -10,12 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/scripts/proctest"
 )
 
 // jaeger is a Jaeger started by the test on free loopback ports, with the
@@ -49,33 +49,12 @@ func startJaeger(t *testing.T) *jaeger {
 	otlp, query, grpc := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	cmd := exec.Command(jaegerBin(t, root), "--config", filepath.Join(root, "deploy", "jaeger", "local.yml"))
 	cmd.Env = append(os.Environ(), "JAEGER_OTLP_HTTP_ADDR="+otlp, "JAEGER_QUERY_ADDR="+query, "JAEGER_QUERY_GRPC_ADDR="+grpc)
-	out := &testenv.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start jaeger: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("jaeger output:\n%s", out)
-		}
-	})
+	run := proctest.Tool(t, "jaeger", cmd, 10*time.Second)
 	j := &jaeger{OTLP: "http://" + otlp, Query: "http://" + query}
 	deadline := time.Now().Add(flowDeadline)
 	for {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("jaeger exited at start-up: %v\n%s", err, out)
-		default:
+		if exited, err := run.Exited(); exited {
+			t.Fatalf("jaeger exited at start-up: %v\n%s", err, run.Output())
 		}
 		var services struct{ Data []string }
 		if err := j.get("/api/services", &services); err == nil {

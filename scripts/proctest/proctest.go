@@ -247,3 +247,50 @@ func (p *Process) Stop(t testing.TB, timeout time.Duration) {
 		t.Fatalf("%s: no exit within %s of SIGTERM", p.Name, timeout)
 	}
 }
+
+// ToolRun is an outside program Tool started.
+type ToolRun struct {
+	out  *testenv.SyncBuffer
+	done chan error
+}
+
+// Exited reports whether the program has ended, and how.
+func (r *ToolRun) Exited() (bool, error) {
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// Output returns what the program wrote so far, stdout and stderr.
+func (r *ToolRun) Output() string { return r.out.String() }
+
+// Tool starts cmd, an outside program the test needs (Prometheus,
+// Jaeger), with its stdout and stderr captured. At cleanup it is asked to
+// stop with SIGTERM and killed if it has not within grace; if the test
+// failed, what it wrote is logged under name.
+func Tool(t testing.TB, name string, cmd *exec.Cmd, grace time.Duration) *ToolRun {
+	t.Helper()
+	r := &ToolRun{out: &testenv.SyncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = r.out, r.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { r.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-r.done:
+		case <-time.After(grace):
+			_ = cmd.Process.Kill()
+			<-r.done
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, r.out)
+		}
+	})
+	return r
+}

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -265,27 +264,8 @@ func startPrometheus(t *testing.T, prom string, scrape map[string]string) promAP
 	if err := os.WriteFile(path, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logs testenv.SyncBuffer
-	cmd := exec.Command(prom, "--config.file="+path, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("prometheus:\n%s", logs.String())
-		}
-	})
+	proctest.Tool(t, "prometheus", exec.Command(prom, "--config.file="+path, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn"), 20*time.Second)
 	api := promAPI{base: "http://" + addr}
 	testenv.WaitFor(t, deadline, "prometheus ready", func() bool {
 		resp, err := client.Get(api.base + "/-/ready")
