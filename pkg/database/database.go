@@ -1,5 +1,22 @@
 // Package database opens a service's MySQL/MariaDB database through gorm,
-// creating the database first when it does not exist.
+// creating the database first when it does not exist, and classifies the
+// errors the rest of the code must tell apart (IsDuplicateKey, IsDeadlock,
+// IsPermanent, IsUnavailable).
+//
+// # Isolation
+//
+// Every connection of a pool Open returns is READ COMMITTED, set once when
+// the connection is made, so transactions begin with no statement of their
+// own. Under InnoDB's default, REPEATABLE READ, a locking read or an update
+// found through an index also locks the gaps between the rows it reads, and
+// an insert into such a gap waits: queue-like claims (FOR UPDATE SKIP
+// LOCKED) and inserts next to a row being moved deadlock on them. Nothing
+// here relies on gap locks or on a repeated read seeing an old snapshot:
+// correctness rests on unique keys (the dedup, idempotency and payment
+// rows, whose duplicate check locks at any isolation) and on conditional
+// updates whose WHERE clause re-reads the latest committed row under its
+// lock. READ COMMITTED keeps exactly those record locks, and a second
+// read in a transaction sees what committed since the first.
 package database
 
 import (
@@ -99,23 +116,31 @@ func quoteIdent(name string) string {
 	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
 }
 
-// Open creates dbName if needed and returns a pooled gorm handle on it.
-// Slow statements (over 200ms) and errors are logged through log.
+// Open creates dbName if needed and returns a pooled gorm handle on it,
+// through the driver cfg.DriverName names, every connection READ COMMITTED
+// (see the package doc). Slow statements (over 200ms) and errors are logged through log.
 func Open(ctx context.Context, cfg Config, dbName string, log *slog.Logger) (*gorm.DB, error) {
 	if err := EnsureDatabase(ctx, cfg, dbName); err != nil {
 		return nil, err
 	}
-	driver := cfg.DriverName
-	if driver == "" {
-		driver = "mysql"
+	driverName := cfg.DriverName
+	if driverName == "" {
+		driverName = "mysql"
 	}
+	dsn := cfg.DSN(dbName)
+	conns, err := connector(driverName, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: driver %s: %w", dbName, driverName, err)
+	}
+	pool := sql.OpenDB(readCommitted{conns})
 	logCfg := logger.Config{SlowThreshold: 200 * time.Millisecond, LogLevel: logger.Warn, IgnoreRecordNotFoundError: true}
-	db, err := gorm.Open(gormmysql.New(gormmysql.Config{DriverName: driver, DSN: cfg.DSN(dbName)}), &gorm.Config{
+	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: pool, DSN: dsn}), &gorm.Config{
 		Logger:                 newLazyTrace(logger.NewSlogLogger(log, logCfg), logCfg),
 		SkipDefaultTransaction: true,
 		TranslateError:         true,
 	})
 	if err != nil {
+		pool.Close()
 		return nil, fmt.Errorf("open database %s: %w", dbName, err)
 	}
 	sqlDB, err := db.DB()
