@@ -226,6 +226,11 @@ func IsPermanent(err error) bool {
 // kills one of the two as a deadlock. Through the key, the update locks the
 // row's key entry (on a secondary unique key MariaDB also locks the gap just
 // before it, never a status range) and the other waits its turn.
+//
+// Those gap locks are REPEATABLE READ's; the connections Open makes are READ
+// COMMITTED and take none (see the package doc). ByKey keeps a move to its
+// row's key at any isolation: in a transaction that asks for REPEATABLE
+// READ, or on a pool opened some other way.
 func ByKey(db *gorm.DB, table, key string) *gorm.DB {
 	return db.Table(table + " FORCE INDEX (" + key + ")")
 }
