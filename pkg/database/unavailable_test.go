@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -56,37 +55,10 @@ func (p *cutPool) running(t *testing.T, text string) int64 {
 	return id
 }
 
-// hungServer accepts connections and never answers: MySQL hanging.
-func hungServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	testenv.Must(t, err)
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
-
 // TestIsUnavailable feeds IsUnavailable the errors a real server and a real
 // cut produce (a forwarder in front of the shared server, cut while the
 // pool is idle, in a transaction, mid-statement; the server killing the
-// connection; a server that never answers), beside the server's refusals
+// connection; a server that stops answering), beside the server's refusals
 // of a statement and the driver's sentinels.
 func TestIsUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -132,14 +104,11 @@ func TestIsUnavailable(t *testing.T) {
 	killedErr := <-killed
 
 	// MySQL hangs: the pool's deadline ends the wait for an answer.
-	cfg := testenv.Config(t).MySQL
-	cfg.Addr = hungServer(t)
-	hung, err := sql.Open("mysql", cfg.DSN(""))
-	testenv.Must(t, err)
-	defer hung.Close()
+	p.fwd.Stall()
 	hctx, hcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	hangs := hung.PingContext(hctx)
+	hangs := p.pool.PingContext(hctx)
 	hcancel()
+	p.fwd.Resume()
 
 	// The server refuses statements: none of these is unavailability.
 	exec := func(q string) error {

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -21,14 +20,18 @@ type Forwarder struct {
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	// flowing is closed while bytes are forwarded; Stall replaces it with
+	// an open channel that the copies wait on until Resume closes it.
+	flowing chan struct{}
+	wg      sync.WaitGroup
 }
 
 // NewForwarder listens on a free 127.0.0.1 port and forwards each connection
 // to upstream. It is closed when the test ends.
 func NewForwarder(t testing.TB, upstream string) *Forwarder {
 	t.Helper()
-	f := &Forwarder{t: t, upstream: upstream, addr: "127.0.0.1:0", conns: map[net.Conn]struct{}{}}
+	f := &Forwarder{t: t, upstream: upstream, addr: "127.0.0.1:0", conns: map[net.Conn]struct{}{}, flowing: make(chan struct{})}
+	close(f.flowing)
 	f.Reopen()
 	t.Cleanup(func() {
 		f.Close()
@@ -46,9 +49,11 @@ func (f *Forwarder) Addr() string {
 
 // Close stops listening and cuts every open connection, as a stopped server
 // would: connections in use fail, and new ones are refused until Reopen.
+// It ends a Stall.
 func (f *Forwarder) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.resumeLocked()
 	if f.ln != nil {
 		f.ln.Close()
 		f.ln = nil
@@ -56,6 +61,42 @@ func (f *Forwarder) Close() {
 	for c := range f.conns {
 		c.Close()
 	}
+}
+
+// Stall stops forwarding without closing anything, as a hung server or a
+// network partition would: what either side sends waits, so statements in
+// flight hang, and new connections are accepted but get no answer, until
+// Resume (or Close).
+func (f *Forwarder) Stall() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.flowing:
+		f.flowing = make(chan struct{})
+	default: // stalled already
+	}
+}
+
+// Resume forwards again, first what Stall held back.
+func (f *Forwarder) Resume() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resumeLocked()
+}
+
+func (f *Forwarder) resumeLocked() {
+	select {
+	case <-f.flowing:
+	default:
+		close(f.flowing)
+	}
+}
+
+// flow returns a channel that is closed while bytes may be forwarded.
+func (f *Forwarder) flow() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flowing
 }
 
 // Reopen listens again on the same address after Close.
@@ -99,12 +140,30 @@ func (f *Forwarder) forward(client net.Conn) {
 	}
 	defer f.untrack(client, server)
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(server, client); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(client, server); done <- struct{}{} }()
+	go func() { f.copy(server, client); done <- struct{}{} }()
+	go func() { f.copy(client, server); done <- struct{}{} }()
 	<-done
 	client.Close()
 	server.Close()
 	<-done
+}
+
+// copy copies src to dst until either fails, holding each read back while
+// the forwarder is stalled.
+func (f *Forwarder) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			<-f.flow()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // track records the pair, or closes it if the forwarder was closed while the

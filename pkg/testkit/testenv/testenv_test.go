@@ -80,6 +80,46 @@ func TestForwarderGoesDownAndComesBack(t *testing.T) {
 	}
 }
 
+// TestForwarderStallsAndResumes: a stalled forwarder answers nothing, on a
+// connection in use or a new one, without closing either; on Resume what
+// was held back goes through.
+func TestForwarderStallsAndResumes(t *testing.T) {
+	fwd := testenv.NewForwarder(t, testenv.Config(t).Redis.Addr)
+	cfg := testenv.Config(t).Redis
+	cfg.Addr = fwd.Addr()
+	rdb := redisclient.New(cfg)
+	defer rdb.Close()
+	ctx := context.Background()
+	testenv.Must(t, rdb.Ping(ctx).Err())
+	fwd.Stall()
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := rdb.Ping(sctx).Err(); err == nil {
+		t.Fatal("ping answered through a stalled forwarder")
+	}
+	conn, err := net.DialTimeout("tcp", fwd.Addr(), time.Second)
+	testenv.Must(t, err)
+	defer conn.Close()
+	_, err = conn.Write([]byte("PING\r\n"))
+	testenv.Must(t, err)
+	reply := make(chan string, 1)
+	go func() {
+		b := make([]byte, 16)
+		n, _ := conn.Read(b)
+		reply <- string(b[:n])
+	}()
+	select {
+	case r := <-reply:
+		t.Fatalf("a new connection got %q through a stalled forwarder", r)
+	case <-time.After(300 * time.Millisecond):
+	}
+	fwd.Resume()
+	if r := <-reply; r != "+PONG\r\n" {
+		t.Fatalf("after Resume the held-back PING got %q, want +PONG", r)
+	}
+	testenv.Must(t, rdb.Ping(ctx).Err())
+}
+
 func TestNATSServerStopsAndStartsOnItsAddress(t *testing.T) {
 	srv := testenv.NewNATSServer(t, "-js", "-sd", t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
