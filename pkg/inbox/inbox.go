@@ -17,26 +17,50 @@
 //     effect commit or vanish together; there is no window between them.
 //   - The ack is sent after the commit. If the process dies in between, the
 //     redelivery hits the duplicate key and is acked: at most one effect.
-//   - A handler error rolls everything back and the message is nak'd with a
-//     growing delay (Config.Backoff), up to MaxDeliver deliveries.
-//   - A Permanent error, a message without Nats-Msg-Id, or the last allowed
-//     delivery failing, terminates the message (no more redelivery) and
-//     records it in dead_message with the reason, for an operator.
-//   - A message whose every allowed delivery timed out on AckWait (the
-//     handler hung, the process died) is recorded dead too: the durable
-//     consumer allows one delivery more than MaxDeliver, and that extra
-//     delivery records the message dead ("deliveries exhausted") and
-//     terminates it without running the handler.
-//   - A dead record that cannot be written (the database is down) is
-//     retried by a nak while the server still redelivers. On its last
-//     delivery the message is terminated instead (outcome "dropped") and
-//     logged at error level with its body and headers: the one case where
-//     the log, not dead_message, is what an operator replays from.
+//   - A handler error (a refusal) rolls everything back, is counted in
+//     refused_message, and the message is nak'd with a growing delay
+//     (Config.Backoff); its MaxDeliver-th refusal records it dead.
+//   - A Permanent error, or a message without Nats-Msg-Id, terminates the
+//     message at once and records it in dead_message with the reason.
+//   - A message the server has delivered DeliveryLimit times without any
+//     delivery ending (the handler hung, the process died) is recorded dead
+//     on the next delivery ("deliveries exhausted"), without running the
+//     handler: the durable consumer allows one delivery more for that.
+//   - A dead record that cannot be written while MySQL answers (a missing
+//     table, say) is retried by a nak while the server still redelivers. On
+//     its last delivery the message is terminated instead (outcome
+//     "dropped") and logged at error level with its body and headers: the
+//     one case where the log, not dead_message, is what an operator replays
+//     from.
 //
 // The dedup scope is the consumer name: two consumers of one event (say, two
 // services) each apply it once. processed_message must be kept at least as
 // long as a duplicate can arrive: the stream's MaxAge plus the longest
-// outbox redrive delay; CleanupProcessed deletes older rows.
+// outbox redrive delay; Cleanup deletes older rows.
+//
+// # Outages
+//
+// Only a handler's refusal counts against MaxDeliver, in refused_message
+// (written only when a handler fails, so the count holds across
+// redeliveries and restarts and the happy path pays nothing); a delivery
+// that fails because MySQL cannot be reached is not an attempt. A failure
+// is MySQL's when its error says the connection failed
+// (database.IsUnavailable) or the delivery ran out of time (Run gives each
+// half of AckWait), and a ping of its own fails too. Otherwise it is a
+// refusal: a constraint, a lock wait, a deadlock, a domain error, a slow
+// handler. A connection that broke while MySQL answers the ping is nak'd
+// ("interrupted") and counts nothing.
+//
+// On an unreachable MySQL, Run pauses: it stops pulling, keeps every
+// delivery it has (in its workers and in the client's buffer) alive with
+// InProgress, pings MySQL with a jittered backoff (100 ms to 5 s), then
+// hands the same deliveries to its workers again; the inbox_paused and
+// inbox_held_messages gauges and a log line at each end show it. A process
+// that stops while paused naks what it holds, one that dies leaves it to
+// AckWait, and a replica that gets the messages pauses too. The server's
+// delivery count, which outages, restarts and lost acks raise, bounds a
+// message only through DeliveryLimit. While NATS is down nothing is
+// delivered; an ack lost to it brings a redelivery the dedup row absorbs.
 //
 // # Wiring
 //
@@ -70,11 +94,14 @@ import (
 
 // Message is one delivered event.
 type Message struct {
-	ID        string // Nats-Msg-Id, the outbox message number
-	Subject   string
-	Body      []byte
-	Headers   map[string]string
-	Delivered uint64 // delivery attempt, from 1
+	ID      string // Nats-Msg-Id, the outbox message number
+	Subject string
+	Body    []byte
+	Headers map[string]string
+	// Delivered is the server's delivery count, from 1. It also counts
+	// deliveries an outage or a restart ended, so it is not the number of
+	// refusals (see Outages in the package doc).
+	Delivered uint64
 }
 
 // Handler applies a message's business effect inside tx. Returning nil
@@ -130,7 +157,7 @@ func DecodeJSON(msg Message, v any) error {
 	return nil
 }
 
-// Migrations creates processed_message and dead_message.
+// Migrations creates processed_message, refused_message and dead_message.
 var Migrations = migrate.Source{Name: "inbox", FS: migrations.Files}
 
 // Config tunes a Consumer.
@@ -143,14 +170,27 @@ type Config struct {
 	// (or one wildcard subject).
 	FilterSubjects []string
 	Workers        int // concurrent handlers (default 4)
-	// MaxDeliver is how many deliveries the handler gets before a failing
-	// message is dead (default 5). The server is told one more, see
-	// Process.
+	// MaxDeliver is how many refusals by the handler a message gets before
+	// it is dead (default 5). Deliveries ended by an unreachable MySQL do
+	// not count (see Outages in the package doc).
 	MaxDeliver int
-	AckWait    time.Duration // redelivery after a silent handler (default 30s)
+	// DeliveryLimit is how many deliveries the server makes, whatever ended
+	// them, before the next one records the message dead without running
+	// the handler ("deliveries exhausted"): the backstop against a message
+	// that hangs its handler or kills its process, which never ends in a
+	// refusal. At least MaxDeliver; default 20, or MaxDeliver if higher.
+	// The server is told one more, see Process.
+	DeliveryLimit int
+	// AckWait is how long the server waits for a delivery's ack before it
+	// delivers the message again (default 30s). Run gives a delivery's
+	// transaction half of it, and then decides with a ping (an eighth of
+	// it, at most 2 s), before the server redelivers, whether MySQL hung
+	// (the delivery is held) or the handler was slow (a refusal). The rest
+	// covers a delivery that waited in the client's buffer.
+	AckWait time.Duration
 
-	// Backoff is the NakWithDelay delay after failed delivery n
-	// (Backoff[n-1], the last entry repeating); default 1s, 5s, 30s, 2m.
+	// Backoff is the NakWithDelay delay after refusal n (Backoff[n-1], the
+	// last entry repeating); default 1s, 5s, 30s, 2m.
 	Backoff []time.Duration
 
 	// TracerProvider starts a span per delivery, continuing the trace the
@@ -164,14 +204,15 @@ type Config struct {
 // service's consumers, and the retention of the inbox tables. The platform
 // embeds them in every service's configuration.
 type Settings struct {
-	Workers    int           `env:"INBOX_WORKERS" default:"4" usage:"concurrent handlers per consumer"`
-	MaxDeliver int           `env:"INBOX_MAX_DELIVER" default:"5" usage:"deliveries before a failing message is recorded dead"`
-	AckWait    time.Duration `env:"INBOX_ACK_WAIT" default:"30s" usage:"redelivery delay when a handler neither acks nor naks"`
+	Workers       int           `env:"INBOX_WORKERS" default:"4" usage:"concurrent handlers per consumer"`
+	MaxDeliver    int           `env:"INBOX_MAX_DELIVER" default:"5" usage:"refusals by its handler before a failing message is recorded dead; deliveries that failed because MySQL was unreachable do not count"`
+	DeliveryLimit int           `env:"INBOX_DELIVERY_LIMIT" default:"20" usage:"deliveries of a message, whatever ended them (outages, restarts, hung handlers), before it is recorded dead; at least INBOX_MAX_DELIVER"`
+	AckWait       time.Duration `env:"INBOX_ACK_WAIT" default:"30s" usage:"redelivery delay when a handler neither acks nor naks"`
 	// Retention must outlast any duplicate: keep it at least the streams'
 	// max age (natsjs.StreamConfig), after which JetStream cannot redeliver.
-	Retention       time.Duration `env:"INBOX_RETENTION" default:"168h" usage:"how long processed message ids are kept for deduplication (at least the streams' max age, 7 days)"`
+	Retention       time.Duration `env:"INBOX_RETENTION" default:"168h" usage:"how long processed message ids and refusal counts are kept (at least the streams' max age, 7 days)"`
 	DeadRetention   time.Duration `env:"INBOX_DEAD_RETENTION" default:"720h" usage:"how long dead letters are kept for inspection"`
-	CleanupSchedule string        `env:"INBOX_CLEANUP_SCHEDULE" default:"@every 10m" usage:"cron spec of the job deleting processed ids and dead letters past their retention"`
+	CleanupSchedule string        `env:"INBOX_CLEANUP_SCHEDULE" default:"@every 10m" usage:"cron spec of the job deleting processed ids, refusal counts and dead letters past their retention"`
 	CleanupBatch    int           `env:"INBOX_CLEANUP_BATCH" default:"1000" usage:"rows deleted per cleanup statement"`
 }
 
@@ -180,6 +221,7 @@ func (s Settings) Validate() error {
 	return errors.Join(
 		config.CheckPositive("INBOX_WORKERS", s.Workers),
 		config.CheckPositive("INBOX_MAX_DELIVER", s.MaxDeliver),
+		checkDeliveryLimit(s.DeliveryLimit, s.MaxDeliver),
 		config.CheckPositive("INBOX_ACK_WAIT", s.AckWait),
 		config.CheckPositive("INBOX_RETENTION", s.Retention),
 		config.CheckPositive("INBOX_DEAD_RETENTION", s.DeadRetention),
@@ -188,20 +230,28 @@ func (s Settings) Validate() error {
 	)
 }
 
+func checkDeliveryLimit(limit, maxDeliver int) error {
+	if limit < maxDeliver {
+		return &config.Error{Var: "INBOX_DELIVERY_LIMIT", Value: strconv.Itoa(limit), Err: fmt.Errorf("must be at least INBOX_MAX_DELIVER (%d)", maxDeliver)}
+	}
+	return nil
+}
+
 // Config returns the consumer configuration for name on stream with s's
 // tuning and the default backoff.
 func (s Settings) Config(name, stream string, subjects ...string) Config {
-	return Config{Name: name, Stream: stream, FilterSubjects: subjects, Workers: s.Workers, MaxDeliver: s.MaxDeliver, AckWait: s.AckWait}
+	return Config{Name: name, Stream: stream, FilterSubjects: subjects, Workers: s.Workers, MaxDeliver: s.MaxDeliver, DeliveryLimit: s.DeliveryLimit, AckWait: s.AckWait}
 }
 
 // Defaults of Config.
 const (
-	DefaultWorkers    = 4
-	DefaultMaxDeliver = 5
-	DefaultAckWait    = 30 * time.Second
+	DefaultWorkers       = 4
+	DefaultMaxDeliver    = 5
+	DefaultDeliveryLimit = 20
+	DefaultAckWait       = 30 * time.Second
 )
 
-// defaultBackoff is Config.Backoff's default: a failing message is retried
+// defaultBackoff is Config.Backoff's default: a refused message is retried
 // after 1s, 5s, 30s, then every 2 minutes until MaxDeliver.
 var defaultBackoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
 
@@ -212,6 +262,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxDeliver == 0 {
 		c.MaxDeliver = DefaultMaxDeliver
+	}
+	if c.DeliveryLimit == 0 {
+		c.DeliveryLimit = max(DefaultDeliveryLimit, c.MaxDeliver)
 	}
 	if c.AckWait == 0 {
 		c.AckWait = DefaultAckWait
@@ -238,6 +291,9 @@ func (c Config) Validate(serverVersion string) error {
 	if c.Workers <= 0 || c.MaxDeliver <= 0 || c.AckWait <= 0 {
 		errs = append(errs, errors.New("inbox: Workers, MaxDeliver and AckWait must be positive"))
 	}
+	if c.DeliveryLimit < c.MaxDeliver {
+		errs = append(errs, fmt.Errorf("inbox: DeliveryLimit %d must be at least MaxDeliver %d", c.DeliveryLimit, c.MaxDeliver))
+	}
 	for _, d := range c.Backoff {
 		if d <= 0 {
 			errs = append(errs, errors.New("inbox: Backoff entries must be positive"))
@@ -247,11 +303,22 @@ func (c Config) Validate(serverVersion string) error {
 	return errors.Join(errs...)
 }
 
-// nakDelay is the redelivery delay after failed delivery n.
-func (c Config) nakDelay(n uint64) time.Duration {
-	i := int(min(n, uint64(len(c.Backoff)))) - 1
+// nakDelay is the redelivery delay after refusal n.
+func (c Config) nakDelay(n int) time.Duration {
+	i := min(n, len(c.Backoff)) - 1
 	return c.Backoff[max(i, 0)]
 }
+
+// deliveryTimeout is the time Run gives one delivery's transaction: enough
+// of AckWait left after it to ping MySQL (pingTimeout) and hold the message,
+// and the messages buffered behind it, before the server delivers them
+// again.
+func (c Config) deliveryTimeout() time.Duration { return c.AckWait / 2 }
+
+// pingTimeout bounds a ping that tells an unreachable MySQL from a refusal:
+// an eighth of AckWait, at most 2 s. A ping that times out on a slow MySQL
+// only pauses the consumer until one answers.
+func (c Config) pingTimeout() time.Duration { return min(2*time.Second, c.AckWait/8) }
 
 // atLeast reports whether version "X.Y.Z" is at least major.minor; an
 // unparsable version counts as old, which only costs a feature.

@@ -183,7 +183,7 @@ func TestDeliveriesExhaustedByTimeoutsAreDead(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var ran []uint64 // the deliveries the handler ran on
-	f.run(f.consumer("c", inbox.Config{MaxDeliver: 2, AckWait: ackWait, Workers: 4}, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+	f.run(f.consumer("c", inbox.Config{MaxDeliver: 2, DeliveryLimit: 2, AckWait: ackWait, Workers: 4}, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
 		mu.Lock()
 		ran = append(ran, msg.Delivered)
 		mu.Unlock()
@@ -230,7 +230,7 @@ func TestDeliveriesExhaustedByTimeoutsAreDead(t *testing.T) {
 func TestExtraDeliveryOfCommittedMessageIsDuplicate(t *testing.T) {
 	f := newFixture(t)
 	var calls atomic.Int64
-	c := f.consumer("c", inbox.Config{MaxDeliver: 3}, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+	c := f.consumer("c", inbox.Config{MaxDeliver: 3, DeliveryLimit: 3}, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
 		calls.Add(1)
 		return effect(ctx, tx, msg)
 	})
@@ -261,7 +261,7 @@ func TestDeadRecordFailingOnLastDeliveryIsDroppedAndLogged(t *testing.T) {
 	logs := &testenv.SyncBuffer{}
 	reg := prometheus.NewRegistry()
 	var calls atomic.Int64
-	c, err := inbox.NewConsumer(f.db, f.nc.JS, inbox.Config{Name: "c", Stream: f.stream, FilterSubjects: []string{f.stream + ".x"}, MaxDeliver: 1, Backoff: []time.Duration{20 * time.Millisecond}},
+	c, err := inbox.NewConsumer(f.db, f.nc.JS, inbox.Config{Name: "c", Stream: f.stream, FilterSubjects: []string{f.stream + ".x"}, MaxDeliver: 1, DeliveryLimit: 1, Backoff: []time.Duration{20 * time.Millisecond}},
 		func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
 			calls.Add(1)
 			return inbox.Permanent(errors.New("refused for good"))
@@ -311,7 +311,7 @@ func TestNewConsumerExportsEveryOutcomeAtZero(t *testing.T) {
 	_, err := inbox.NewConsumer(f.db, f.nc.JS, inbox.Config{Name: "c", Stream: f.stream, FilterSubjects: []string{f.stream + ".x"}},
 		func(context.Context, *gorm.DB, inbox.Message) error { return nil }, testenv.Logger(t), reg)
 	testenv.Must(t, err)
-	want := map[string]float64{"processed": 0, "duplicate": 0, "retry": 0, "dead": 0, "dropped": 0}
+	want := map[string]float64{"processed": 0, "duplicate": 0, "retry": 0, "dead": 0, "dropped": 0, "held": 0, "interrupted": 0}
 	if got := outcomes(t, reg); !maps.Equal(got, want) {
 		t.Fatalf("inbox_messages_total of a fresh consumer: %v, want %v", got, want)
 	}

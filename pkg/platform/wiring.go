@@ -250,9 +250,9 @@ func (w *Wiring) cleanOutbox(ctx context.Context) error {
 }
 
 func (w *Wiring) cleanInbox(ctx context.Context) error {
-	processed, dead, err := inbox.Cleanup(ctx, w.DB, w.cfg.Inbox)
-	if processed+dead > 0 {
-		w.Log.Info("inbox cleanup", "processed_deleted", processed, "dead_deleted", dead)
+	n, err := inbox.Cleanup(ctx, w.DB, w.cfg.Inbox)
+	if n.Processed+n.Refused+n.Dead > 0 {
+		w.Log.Info("inbox cleanup", "processed_deleted", n.Processed, "refused_deleted", n.Refused, "dead_deleted", n.Dead)
 	}
 	return err
 }

@@ -1,4 +1,5 @@
-// Package migrations embeds the inbox schema: processed_message and dead_message.
+// Package migrations embeds the inbox schema: processed_message,
+// refused_message and dead_message.
 package migrations
 
 import "embed"
