@@ -142,6 +142,38 @@ func TestReadyzNamesDeadRedis(t *testing.T) {
 	}
 }
 
+// TestReadyzNamesUnreachableMySQL: while MySQL cannot be reached (here a
+// forwarder in front of it is cut), /readyz answers 503 naming mysql alone,
+// /healthz stays 200, and both recover with MySQL.
+func TestReadyzNamesUnreachableMySQL(t *testing.T) {
+	cfg, opts, _ := setup(t)
+	fwd := testenv.NewForwarder(t, cfg.MySQL.Addr)
+	cfg.MySQL.Addr = fwd.Addr()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt, err := platform.Start(ctx, cfg, opts)
+	testenv.Must(t, err)
+	served := make(chan error, 1)
+	go func() { served <- rt.Serve(ctx) }()
+	ready := "http://" + cfg.HTTPAddr + "/readyz"
+	waitReady(t, ready, http.StatusOK)
+	fwd.Close()
+	body := waitReady(t, ready, http.StatusServiceUnavailable)
+	failed, _ := body["failed"].(map[string]any)
+	if len(failed) != 1 || failed["mysql"] == nil {
+		t.Fatalf("/readyz with MySQL cut = %v, want mysql (and only mysql) named", body)
+	}
+	if code, _ := get(t, "http://"+cfg.HTTPAddr+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d with MySQL cut, want 200 (liveness does not depend on MySQL)", code)
+	}
+	fwd.Reopen()
+	waitReady(t, ready, http.StatusOK)
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
+
 // TestStartRejectsBadConfig: a bad setting stops Start and MigrateOnly at
 // once, with an error naming it. The database name is the service's
 // config's to name as MYSQL_DATABASE; here database.EnsureDatabase refuses
