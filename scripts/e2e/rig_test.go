@@ -89,7 +89,7 @@ func startRig(t *testing.T, env rigEnv) *rig {
 	// last-registered first).
 	nc := testenv.NATS(t)
 	r.js = nc.JS
-	for _, subject := range []string{events.OrderPaid, events.PaymentSucceeded, events.ProductBatchCopy, events.CouponUsed} {
+	for _, subject := range []string{events.OrderPaid, events.PaymentSucceeded, events.ProductBatchCopy} {
 		testenv.DeleteStreamAtCleanup(t, r.js, r.ev.StreamName(subject))
 	}
 	_, redisPrefix := testenv.Redis(t)

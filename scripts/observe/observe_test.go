@@ -45,7 +45,7 @@ func startRig(t *testing.T, j *jaeger) *rig {
 	ev := events.Config{SubjectPrefix: "obs" + sfx + "."}
 	r := &rig{adminToken: "obs-admin-" + sfx, subjectPrefix: ev.SubjectPrefix}
 	nc := testenv.NATS(t)
-	for _, subject := range []string{events.OrderPaid, events.PaymentSucceeded, events.ProductBatchCopy, events.CouponUsed} {
+	for _, subject := range []string{events.OrderPaid, events.PaymentSucceeded, events.ProductBatchCopy} {
 		testenv.DeleteStreamAtCleanup(t, nc.JS, ev.StreamName(subject))
 	}
 	_, redisPrefix := testenv.Redis(t)

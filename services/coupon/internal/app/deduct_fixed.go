@@ -65,9 +65,6 @@ func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error
 		if err := tx.InsertDeduction(ctx, &d); err != nil {
 			return err
 		}
-		if err := a.notifyCouponUsed(ctx, tx, d); err != nil {
-			return err
-		}
 		n, err = tx.SettleMessage(ctx, m.ID, now)
 		if err != nil {
 			return err

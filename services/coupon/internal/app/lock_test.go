@@ -204,7 +204,7 @@ func TestARetryAfterALostCommitAckGetsTheSameLock(t *testing.T) {
 	db, drop, err := env.OpenDB(context.Background(), "lostack", migrations.Source, outbox.Migrations)
 	testenv.Must(t, err)
 	t.Cleanup(drop)
-	st := store.New(db, func() {})
+	st := store.New(db)
 	f := newFixtureWith(t, app.DefaultConfig(), st, st)
 	c := f.issue(t, 7)
 

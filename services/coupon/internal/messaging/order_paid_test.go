@@ -48,7 +48,7 @@ func TestOrderPaidFlowsFromJetStreamToOneDeduction(t *testing.T) {
 	testenv.DeleteStreamAtCleanup(t, conn.JS, ev.StreamName(events.OrderPaid))
 
 	db := testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations)
-	st := store.New(db, func() {})
+	st := store.New(db)
 	a, err := app.New(st, noOrders{}, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
