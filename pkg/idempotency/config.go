@@ -19,7 +19,7 @@ type Config struct {
 	EntryTTL     time.Duration `env:"IDEMPOTENCY_ENTRY_TTL" default:"1h" usage:"lifetime of the Redis entry-layer marker of a key"`
 	EntryPrefix  string        `env:"IDEMPOTENCY_REDIS_PREFIX" default:"idem:" usage:"Redis key prefix of the entry layer"`
 	// ReplayHeaders are the response headers stored and replayed with the body.
-	ReplayHeaders     []string `env:"IDEMPOTENCY_REPLAY_HEADERS" default:"Content-Type,Location" usage:"response headers stored and replayed with the body"`
+	ReplayHeaders []string `env:"IDEMPOTENCY_REPLAY_HEADERS" default:"Content-Type,Location" usage:"response headers stored and replayed with the body"`
 	// The archiver deletes up to ArchiveBatch × ArchiveMaxBatches records
 	// per ArchiveSchedule tick; the defaults allow a million a minute
 	// (16,000/s, where a deletion runs at about 14,000 records/s on a
