@@ -222,6 +222,7 @@ func (w *Wiring) start() error {
 		register(engine)
 	}
 	w.Outbox.MountRedrive(engine, w.cfg.AdminToken)
+	httpserver.MountPprof(engine, w.Admin)
 
 	// Started relay → jobs → components → consumers, so that they stop
 	// consumers → components → jobs → relay: what the consumers commit

@@ -267,7 +267,7 @@ func checkPurchaseTrace(t *testing.T, spans []span, prefix, orderReq, payReq str
 	paying := one("payment", "POST /payments")
 	under(paying, purchase)
 	wantTag(paying, "request_id", payReq)
-	reads := byName(spans, "order", "GET /orders/:no")
+	reads := byName(spans, "order", "GET /internal/orders/:no")
 	if len(reads) == 0 {
 		t.Fatalf("no span of the order read the payment service makes; trace:\n%s", list(spans))
 	}

@@ -102,6 +102,9 @@ type Config struct {
 	RunDir   string // where the private rig writes logs and stores (default: a temporary directory)
 	// ChaosEvery is the mean wait between two faults.
 	ChaosEvery time.Duration
+	// ProfileDir, when set, receives a CPU profile of each service taken
+	// during the load.
+	ProfileDir string
 }
 
 // Targets are the addresses and credentials of the programs under load.
@@ -156,6 +159,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.Replicas, "replicas", 1, "replicas of each service (make run REPLICAS=n puts replica i on port base+100*i)")
 	fs.DurationVar(&c.ChaosEvery, "chaos-every", 3*time.Second, "mean wait between two faults")
 	fs.BoolVar(&c.KeepDBs, "keep-dbs", false, "keep the private rig's databases even when the invariants hold")
+	fs.StringVar(&c.ProfileDir, "profile-dir", "", "take a CPU profile of each service during the load and write it there (<service>.pprof)")
 	fs.StringVar(&c.RunDir, "run-dir", "", "where the private rig keeps its logs and stores (default: a new temporary directory, removed when the invariants hold)")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -127,8 +127,16 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Report, error) {
 	p := &purchaser{c: c, cfg: cfg, cat: cat, st: st}
 	cpu.start()
 	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	profiled := make(chan struct{})
+	go func() {
+		if cfg.ProfileDir != "" {
+			profileServices(loadCtx, cfg.Targets, cfg.Duration, cfg.ProfileDir, log)
+		}
+		close(profiled)
+	}()
 	go func() { <-loadCtx.Done(); stopChaos() }()
 	started, tail := p.drive(ctx)
+	<-profiled
 	stopLoad()
 	cpu.stop()
 	close(stopProgress)

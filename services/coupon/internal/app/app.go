@@ -1,7 +1,7 @@
 // Package app holds the coupon service's use cases, one file each:
 //
 //	commands: CreateTemplate, IssueCoupon, LockCoupon, ReleaseLock,
-//	          ReleaseCancelledOrder, SweepLocks, LandOrderPaid,
+//	          ReleaseCancelledOrder, SweepLocks, ReceiveOrderPaid, LandOrderPaid,
 //	          ProcessDueMessages, ProcessMessage (deductFixed or deductBroken),
 //	          ArchiveIdempotentRecords
 //	queries:  Template, Coupon, UserCoupons, Reconcile
@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,6 +132,9 @@ type App struct {
 	metrics *metrics
 	now     func() time.Time
 	tracer  trace.Tracer // nil when tracing is off
+	// templates caches the templates read so far (id → coupon.Template);
+	// see Template.
+	templates sync.Map
 }
 
 // New returns the use cases over store, asking orders about the orders of

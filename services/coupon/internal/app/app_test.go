@@ -447,3 +447,51 @@ func TestRetryPassesDrainABacklogOnceAcrossReplicas(t *testing.T) {
 		t.Fatalf("%d coupons USED, want %d", used, n)
 	}
 }
+
+// TestADeliveryDeductsAtOnceAndThePassTakesOnlyWhatItLeft: the order.paid
+// consumer's handler lands the message and deducts once the transaction has
+// committed, so no retry pass is needed. A delivery whose attempt never ran
+// (the process died right after the commit: here, a transaction with no
+// after-commit hooks, as the inbox's would be without its consumer) left its
+// message PENDING, due after the claim lease: the pass leaves it alone until
+// then, and deducts it once.
+func TestADeliveryDeductsAtOnceAndThePassTakesOnlyWhatItLeft(t *testing.T) {
+	f := newFixture(t, variant.Fixed)
+	now := time.Now().UTC()
+	f.app.SetClock(func() time.Time { return now })
+
+	delivered := f.issue(t, 7)
+	f.lock(t, delivered.ID, "ORDER-A", 7)
+	testenv.Must(t, f.store.InTx(ctx, func(tx coupon.Tx) error {
+		return f.app.ReceiveOrderPaid(ctx, tx, app.OrderPaid{MessageID: "m-a", OrderNo: "ORDER-A", UserID: 7, CouponID: delivered.ID})
+	}))
+	if n := f.count(t, "coupon_deduction", "order_no = ?", "ORDER-A"); n != 1 {
+		t.Fatalf("ORDER-A has %d deductions right after its delivery, want 1", n)
+	}
+
+	crashed := f.issue(t, 7)
+	f.lock(t, crashed.ID, "ORDER-B", 7)
+	testenv.Must(t, f.store.DB().Transaction(func(gtx *gorm.DB) error {
+		return f.app.ReceiveOrderPaid(ctx, f.store.BindTx(gtx), app.OrderPaid{MessageID: "m-b", OrderNo: "ORDER-B", UserID: 7, CouponID: crashed.ID})
+	}))
+	if n := f.count(t, "coupon_deduction", "order_no = ?", "ORDER-B"); n != 0 {
+		t.Fatalf("ORDER-B has %d deductions though its attempt never ran", n)
+	}
+	r, err := f.app.ProcessDueMessages(ctx)
+	testenv.Must(t, err)
+	if r.Claimed != 0 {
+		t.Fatalf("pass within the claim lease = %+v, want nothing claimed", r)
+	}
+
+	now = now.Add(app.DefaultConfig().ClaimLease + time.Second)
+	r, err = f.app.ProcessDueMessages(ctx)
+	testenv.Must(t, err)
+	if r.Claimed != 1 || r.Deducted != 1 {
+		t.Fatalf("pass after the claim lease = %+v, want ORDER-B's message claimed and deducted", r)
+	}
+	for _, no := range []string{"ORDER-A", "ORDER-B"} {
+		if n := f.count(t, "coupon_deduction", "order_no = ?", no); n != 1 {
+			t.Fatalf("%s has %d deductions, want 1", no, n)
+		}
+	}
+}

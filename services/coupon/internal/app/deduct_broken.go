@@ -67,7 +67,7 @@ func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, erro
 		if _, err := tx.UseCouponUnconditionally(ctx, c.ID, m.OrderNo, now); err != nil {
 			return err
 		}
-		t, err := tx.Template(ctx, c.TemplateID)
+		t, err := a.Template(ctx, c.TemplateID)
 		if err != nil {
 			return err
 		}

@@ -56,7 +56,7 @@ func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error
 		if n != 1 {
 			return fmt.Errorf("coupon %d for order %s: %w", c.ID, m.OrderNo, coupon.ErrConcurrentChange)
 		}
-		t, err := tx.Template(ctx, c.TemplateID)
+		t, err := a.Template(ctx, c.TemplateID)
 		if err != nil {
 			return err
 		}

@@ -33,6 +33,13 @@ type Store interface {
 	// PENDING (another attempt settled it), which is not an error.
 	MarkMessage(ctx context.Context, id uint64, status MessageStatus, retryCount int, next time.Time, lastError, reason string, now time.Time) (bool, error)
 
+	// LockCoupon and ReleaseLock are Tx's conditional updates of the same
+	// names, each sent alone as one statement that commits by itself: a
+	// lock or a release changes one row, and a transaction around it would
+	// only add two round trips.
+	LockCoupon(ctx context.Context, id uint64, orderNo string, until, now time.Time) (int64, error)
+	ReleaseLock(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
+
 	// InTx runs fn in one database transaction, committed when fn returns
 	// nil. A commit error is returned as is: the transaction may or may not
 	// have committed (a lost COMMIT acknowledgement looks exactly like this).

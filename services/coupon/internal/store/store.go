@@ -182,6 +182,20 @@ func (s *Store) MarkMessage(ctx context.Context, id uint64, status coupon.Messag
 	return res.RowsAffected == 1, nil
 }
 
+// LockCoupon implements coupon.Store: Tx's conditional update, on the pool.
+func (s *Store) LockCoupon(ctx context.Context, id uint64, orderNo string, until, now time.Time) (int64, error) {
+	return s.autocommit().LockCoupon(ctx, id, orderNo, until, now)
+}
+
+// ReleaseLock implements coupon.Store: Tx's conditional update, on the pool.
+func (s *Store) ReleaseLock(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
+	return s.autocommit().ReleaseLock(ctx, id, orderNo, now)
+}
+
+// autocommit returns a Tx whose statements run on the pool, each committing
+// by itself. Only single-statement changes go through it.
+func (s *Store) autocommit() *Tx { return &Tx{db: s.db} }
+
 // InTx implements coupon.Store. gorm's Transaction returns the Commit error,
 // which is the one that a lost COMMIT acknowledgement produces. After the
 // commit it runs what the transaction registered with AfterCommit (the
