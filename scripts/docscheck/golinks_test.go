@@ -1,6 +1,7 @@
 package docscheck
 
 import (
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -30,11 +31,51 @@ const declSlack = 3
 // And a Go or SQL code block just under a line link is an excerpt of the
 // linked lines: every line of it (but "…" and blank lines) appears in them,
 // in order, so the code a page shows is the code the repository runs.
+//
+// When code has moved, `go test ./docscheck/ -run TestGoLineLinks -fix`
+// points each such link at the whole declaration it names, and says where;
+// read the pages it changed before committing them.
 func TestGoLineLinksNameTheirDeclaration(t *testing.T) {
 	root := composecheck.RepoRoot(t)
-	for _, p := range checkGoLinks(root, markdownFiles(t, root)) {
+	problems, moves := checkGoLinks(root, markdownFiles(t, root))
+	if *fixLinks {
+		for _, m := range moves {
+			if err := m.apply(root); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s:%d: %s → %s", m.doc, m.line, m.from, m.to)
+		}
+		problems, _ = checkGoLinks(root, markdownFiles(t, root))
+	}
+	for _, p := range problems {
 		t.Error(p)
 	}
+}
+
+// fixLinks makes TestGoLineLinksNameTheirDeclaration move misplaced links.
+var fixLinks = flag.Bool("fix", false, "point each misplaced Go line link at the declaration it names")
+
+// move is the fix of one misplaced link: its target, from and to.
+type move struct {
+	doc      string
+	line     int
+	from, to string
+}
+
+// apply rewrites the link on its line of its page.
+func (m move) apply(root string) error {
+	path := filepath.Join(root, m.doc)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(string(b), "\n")
+	old := "](" + m.from + ")"
+	if !strings.Contains(lines[m.line-1], old) {
+		return fmt.Errorf("%s:%d: no link to %s", m.doc, m.line, m.from)
+	}
+	lines[m.line-1] = strings.Replace(lines[m.line-1], old, "]("+m.to+")", 1)
+	return os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644)
 }
 
 // lineLink is a link to a line range of a file.
@@ -70,9 +111,9 @@ var declName = regexp.MustCompile("`([A-Za-z_][A-Za-z0-9_]*(?:\\.[A-Za-z_][A-Za-
 
 // checkGoLinks returns a problem for each line link into Go code of docs
 // that does not name the declaration it points at, and for each excerpt
-// under such a link that is not in the linked lines.
-func checkGoLinks(root string, docs []string) []string {
-	var problems []string
+// under such a link that is not in the linked lines; and the moves that
+// point the links whose named declaration is unambiguous at it.
+func checkGoLinks(root string, docs []string) (problems []string, moves []move) {
 	files := map[string]*goFile{}
 	open := func(name string) (*goFile, error) {
 		if f, ok := files[name]; ok {
@@ -112,8 +153,12 @@ func checkGoLinks(root string, docs []string) []string {
 			}
 			if !anyHolds(decls, l.First, l.Last) {
 				d := decls[0]
-				problems = append(problems, fmt.Sprintf("%s:%d: link to %s: %s is declared at L%d-L%d of %s; link to #L%d-L%d",
-					doc, l.Line, l.Target, m[1], d.line, d.end, l.File, d.start, d.end))
+				problems = append(problems, fmt.Sprintf("%s:%d: link to %s: %s is at L%d-L%d of %s (declared on L%d): link to #L%d-L%d",
+					doc, l.Line, l.Target, m[1], d.start, d.end, l.File, d.line, d.start, d.end))
+				if len(decls) == 1 {
+					path, _, _ := strings.Cut(l.Target, "#")
+					moves = append(moves, move{doc: doc, line: l.Line, from: l.Target, to: fmt.Sprintf("%s#L%d-L%d", path, d.start, d.end)})
+				}
 			}
 		}
 		for _, e := range p.excerpts() {
@@ -128,7 +173,7 @@ func checkGoLinks(root string, docs []string) []string {
 			}
 		}
 	}
-	return problems
+	return problems, moves
 }
 
 // decl is where a declaration is: its doc comment's first line (its own
@@ -371,12 +416,33 @@ const (
 	good += "\n[schema](schema.sql#L1-L4)\n\n```sql\nCREATE TABLE t (\n  …\n  UNIQUE KEY uk_t (id)\n```\n"
 	bad += "\n[schema](schema.sql#L1-L2)\n\n```sql\nUNIQUE KEY uk_t (id)\n```\n"
 	root := writeFiles(t, map[string]string{"code.go": code, "schema.sql": schema, "good.md": good, "bad.md": bad})
-	wantProblems(t, checkGoLinks(root, []string{"good.md"}))
-	wantProblems(t, checkGoLinks(root, []string{"bad.md"}),
+	problems, moves := checkGoLinks(root, []string{"good.md"})
+	wantProblems(t, problems)
+	if len(moves) != 0 {
+		t.Errorf("moves for good links: %v", moves)
+	}
+	problems, moves = checkGoLinks(root, []string{"bad.md"})
+	wantProblems(t, problems,
 		"bad.md:1: link to code.go#L3-L8: its text \"code.go#L3-L8\" names no declaration",
 		"bad.md:2: link to code.go#L3-L8: code.go declares no Z",
-		"bad.md:3: link to code.go#L10: A is declared at L4-L8 of code.go; link to #L3-L8",
-		"bad.md:4: link to code.go#L3-L10: A is declared at L4-L8",
+		"bad.md:3: link to code.go#L10: A is at L3-L8 of code.go (declared on L4): link to #L3-L8",
+		"bad.md:4: link to code.go#L3-L10: A is at L3-L8",
 		"bad.md:9: the excerpt under the link to code.go#L3-L8 shows \"return n + 1\"",
 		"bad.md:17: the excerpt under the link to schema.sql#L1-L2 shows \"UNIQUE KEY uk_t (id)\"")
+
+	// The slid links are moved onto A, and then hold.
+	if len(moves) != 2 {
+		t.Fatalf("%d moves, want the two links that name A: %v", len(moves), moves)
+	}
+	for _, m := range moves {
+		if err := m.apply(root); err != nil {
+			t.Fatal(err)
+		}
+	}
+	problems, _ = checkGoLinks(root, []string{"bad.md"})
+	for _, p := range problems {
+		if strings.Contains(p, "A is at") {
+			t.Errorf("after the moves: %s", p)
+		}
+	}
 }
