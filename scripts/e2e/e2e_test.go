@@ -29,7 +29,7 @@ const payTimeout = "8s"
 //   - cancel: the owner cancels an unpaid order;
 //   - paid_after_close: the close job closes an unpaid order while the
 //     customer's payment is in flight; the payment lands and is refunded;
-//   - readme: the README's "Buy something" commands.
+//   - readme: the "Buy something" commands of docs/purchase-flow.md.
 //
 // Each counts its effects in the services' databases and on the streams.
 // Then the three reconcilers must find nothing, and every process must stop
