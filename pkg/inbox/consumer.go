@@ -37,8 +37,10 @@ const (
 	// Outages in the package doc). A caller of Process tries it again
 	// later.
 	Held Outcome = "held"
-	// Interrupted is a delivery whose connection broke while MySQL still
-	// answers: rolled back, not counted as a refusal, nak'd with delay.
+	// Interrupted is a delivery whose connection broke, or whose time ran
+	// out, while MySQL still answers: rolled back, not counted as a
+	// refusal, nak'd with delay. The server's delivery count bounds it
+	// (DeliveryLimit).
 	Interrupted Outcome = "interrupted"
 )
 
@@ -277,25 +279,23 @@ type failure int
 const (
 	refusal     failure = iota // the handler's own: counted against MaxDeliver
 	unreachable                // MySQL cannot be reached: held, not counted
-	interrupted                // the connection broke, MySQL answers: nak'd, not counted
+	interrupted                // the connection broke or time ran out, MySQL answers: nak'd, not counted
 )
 
 // classify tells what err, from an operation that ran on ctx, means (see
 // Outages in the package doc). Only an error that says the connection
 // failed, or a deadline that ran out, costs a ping; a refusal costs none.
+// A deadline is never the handler's refusal: MySQL may have been slow to
+// answer, or the delivery waited on the dedup row of another delivery of
+// the same message.
 func (c *Consumer) classify(ctx context.Context, err error) failure {
-	broken := database.IsUnavailable(err)
-	if !broken && ctx.Err() == nil {
+	if !database.IsUnavailable(err) && ctx.Err() == nil {
 		return refusal
 	}
 	if c.ping(ctx) != nil {
 		return unreachable
 	}
-	if broken {
-		return interrupted
-	}
-	// MySQL answers, so the time went to the handler (a lock wait, say).
-	return refusal
+	return interrupted
 }
 
 // ping asks MySQL for an answer within the ping timeout, whatever is left

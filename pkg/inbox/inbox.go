@@ -46,10 +46,11 @@
 // that fails because MySQL cannot be reached is not an attempt. A failure
 // is MySQL's when its error says the connection failed
 // (database.IsUnavailable) or the delivery ran out of time (Run gives each
-// half of AckWait), and a ping of its own fails too. Otherwise it is a
-// refusal: a constraint, a lock wait, a deadlock, a domain error, a slow
-// handler. A connection that broke while MySQL answers the ping is nak'd
-// ("interrupted") and counts nothing.
+// half of AckWait), and a ping of its own fails too. If the ping succeeds,
+// the delivery is nak'd ("interrupted") and counts nothing either: the
+// server's delivery count, which DeliveryLimit bounds, is what stops a
+// message that keeps running out of time. Any other error is a refusal: a
+// constraint, MySQL's own lock wait timeout, a deadlock, a domain error.
 //
 // On an unreachable MySQL, Run pauses: it stops pulling, keeps every
 // delivery it has (in its workers and in the client's buffer) alive with
@@ -185,8 +186,8 @@ type Config struct {
 	// delivers the message again (default 30s). Run gives a delivery's
 	// transaction half of it, and then decides with a ping (an eighth of
 	// it, at most 2 s), before the server redelivers, whether MySQL hung
-	// (the delivery is held) or the handler was slow (a refusal). The rest
-	// covers a delivery that waited in the client's buffer.
+	// (the delivery is held) or not (it is nak'd); neither is a refusal.
+	// The rest covers a delivery that waited in the client's buffer.
 	AckWait time.Duration
 
 	// Backoff is the NakWithDelay delay after refusal n (Backoff[n-1], the
