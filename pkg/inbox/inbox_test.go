@@ -374,6 +374,20 @@ func TestUndecodableAndPermanentAreDeadAtOnce(t *testing.T) {
 	}
 }
 
+// TestSettingsRefuseADeliveryLimitBelowMaxDeliver: the backstop must leave
+// room for every refusal, and the error names the variable.
+func TestSettingsRefuseADeliveryLimitBelowMaxDeliver(t *testing.T) {
+	s := inbox.Settings{Workers: 4, MaxDeliver: 5, DeliveryLimit: 4, AckWait: time.Second, Retention: time.Hour, DeadRetention: time.Hour, CleanupSchedule: "@every 1m", CleanupBatch: 10}
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "INBOX_DELIVERY_LIMIT") {
+		t.Fatalf("DeliveryLimit 4 under MaxDeliver 5: %v, want an error naming INBOX_DELIVERY_LIMIT", err)
+	}
+	s.DeliveryLimit = 5
+	testenv.Must(t, s.Validate())
+	if got := (inbox.Config{MaxDeliver: 30}).WithDefaults().DeliveryLimit; got != 30 {
+		t.Fatalf("default DeliveryLimit with MaxDeliver 30: %d, want 30", got)
+	}
+}
+
 // NATS 2.9 takes one filter subject per consumer; asking for two fails at
 // construction with a clear error instead of at the server.
 func TestTwoFilterSubjectsRefusedOnNATS29(t *testing.T) {

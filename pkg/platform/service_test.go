@@ -247,8 +247,8 @@ func TestRunRunsWhatTheServiceDeclares(t *testing.T) {
 }
 
 // TestRunCleansTheInboxTables: every service gets the inbox cleanup without
-// asking for it, so processed ids and dead letters past their retention go
-// and younger ones stay. (The order service once forgot this wiring, and
+// asking for it, so processed ids, refusal counts and dead letters past
+// their retention go and younger ones stay. (The order service once forgot this wiring, and
 // its processed_message grew without bound.)
 func TestRunCleansTheInboxTables(t *testing.T) {
 	base, db := toyEnv(t)
@@ -260,13 +260,20 @@ func TestRunCleansTheInboxTables(t *testing.T) {
 	for i, at := range []time.Time{now.Add(-90 * time.Minute), now.Add(-30 * time.Minute)} {
 		testenv.Must(t, db.Exec("INSERT INTO processed_message (consumer, message_id, processed_at) VALUES ('c', ?, ?)", fmt.Sprint("p", i), at).Error)
 	}
+	for i, at := range []time.Time{now.Add(-90 * time.Minute), now.Add(-30 * time.Minute)} {
+		testenv.Must(t, db.Exec("INSERT INTO refused_message (consumer, message_id, refusals, reason, refused_at) VALUES ('c', ?, 1, 'r', ?)", fmt.Sprint("r", i), at).Error)
+	}
 	for i, at := range []time.Time{now.Add(-3 * time.Hour), now.Add(-90 * time.Minute)} {
 		testenv.Must(t, db.Exec("INSERT INTO dead_message (consumer, message_id, subject, body, reason, deliveries, created_at) VALUES ('c', ?, 's', '', 'r', 1, ?)", fmt.Sprint("d", i), at).Error)
 	}
 	serve(t, toy(nil), base)
 	testenv.WaitFor(t, 10*time.Second, "the inbox cleanup to delete the old rows", func() bool {
-		return count(t, db, "SELECT COUNT(*) FROM processed_message") == 1 && count(t, db, "SELECT COUNT(*) FROM dead_message") == 1
+		return count(t, db, "SELECT COUNT(*) FROM processed_message") == 1 && count(t, db, "SELECT COUNT(*) FROM refused_message") == 1 &&
+			count(t, db, "SELECT COUNT(*) FROM dead_message") == 1
 	})
+	if n := count(t, db, "SELECT COUNT(*) FROM refused_message WHERE message_id = 'r1'"); n != 1 {
+		t.Fatal("the young refusal count was deleted")
+	}
 	if n := count(t, db, "SELECT COUNT(*) FROM processed_message WHERE message_id = 'p1'"); n != 1 {
 		t.Fatal("the young processed id was deleted")
 	}
