@@ -1,7 +1,9 @@
-// Package httpserver builds the gin HTTP server every service runs: request
-// ids, tracing, JSON access logs, Prometheus metrics, panic recovery, a
-// request body limit, problem+json errors, and the /healthz, /readyz and
-// /metrics endpoints.
+// Package httpserver builds the gin HTTP server every service runs:
+// admission control (a bounded number of requests in flight, the rest
+// refused early with 503 and a jittered Retry-After), request ids, tracing,
+// JSON access logs, Prometheus metrics, panic recovery, a request body
+// limit, problem+json errors, and the /healthz, /readyz and /metrics
+// endpoints.
 package httpserver
 
 import (
@@ -76,6 +78,14 @@ type Options struct {
 	// Checks are run by /readyz, each with a short timeout; the map key names
 	// the dependency in the 503 answer ("mysql", "nats", "redis").
 	Checks map[string]Check
+	// Admission bounds the requests in flight (zero: no bound) and sets the
+	// Retry-After range of every 503.
+	Admission AdmissionConfig
+	// Priority lists route prefixes, as registered ("/internal/",
+	// "/payments/callback"), whose requests finish work already admitted
+	// somewhere: they may take the slots AdmissionConfig.PriorityReserve
+	// keeps from new work, and a freed slot goes to them first.
+	Priority []string
 	// TracerProvider serves every request but the probes in a server span
 	// named after its route, continuing the caller's trace, with the request
 	// id as an attribute and in the trace's baggage. When tracing is off
@@ -99,6 +109,9 @@ func New(opts Options) *Server {
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
 	m := newMetrics(opts.Registry)
+	// Admission first: a refusal costs no request id, span, access log
+	// line or request metric, only its own counter.
+	e.Use(admissionMiddleware(newAdmission(opts.Admission, opts.Priority, opts.Logger, opts.Registry), rangeOf(opts.Admission)))
 	e.Use(RequestID())
 	if tracing.Enabled(opts.TracerProvider) {
 		// Inside the request id, so the span can carry it; outside the rest,
