@@ -22,7 +22,7 @@ import (
 )
 
 // AdmissionConfig bounds the requests a server works on at once and sets
-// the Retry-After of its 503 answers. docs/overload.md says how the
+// the Retry-After of its 503 answers. docs/scaling.md#overload says how the
 // defaults were chosen. The zero value admits every request and answers
 // Retry-After: 1.
 type AdmissionConfig struct {
@@ -36,7 +36,7 @@ type AdmissionConfig struct {
 	// MaxQueued is how many requests of each class may wait for a slot.
 	MaxQueued int `env:"HTTP_MAX_QUEUED" default:"16" usage:"requests of each class (new work, priority) that may wait for a slot; one beyond it is refused at once"`
 	// QueueTimeout is the longest a request waits for a slot.
-	QueueTimeout time.Duration `env:"HTTP_QUEUE_TIMEOUT" default:"100ms" usage:"longest a request waits for a slot; a request finding the queue's oldest waiter past half of it is refused at once"`
+	QueueTimeout time.Duration `env:"HTTP_QUEUE_TIMEOUT" default:"50ms" usage:"longest a request waits for a slot; a request finding the queue's oldest waiter past half of it is refused at once"`
 	// RetryAfterMin and RetryAfterMax are the range, in whole seconds, that
 	// the Retry-After of every 503 of the server is drawn from.
 	RetryAfterMin time.Duration `env:"HTTP_RETRY_AFTER_MIN" default:"1s" usage:"least Retry-After of a 503 (whole seconds); each answer draws one at random up to HTTP_RETRY_AFTER_MAX"`
@@ -80,14 +80,21 @@ func Unavailable(c *gin.Context, detail string) {
 }
 
 func writeUnavailable(c *gin.Context, d problem.Details) {
-	r, _ := c.Get(retryAfterKey{})
-	span, _ := r.(retryRange)
+	span, _ := c.Request.Context().Value(retryAfterKey{}).(retryRange)
 	c.Header("Retry-After", strconv.Itoa(span.draw()))
 	problem.Write(c, d)
 }
 
-// retryAfterKey is the gin context key of the server's retryRange.
+// retryAfterKey is the context key of the server's retryRange. The range
+// is in the base context of the server's connections (see Server.Handler
+// for requests served without Listen), so carrying it costs a request
+// nothing.
 type retryAfterKey struct{}
+
+// withRetryAfter returns ctx carrying r for Unavailable.
+func withRetryAfter(ctx context.Context, r retryRange) context.Context {
+	return context.WithValue(ctx, retryAfterKey{}, r)
+}
 
 // retryRange is a range of Retry-After values in whole seconds.
 type retryRange struct{ min, max int }
@@ -241,17 +248,11 @@ func (a *admission) read(f func() int) float64 {
 	return float64(f())
 }
 
-// admissionMiddleware puts the Retry-After range in every request's gin
-// context, for Unavailable, and passes each request through a (nil: no
-// limit) unless its route is exempt.
-func admissionMiddleware(a *admission, retry retryRange) gin.HandlerFunc {
+// middleware passes each request through the admission control unless its
+// route is exempt.
+func (a *admission) middleware() gin.HandlerFunc {
 	return func(c *gin.Context) {
-		c.Set(retryAfterKey{}, retry)
 		route := c.FullPath()
-		if a == nil {
-			c.Next()
-			return
-		}
 		if exempt(route) {
 			a.noteQuiet()
 			c.Next()

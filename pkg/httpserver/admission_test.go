@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -366,5 +368,52 @@ func TestAdmissionConfigValidateNamesTheVariable(t *testing.T) {
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: Validate = %v, want an error naming it", name, err)
 		}
+	}
+}
+
+// BenchmarkAdmission serves one request through the whole middleware
+// stack with no admission limit (off), under the limit with a slot free
+// (admitted), and refused because the one slot is held (refused): what the
+// admission costs an admitted request, and what a refusal costs. Run
+//
+//	cd pkg && go test -run '^$' -bench Admission -benchmem ./httpserver/
+func BenchmarkAdmission(b *testing.B) {
+	defaults := httpserver.AdmissionConfig{MaxInFlight: 24, PriorityReserve: 8, MaxQueued: 16, QueueTimeout: 50 * time.Millisecond,
+		RetryAfterMin: time.Second, RetryAfterMax: 5 * time.Second}
+	one := defaults
+	one.MaxInFlight, one.PriorityReserve, one.MaxQueued = 1, 0, 0
+	off := defaults
+	off.MaxInFlight, off.PriorityReserve = 0, 0
+	for _, tc := range []struct {
+		name string
+		cfg  httpserver.AdmissionConfig
+		want int
+	}{{"off", off, http.StatusAccepted}, {"admitted", defaults, http.StatusAccepted}, {"refused", one, http.StatusServiceUnavailable}} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := httpserver.New(httpserver.Options{
+				Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 10}, Admission: tc.cfg,
+				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: prometheus.NewRegistry(),
+			})
+			release := make(chan struct{})
+			defer close(release)
+			held := make(chan struct{})
+			s.Engine().GET("/hold", func(c *gin.Context) { close(held); <-release })
+			s.Engine().POST("/orders/:no/pay", func(c *gin.Context) { c.Status(http.StatusAccepted) })
+			h := s.Engine() // as Listen serves it
+			if tc.want == http.StatusServiceUnavailable {
+				go h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/hold", nil))
+				<-held
+			}
+			req := httptest.NewRequest(http.MethodPost, "/orders/O42/pay", nil)
+			req.Header.Set(httpserver.RequestIDHeader, "bench-request-id")
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != tc.want {
+					b.Fatalf("status %d, want %d", w.Code, tc.want)
+				}
+			}
+		})
 	}
 }

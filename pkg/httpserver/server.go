@@ -99,6 +99,7 @@ type Server struct {
 	engine *gin.Engine
 	srv    *http.Server
 	log    *slog.Logger
+	retry  retryRange
 }
 
 // New returns a server with the standard middleware and endpoints installed;
@@ -109,9 +110,11 @@ func New(opts Options) *Server {
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
 	m := newMetrics(opts.Registry)
-	// Admission first: a refusal costs no request id, span, access log
-	// line or request metric, only its own counter.
-	e.Use(admissionMiddleware(newAdmission(opts.Admission, opts.Priority, opts.Logger, opts.Registry), rangeOf(opts.Admission)))
+	if adm := newAdmission(opts.Admission, opts.Priority, opts.Logger, opts.Registry); adm != nil {
+		// First: a refusal costs no request id, span, access log line or
+		// request metric, only its own counter.
+		e.Use(adm.middleware())
+	}
 	e.Use(RequestID())
 	if tracing.Enabled(opts.TracerProvider) {
 		// Inside the request id, so the span can carry it; outside the rest,
@@ -130,12 +133,16 @@ func New(opts Options) *Server {
 	e.GET("/readyz", readyz(opts.Checks))
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})))
 
+	retry := rangeOf(opts.Admission)
+	base := withRetryAfter(context.Background(), retry)
 	return &Server{
 		engine: e,
 		log:    opts.Logger,
+		retry:  retry,
 		srv: &http.Server{
 			Addr:              opts.Addr,
 			Handler:           e,
+			BaseContext:       func(net.Listener) context.Context { return base },
 			ReadHeaderTimeout: opts.Config.ReadHeaderTimeout,
 			ReadTimeout:       opts.Config.ReadTimeout,
 			WriteTimeout:      opts.Config.WriteTimeout,
@@ -149,8 +156,14 @@ func New(opts Options) *Server {
 // Engine returns the gin engine to register routes on.
 func (s *Server) Engine() *gin.Engine { return s.engine }
 
-// Handler returns the server's handler, for httptest.
-func (s *Server) Handler() http.Handler { return s.engine }
+// Handler returns the server's handler, for httptest. It gives each
+// request what Listen's connections give it, the Retry-After range of the
+// server's 503 answers.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.engine.ServeHTTP(w, r.WithContext(withRetryAfter(r.Context(), s.retry)))
+	})
+}
 
 // Listen binds the address now, so a port conflict is reported at start-up,
 // and serves in the background. The returned channel yields the serve error
