@@ -259,8 +259,8 @@ func TestInternalAndDeclaredRoutesArePriority(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := make(chan struct{})
-	var entered sync.WaitGroup
-	hold := func(c *gin.Context) { entered.Done(); <-release }
+	var entered atomic.Int64
+	hold := func(c *gin.Context) { entered.Add(1); <-release }
 	for _, path := range []string{"/orders/hold", "/internal/hold", "/callbacks/hold"} {
 		rt.HTTP.Engine().GET(path, hold)
 	}
@@ -271,7 +271,6 @@ func TestInternalAndDeclaredRoutesArePriority(t *testing.T) {
 
 	var answered sync.WaitGroup
 	for _, path := range []string{"/orders/hold", "/internal/hold", "/callbacks/hold"} {
-		entered.Add(1)
 		answered.Add(1)
 		go func() {
 			defer answered.Done()
@@ -280,7 +279,9 @@ func TestInternalAndDeclaredRoutesArePriority(t *testing.T) {
 			}
 		}()
 	}
-	entered.Wait() // all three run: one slot of new work, two of the reserve
+	testenv.WaitFor(t, 10*time.Second, "the three requests to run: one in the slot of new work, two in the reserve", func() bool {
+		return entered.Load() == 3
+	})
 	if code, _ := get(t, base+"/orders/hold"); code != http.StatusServiceUnavailable {
 		t.Fatalf("a second request of new work: %d, want 503 (its one slot is taken)", code)
 	}
