@@ -74,7 +74,8 @@ func (c AdmissionConfig) Validate() error {
 // at random from the server's range (AdmissionConfig), so the clients one
 // overload sends away come back spread out rather than together. Every 503
 // of the package goes through it: the admission's refusals, Deadline and
-// Ended. Outside a Server's handlers the Retry-After is 1.
+// Ended. On a gin engine served without its Server (neither Listen nor
+// Handler), the Retry-After is 1.
 func Unavailable(c *gin.Context, detail string) {
 	writeUnavailable(c, problem.New(http.StatusServiceUnavailable, detail))
 }
