@@ -258,7 +258,9 @@ func (c *client) once(ctx context.Context, r request, raw []byte, customer bool)
 		req.Header.Set(k, v)
 	}
 	sent := time.Now()
-	defer func() { c.stats.observe(r.step, sent, time.Since(sent), classify(a, err), a.Status, customer, failureKind(a, err)) }()
+	defer func() {
+		c.stats.observe(r.step, sent, time.Since(sent), classify(a, err), a.Status, customer, failureKind(a, err))
+	}()
 	hc := c.http
 	if r.timeout > 0 {
 		hc = &http.Client{Transport: c.http.Transport, Timeout: r.timeout}

@@ -15,9 +15,9 @@ type PhaseReport struct {
 	Seconds float64 `json:"duration_s"`
 	Fault   string  `json:"fault,omitempty"`
 
-	Started   int     `json:"purchases_started"`
-	Completed int     `json:"completed"`
-	Goodput   float64 `json:"goodput_per_s"`
+	Started   int       `json:"purchases_started"`
+	Completed int       `json:"completed"`
+	Goodput   float64   `json:"goodput_per_s"`
 	Flow      PhaseFlow `json:"flow"`
 
 	// Admitted is the latency of the customers' tries that got an answer
