@@ -130,8 +130,8 @@ func TestRetryBudgetEarnsByFirstTries(t *testing.T) {
 	for range 10 {
 		b.firstTry()
 	}
-	if !b.retry() || !b.retry() || b.retry() {
-		t.Fatal("ten first tries at 20% did not earn exactly two retries")
+	if got := []bool{b.retry(), b.retry(), b.retry()}; !got[0] || !got[1] || got[2] {
+		t.Fatalf("retries after ten first tries at 20%%: %v, want exactly two", got)
 	}
 	now = now.Add(3 * time.Second)
 	for i := range 3 {

@@ -37,8 +37,9 @@ type PhaseReport struct {
 
 	// RecoveredAfter is how long after the phase began the latencies were
 	// back to normal (see recovery), against the first phase; nil when they
-	// were not within the phase, and for the first phase. Recovery says
-	// what was judged, or why not.
+	// were not within the phase. It is judged for a phase that follows a
+	// higher rate or an outage; Recovery says what was judged, or why not,
+	// and is empty for the other phases.
 	RecoveredAfter *float64 `json:"recovered_after_s,omitempty"`
 	Recovery       string   `json:"recovery,omitempty"`
 }
@@ -113,7 +114,6 @@ type phaseInput struct {
 	w        *watcher
 	readings []reading // at each phase's start, and at the load's end
 	idle     usage
-	rss      map[string][]float64
 }
 
 func phaseReports(in phaseInput) []PhaseReport {
@@ -201,6 +201,10 @@ func phaseReports(in phaseInput) []PhaseReport {
 		refReq := percentiles(admitted[0]).P99
 		refPaidP99 := percentiles(refPaid).P99
 		for k := 1; k < n; k++ {
+			prev := in.tl.phases[k-1]
+			if prev.Fault == "" && (prev.Rate <= in.tl.phases[k].Rate || prev.Rate == 0) {
+				continue
+			}
 			if len(admitted[0]) == 0 || len(refPaid) == 0 {
 				out[k].Recovery = "no reference: the first phase had no admitted request or no paid order"
 				continue

@@ -129,3 +129,56 @@ func TestRecovery(t *testing.T) {
 		}
 	}
 }
+
+// TestPhaseReports: requests count in the phase they were sent in, the
+// flow in the phase its purchase started in, goodput in the phase the
+// purchase completed in; recovery is judged after a drop in rate only.
+func TestPhaseReports(t *testing.T) {
+	began := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return began.Add(time.Duration(s * float64(time.Second))) }
+	tl := newTimeline([]Phase{{Rate: 10, Duration: 10 * time.Second}, {Rate: 40, Duration: 10 * time.Second}, {Rate: 5, Duration: 10 * time.Second}})
+	st := newStats()
+	const base = 1_000_000
+	// Purchase i starts at i seconds, in its phase; its order is PAID 0.2 s
+	// later, except in the busy phase (5 s later).
+	var rows []orderRow
+	for i := range 30 {
+		k := tl.at(time.Duration(i) * time.Second)
+		st.purchases[uint64(i)] = purchaseRec{at: at(float64(i)), phase: k}
+		took := 0.2
+		if k == 1 {
+			took = 5
+		}
+		rows = append(rows, orderRow{user: base + uint64(i), status: "PAID", created: at(float64(i)), updated: at(float64(i) + took)})
+		st.tries = append(st.tries, tryRec{sent: at(float64(i)), took: 20 * time.Millisecond, step: "POST /orders", class: tryAnswered, status: 201, customer: true})
+		st.tries = append(st.tries, tryRec{sent: at(float64(i) + 0.5), took: 20 * time.Millisecond, step: "POST /payments", class: tryAnswered, status: 201, customer: true})
+		if k == 1 {
+			st.tries = append(st.tries, tryRec{sent: at(float64(i) + 0.1), took: 3 * time.Millisecond, step: "POST /orders", class: tryRefused, status: 503, customer: true})
+		}
+	}
+	st.tries = append(st.tries, tryRec{sent: at(-5), step: "setup: product", class: tryAnswered, status: 201})
+	st.tries = append(st.tries, tryRec{sent: at(12), took: 5 * time.Second, step: "GET /admin/reconcile", class: tryAnswered, status: 200})
+	st.tries = append(st.tries, tryRec{sent: at(45), took: time.Second, step: "POST /payments", class: tryFailed, kind: "timeout", customer: true})
+
+	ps := phaseReports(phaseInput{tl: tl, began: began, rows: rows, userBase: base, st: st})
+	if len(ps) != 3 {
+		t.Fatalf("%d phases", len(ps))
+	}
+	if ps[0].Started != 10 || ps[1].Started != 10 || ps[1].Refused.Count != 10 || ps[1].Admitted.Count != 20 || ps[1].Answers["503"] != 10 || ps[2].Failed != 1 || ps[2].Answers["timeout"] != 1 {
+		t.Fatalf("phases %+v", ps)
+	}
+	// Phase 0 completes its ten; phase 1's purchases complete 5 s late,
+	// 10..14 within it and 15..19 in phase 2, which completes its own too.
+	if ps[0].Completed != 10 || ps[1].Completed != 5 || ps[2].Completed != 15 || ps[1].Goodput != 0.5 {
+		t.Fatalf("completed %d, %d, %d; goodput %v", ps[0].Completed, ps[1].Completed, ps[2].Completed, ps[1].Goodput)
+	}
+	if ps[1].Flow.Paid != 10 || ps[1].Flow.CreatedToOrderPaid.P50 != 5000 || ps[0].Flow.CreatedToOrderPaid.P50 != 200 {
+		t.Fatalf("flows %+v %+v", ps[0].Flow, ps[1].Flow)
+	}
+	if ps[1].Recovery != "" || ps[1].RecoveredAfter != nil {
+		t.Fatalf("recovery judged on a rise in rate: %+v", ps[1])
+	}
+	if ps[2].RecoveredAfter == nil || *ps[2].RecoveredAfter != 0 {
+		t.Fatalf("phase 2 (its purchases paid in 0.2 s again, the requests as fast): recovered %v, %q", ps[2].RecoveredAfter, ps[2].Recovery)
+	}
+}
