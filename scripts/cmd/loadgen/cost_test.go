@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"database/sql"
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +70,7 @@ func TestBetweenAndCost(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	groups := map[string][]int{"order": {10}, "mariadb": {20}, "loadgen": {30}, "faultproxy": {40}}
 	rd := func(at time.Duration, cpu map[int]float64, n map[string]float64, unread map[string]string) reading {
-		return reading{at: t0.Add(at), groups: groups, cpu: cpu, n: n, unread: unread, natsStart: "s1", cpus: 2, total: at.Seconds() * 200, busy: at.Seconds() * 100}
+		return reading{at: t0.Add(at), groups: groups, cpu: cpu, n: n, unread: unread, natsStart: t0.Add(-time.Hour), cpus: 2, total: at.Seconds() * 200, busy: at.Seconds() * 100}
 	}
 	// The idle window: 10 s; order 0.1 cores, MariaDB 0.2, the loadgen 0.5.
 	idle := between(
@@ -113,6 +117,19 @@ func TestBetweenAndCost(t *testing.T) {
 	if _, ok := c.work("http_served"); ok || c.Unread[srcHTTP] == "" {
 		t.Errorf("HTTP figures reported though unread: %v", c.Unread)
 	}
+
+	// NATS down at the first reading and started after it: all it counted
+	// is new. Read both times but restarted between: its figures are gone.
+	down := rd(200*time.Second, nil, map[string]float64{}, map[string]string{srcNATS: "connection refused"})
+	up := rd(210*time.Second, nil, map[string]float64{"nats:in_msgs": 70}, nil)
+	up.natsStart = t0.Add(205 * time.Second)
+	if u := between(down, up); u.n["nats:in_msgs"] != 70 || u.unread[srcNATS] != "" {
+		t.Errorf("NATS started within the window: %v, unread %v; want 70 counted", u.n, u.unread)
+	}
+	before := rd(190*time.Second, nil, map[string]float64{"nats:in_msgs": 500}, nil)
+	if u := between(before, up); u.unread[srcNATS] == "" {
+		t.Errorf("NATS restarted between two readings of it: %v counted", u.n["nats:in_msgs"])
+	}
 	var text strings.Builder
 	c.writeText(&text)
 	for _, want := range []string{"80.0 ms of CPU per completed purchase (every process but faultproxy, loadgen", "SQL by kind: START 5.0, INSERT 3.0, SELECT 16.0", "not read: http"} {
@@ -141,5 +158,29 @@ func TestFlowWindow(t *testing.T) {
 	}
 	if f.CreatedToOrderPaid.Count != 4 || f.CreatedToCouponUsed.Count != 1 || f.CreatedToCouponUsed.P50 != 10000 {
 		t.Fatalf("latencies %+v %+v", f.CreatedToOrderPaid, f.CreatedToCouponUsed)
+	}
+}
+
+// TestReportFixturesAreCurrent decodes the reports benchreport's tests
+// read (real --json output, in ../benchreport/testdata) strictly into
+// Report: a field renamed here fails this test until the fixtures are
+// written again, and then benchreport's own tests say whether it still
+// finds its figures.
+func TestReportFixturesAreCurrent(t *testing.T) {
+	files, err := filepath.Glob("../benchreport/testdata/loadgen-*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		var r Report
+		if err := dec.Decode(&r); err != nil {
+			t.Errorf("%s is not a current loadgen report: %v", f, err)
+		}
 	}
 }

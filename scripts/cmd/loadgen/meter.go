@@ -49,7 +49,7 @@ type reading struct {
 	cpus        int
 	n           map[string]float64 // "mysql:Com_select", "redis:get", "nats:in_msgs", "js:stored", "http:served", "client:tries", …
 	unread      map[string]string  // source → why it could not be read
-	natsStart   string             // when the NATS server started: a restarted one counts from zero
+	natsStart   time.Time          // when the NATS server started: a restarted one counts from zero
 }
 
 // read takes a reading now.
@@ -136,7 +136,9 @@ func (m *meter) readNATS(ctx context.Context, r *reading) error {
 	if err != nil {
 		return err
 	}
-	r.natsStart = v.Start
+	if r.natsStart, err = time.Parse(time.RFC3339Nano, v.Start); err != nil {
+		return fmt.Errorf("varz start %q: %w", v.Start, err)
+	}
 	r.n["nats:in_msgs"], r.n["nats:out_msgs"] = v.InMsgs, v.OutMsgs
 	if b, err = m.get(ctx, m.natsMon+"/jsz?accounts=true&streams=true&consumers=true"); err != nil {
 		return err
@@ -285,9 +287,12 @@ type usage struct {
 }
 
 // between returns the usage from a to b. A counter that went down belongs
-// to a server that restarted, and all of its value is new; so is NATS's
-// when its start time changed. A process that ended between a and b is
-// missing its CPU since a; one that started counts from its start.
+// to a server that restarted, and all of its value is new. NATS says when
+// it started: one that was down at a and started after it counts from its
+// start; one that restarted between two readings of it lost what it
+// counted before, and its figures are left out. A process that ended
+// between a and b is missing its CPU since a; one that started counts from
+// its start.
 func between(a, b reading) usage {
 	u := usage{seconds: b.at.Sub(a.at).Seconds(), cpu: map[string]float64{}, procs: map[string]int{}, n: map[string]float64{}, unread: map[string]string{}, cpus: b.cpus}
 	if t := b.total - a.total; t > 0 {
@@ -299,13 +304,20 @@ func between(a, b reading) usage {
 			u.cpu[g] += max(0, b.cpu[p]-a.cpu[p])
 		}
 	}
+	_, downAtA := a.unread[srcNATS]
+	_, downAtB := b.unread[srcNATS]
+	freshNATS := downAtA && !downAtB && b.natsStart.After(a.at)
 	for src, why := range a.unread {
-		u.unread[src] = why
+		if src != srcNATS || !freshNATS {
+			u.unread[src] = why
+		}
 	}
 	for src, why := range b.unread {
 		u.unread[src] = why
 	}
-	restartedNATS := a.natsStart != b.natsStart
+	if _, bad := u.unread[srcNATS]; !bad && !freshNATS && !a.natsStart.Equal(b.natsStart) {
+		u.unread[srcNATS] = "the NATS server restarted within the window: what it counted before is gone"
+	}
 	for k, vb := range b.n {
 		src, _, _ := strings.Cut(k, ":")
 		if src == "js" || src == "nats" {
@@ -314,9 +326,8 @@ func between(a, b reading) usage {
 		if _, bad := u.unread[src]; bad {
 			continue
 		}
-		va := a.n[k]
-		d := vb - va
-		if d < 0 || (src == srcNATS && restartedNATS) {
+		d := vb - a.n[k]
+		if d < 0 || (src == srcNATS && freshNATS) {
 			d = vb
 		}
 		u.n[k] = d
