@@ -31,7 +31,8 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Report, error) {
 	if cfg.Rate > 0 {
 		rep.Concurrency = 0
 	}
-	rep.RetryPolicy = fmt.Sprintf("Retry-After with up to 50%% jitter, else jittered backoff; retries within %.0f%% of first tries; each request for up to %s", 100*cfg.RetryBudget, cfg.RetryFor)
+	rep.RetryPolicy = fmt.Sprintf("after Retry-After + up to 50%% jitter, else a jittered backoff; retries within a budget of %.0f%% of first tries (+%d a second, %d saved); each request for up to %s",
+		100*cfg.RetryBudget, budgetFloor, budgetBurst, cfg.RetryFor)
 	if cfg.RetryAtOnce {
 		rep.RetryPolicy = fmt.Sprintf("at once, Retry-After ignored, no budget; each request for up to %s", cfg.RetryFor)
 	}
@@ -160,6 +161,7 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Report, error) {
 	}
 	stopProgress := make(chan struct{})
 	progressDone := make(chan struct{})
+	first := m.read(ctx)
 	began := time.Now()
 	w.start(began)
 	if !cfg.Quiet {
@@ -170,7 +172,6 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Report, error) {
 	} else {
 		close(progressDone)
 	}
-	readings := []reading{m.read(ctx)}
 	loadCtx, stopLoad := context.WithTimeout(ctx, tl.total)
 	profiled := make(chan struct{})
 	go func() {
@@ -180,40 +181,12 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Report, error) {
 		close(profiled)
 	}()
 	go func() { <-loadCtx.Done(); stopChaos() }()
-	// The phases' boundaries: a reading at each, the faults begun and
-	// healed there.
 	outages := &outageLog{began: began, log: log}
-	timelineDone := make(chan struct{})
-	go func() {
-		defer close(timelineDone)
-		// The faults change at the boundary itself; the reading there,
-		// which takes a moment, is taken beside them.
-		readAsync := func() <-chan reading {
-			done := make(chan reading, 1)
-			go func() { done <- m.read(ctx) }()
-			return done
-		}
-		outages.begin(r, tl.phases[0].Fault)
-		for k := 1; k < len(tl.phases); k++ {
-			if !sleepUntil(ctx, began.Add(tl.starts[k])) {
-				return
-			}
-			rd := readAsync()
-			outages.heal(ctx, r, tl.phases[k-1].Fault)
-			outages.begin(r, tl.phases[k].Fault)
-			readings = append(readings, <-rd)
-		}
-		if sleepUntil(ctx, began.Add(tl.total)) {
-			rd := readAsync()
-			outages.heal(ctx, r, tl.phases[len(tl.phases)-1].Fault)
-			readings = append(readings, <-rd)
-		} else {
-			outages.heal(ctx, r, tl.phases[len(tl.phases)-1].Fault)
-		}
-	}()
+	readingsCh := make(chan []reading, 1)
+	go func() { readingsCh <- outages.boundaries(ctx, tl, m, r, first) }()
 	p := &purchaser{c: c, cfg: cfg, cat: cat, st: st}
 	started, tail := p.drive(ctx, tl, began)
-	<-timelineDone
+	readings := <-readingsCh
 	<-profiled
 	stopLoad()
 	close(stopProgress)
@@ -364,6 +337,39 @@ func (o *outageLog) heal(ctx context.Context, r *rig, fault string) {
 		}
 		o.record("heal", "nats-server started again on its store, ready in %.1fs", time.Since(began).Seconds())
 	}
+}
+
+// boundaries walks the phases' boundaries from o.began: at each it heals
+// the fault of the phase that ends, begins the next one's, and takes a
+// reading (beside them: a reading takes a moment, the faults change at the
+// boundary itself). It returns first and the readings, one per boundary
+// reached and one at the load's end.
+func (o *outageLog) boundaries(ctx context.Context, tl timeline, m *meter, r *rig, first reading) []reading {
+	readings := []reading{first}
+	readAsync := func() <-chan reading {
+		done := make(chan reading, 1)
+		go func() { done <- m.read(ctx) }()
+		return done
+	}
+	last := len(tl.phases) - 1
+	o.begin(r, tl.phases[0].Fault)
+	for k := 1; k <= last+1; k++ {
+		at := tl.total
+		if k <= last {
+			at = tl.starts[k]
+		}
+		if !sleepUntil(ctx, o.began.Add(at)) {
+			o.heal(ctx, r, tl.phases[k-1].Fault)
+			return readings
+		}
+		rd := readAsync()
+		o.heal(ctx, r, tl.phases[k-1].Fault)
+		if k <= last {
+			o.begin(r, tl.phases[k].Fault)
+		}
+		readings = append(readings, <-rd)
+	}
+	return readings
 }
 
 func (o *outageLog) faults() []Fault {
