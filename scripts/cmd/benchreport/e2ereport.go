@@ -56,18 +56,22 @@ func writeE2E(w io.Writer, e *E2E, seconds float64) {
 		}
 		p("| **counted** | | **%.1f** |\n\n", c.CPUMsPerPurchase)
 		p("| work per purchase | |\n|---|---|\n")
-		var kinds []string
+		byPrefix := map[string][]string{}
 		for _, x := range c.Work {
-			if strings.HasPrefix(x.Key, "sql:") || strings.HasPrefix(x.Key, "redis:") {
+			prefix, _, _ := strings.Cut(x.Key, ":")
+			if prefix == "sql" || prefix == "redis" {
 				if x.PerPurchase >= 0.05 {
-					kinds = append(kinds, fmt.Sprintf("%s %.1f", x.What, x.PerPurchase))
+					byPrefix[prefix] = append(byPrefix[prefix], fmt.Sprintf("%s %.1f", x.What, x.PerPurchase))
 				}
 				continue
 			}
 			p("| %s | %.2f |\n", esc(x.What), x.PerPurchase)
 		}
-		if len(kinds) > 0 {
-			p("| by kind | %s |\n", strings.Join(kinds, ", "))
+		if kinds := byPrefix["sql"]; len(kinds) > 0 {
+			p("| SQL statements by kind | %s |\n", strings.Join(kinds, ", "))
+		}
+		if cmds := byPrefix["redis"]; len(cmds) > 0 {
+			p("| Redis commands by name | %s |\n", strings.Join(cmds, ", "))
 		}
 		for _, src := range slices.Sorted(maps.Keys(c.Unread)) {
 			p("| not read: %s | %s |\n", src, esc(c.Unread[src]))
