@@ -89,7 +89,21 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		return nil, driver.ErrBadConn
 	}
 	c.record(query)
-	return c.base.ExecContext(ctx, query, args)
+	res, err := c.base.ExecContext(ctx, query, args)
+	if err != nil || c.inTx {
+		return res, err
+	}
+	// Outside a transaction the statement committed by itself, and its
+	// reply is its acknowledgement.
+	inj := c.inj
+	if !inj.takeAutocommitTurn(query) {
+		return res, nil
+	}
+	inj.commits.Add(1)
+	inj.acksLost.Add(1)
+	c.broken.Store(true)
+	_ = c.base.Close()
+	return nil, commitAckLostError{}
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
