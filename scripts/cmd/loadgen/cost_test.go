@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,5 +183,26 @@ func TestReportFixturesAreCurrent(t *testing.T) {
 		if err := dec.Decode(&r); err != nil {
 			t.Errorf("%s is not a current loadgen report: %v", f, err)
 		}
+	}
+}
+
+func TestListenInodes(t *testing.T) {
+	table := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:0CEA 00000000:0000 0A 00000000:00000000 00:00000000 00000000   105        0 2001 1 0 100 0 0 10 0
+   1: 0100007F:0CEB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2002 1 0 100 0 0 10 0
+   2: 0100007F:0CEA 0100007F:A000 01 00000000:00000000 00:00000000 00000000   105        0 2003 1 0 100 0 0 10 0
+`
+	if got := listenInodes(table, 3306); len(got) != 1 || got[0] != "2001" {
+		t.Fatalf("listening on 3306: %v, want [2001] (3307 and an established connection left out)", got)
+	}
+	// This test's own listener is found among this process's sockets.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	if got := listening([]int{os.Getpid(), 1}, port); len(got) != 1 || got[0] != os.Getpid() {
+		t.Fatalf("listening(%d) = %v, want this process", port, got)
 	}
 }

@@ -125,3 +125,49 @@ func pidFiles(dir string) map[string][]int {
 	}
 	return out
 }
+
+// listening returns those of pids that hold a TCP socket listening on
+// port (IPv4 or IPv6), read from /proc/net/tcp{,6} and each process's
+// file descriptors: which of several MySQL servers on the machine is the
+// one the run talks to.
+func listening(pids []int, port int) []int {
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, inode := range listenInodes(string(b), port) {
+			inodes[inode] = true
+		}
+	}
+	var out []int
+	for _, pid := range pids {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+			if inode, ok := strings.CutPrefix(target, "socket:["); err == nil && ok && inodes[strings.TrimSuffix(inode, "]")] {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// listenInodes returns the inodes of the sockets a /proc/net/tcp table
+// lists as listening (state 0A) on port.
+func listenInodes(table string, port int) []string {
+	var out []string
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[3] != "0A" {
+			continue
+		}
+		_, hexPort, ok := strings.Cut(f[1], ":")
+		if p, err := strconv.ParseInt(hexPort, 16, 32); ok && err == nil && int(p) == port {
+			out = append(out, f[9])
+		}
+	}
+	return out
+}

@@ -7,9 +7,11 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -81,7 +83,15 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Report, error) {
 	rep.Catalog = cat
 	k := &checker{db: db, t: cfg.Targets, c: c, cat: cat, st: st}
 
-	// What the CPU split and RSS are measured on.
+	// What the CPU split and RSS are measured on. Of the MySQL servers on
+	// the machine, the one listening on the run's port (all of them when
+	// that cannot be told).
+	var mysqlServer []int
+	if _, port, err := net.SplitHostPort(dsn.Addr); err == nil {
+		if n, err := strconv.Atoi(port); err == nil {
+			mysqlServer = listening(append(findProcs("mariadbd"), findProcs("mysqld")...), n)
+		}
+	}
 	groups := func() map[string][]int {
 		var g map[string][]int
 		if r != nil {
@@ -95,7 +105,10 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Report, error) {
 				g["redis-server"] = p
 			}
 		}
-		g["mariadb"] = append(findProcs("mariadbd"), findProcs("mysqld")...)
+		g["mariadb"] = mysqlServer
+		if len(mysqlServer) == 0 {
+			g["mariadb"] = append(findProcs("mariadbd"), findProcs("mysqld")...)
+		}
 		g["loadgen"] = []int{os.Getpid()}
 		return g
 	}
