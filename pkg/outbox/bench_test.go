@@ -101,6 +101,7 @@ func BenchmarkRelayThroughput(b *testing.B) {
 				var wg sync.WaitGroup
 				for _, r := range rs {
 					wg.Go(func() { _ = r.Run(ctx) })
+					r.Wake() // the rows are fresh: the claim path takes them on a Wake, as from a producer that does not Send
 				}
 				// Watch the stream (cheap, on the NATS side) rather than
 				// counting pending rows, which would load the database
@@ -243,7 +244,7 @@ func benchPublishPath(b *testing.B, eager bool, rate int) {
 	for range b.N {
 		b.StopTimer()
 		counted, n := sqlcount.Of(b, f.db)
-		r, _ := f.relayOn(counted, f.nc.JS, outbox.Config{})
+		r, reg := f.relayOn(counted, f.nc.JS, outbox.Config{})
 		ctx, cancel := context.WithCancel(context.Background())
 		var bg sync.WaitGroup
 		bg.Go(func() { _ = r.Run(ctx) })
@@ -341,9 +342,9 @@ func benchPublishPath(b *testing.B, eager bool, rate int) {
 		for f.count("SELECT COUNT(*) FROM local_message WHERE status = 'pending'") > 0 {
 			time.Sleep(20 * time.Millisecond)
 		}
-		got := n.Counts().Sub(before)
 		cancel()
 		bg.Wait()
+		got := n.Counts().Sub(before)
 		_ = sub.Unsubscribe()
 		var latencies []time.Duration
 		mu.Lock()
@@ -360,7 +361,11 @@ func benchPublishPath(b *testing.B, eager bool, rate int) {
 		b.ReportMetric(float64(got.Commits)/float64(total), "commits/event")
 		b.ReportMetric(pct(0.50), "p50-ms")
 		b.ReportMetric(pct(0.99), "p99-ms")
-		b.Logf("%d events: the relay sent %s", total, got)
+		// The share of the events the claim path published: all of them
+		// on its path; on Send's, those Send skipped or failed.
+		b.ReportMetric(testenv.Metric(b, reg, "outbox_claimed_total")/float64(total), "claimed/event")
+		b.Logf("%d events: the relay sent %s; Send skipped %v, failed %v", total, got,
+			testenv.MetricBy(b, reg, "outbox_eager_skipped_total", "reason"), testenv.Metric(b, reg, "outbox_eager_failed_total"))
 		testenv.Must(b, f.db.Exec("DELETE FROM local_message").Error)
 		b.StartTimer()
 	}

@@ -43,7 +43,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		settleStatements: counter("outbox_eager_settle_statements_total", "UPDATE statements that marked messages Send published sent; over outbox_eager_published_total, the statements per event."),
 		eagerSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbox_eager_skipped_total",
-			Help: "Messages Send did not publish, by reason: queue_full (Send's queue), unavailable (NATS or JetStream known down), stopped (the relay was not running), no_id. The poll publishes them after the hand-off.",
+			Help: "Messages Send did not publish, by reason: queue_full (Send's queue), late (waited in the queue until the poll may take them), unavailable (NATS or JetStream known down), stopped (the relay was not running), no_id. The poll publishes them after the hand-off.",
 		}, []string{"reason"}),
 		duplicates:  counter("outbox_publish_duplicates_total", "Publishes JetStream dropped as duplicates of a message already in its window (a republish after a crash)."),
 		retries:     counter("outbox_publish_retries_total", "Failed publish attempts rescheduled with backoff."),
@@ -76,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, p := range []any{&m.published, &m.claimed, &m.eagerPublished, &m.eagerSkipped, &m.eagerFailed, &m.settleStatements, &m.duplicates, &m.retries, &m.failed, &m.deferred, &m.outageSkips, &m.redriven, &m.cleaned, &m.pending, &m.failedRows, &m.oldestAge, &m.batch} {
 		reuse(p)
 	}
-	for _, reason := range []string{skipQueueFull, skipUnavailable, skipStopped, skipNoID} {
+	for _, reason := range []string{skipQueueFull, skipLate, skipUnavailable, skipStopped, skipNoID} {
 		m.eagerSkipped.WithLabelValues(reason)
 	}
 	return m, errors.Join(errs...)

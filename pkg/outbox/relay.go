@@ -40,7 +40,7 @@ type Relay struct {
 	// next_retry_time, poll only those whose hand-off has passed too.
 	wake, poll chan struct{}
 	// queue holds the messages Send handed over until a sender takes them.
-	queue chan Message
+	queue chan queued
 	// stopped is set when Run has returned: Send then leaves every message
 	// to the poll of the next start.
 	stopped atomic.Bool
@@ -69,7 +69,7 @@ func NewRelay(db *gorm.DB, js jetstream.JetStream, cfg Config, log *slog.Logger,
 		return nil, fmt.Errorf("outbox: metrics: %w", err)
 	}
 	r := &Relay{db: db, js: js, cfg: cfg, log: log, m: m,
-		wake: make(chan struct{}, 1), poll: make(chan struct{}, 1), queue: make(chan Message, sendQueue)}
+		wake: make(chan struct{}, 1), poll: make(chan struct{}, 1), queue: make(chan queued, sendQueue)}
 	if tracing.Enabled(cfg.TracerProvider) {
 		r.tracer = cfg.TracerProvider.Tracer(tracerScope)
 	}

@@ -40,10 +40,17 @@ const (
 // reason label.
 const (
 	skipQueueFull   = "queue_full"
+	skipLate        = "late"
 	skipUnavailable = "unavailable"
 	skipStopped     = "stopped"
 	skipNoID        = "no_id"
 )
+
+// queued is a message Send took, with the time it took it.
+type queued struct {
+	msg Message
+	at  time.Time
+}
 
 // Send hands msgs to the relay to publish now: the messages Add wrote
 // (Add fills in their IDs and headers), after the transaction that wrote
@@ -57,8 +64,9 @@ const (
 // once JetStream acknowledged it, in an UPDATE shared with the other
 // messages acknowledged meanwhile. A message Send cannot take (its queue
 // is full, NATS or JetStream is known to be down, Run has returned, the
-// message has no ID) is skipped, counted in outbox_eager_skipped_total; a
-// publish that fails is counted in outbox_eager_failed_total. Either way
+// message has no ID, or it waited in the queue until the poll may take
+// it) is skipped, counted in outbox_eager_skipped_total; a publish that
+// fails is counted in outbox_eager_failed_total. Either way
 // the row stays exactly as Add wrote it, and the poll publishes it after
 // the hand-off (Config.Handoff), so Send is an optimisation of latency
 // and cost, never the guarantee.
@@ -70,6 +78,7 @@ func (r *Relay) Send(msgs ...Message) {
 		r.m.eagerSkipped.WithLabelValues(reason).Add(float64(len(msgs)))
 		return
 	}
+	now := time.Now()
 	for i, m := range msgs {
 		if m.ID == "" {
 			r.m.eagerSkipped.WithLabelValues(skipNoID).Inc()
@@ -78,7 +87,7 @@ func (r *Relay) Send(msgs ...Message) {
 			continue
 		}
 		select {
-		case r.queue <- m:
+		case r.queue <- queued{m, now}:
 		default:
 			r.m.eagerSkipped.WithLabelValues(skipQueueFull).Add(float64(len(msgs) - i))
 			return
@@ -107,24 +116,39 @@ func (r *Relay) sendBlocked() string {
 
 // sender publishes the queue's messages, up to sendBatch at a time, and
 // hands the IDs JetStream acknowledged to the settler through acked, until
-// ctx ends.
+// ctx ends. A message that waited in the queue for longer than the hand-off
+// less PublishTimeout is dropped (skipped as late): its PubAck could come
+// after the poll claimed its row, and two publishes of every message are
+// what a backlog cannot afford.
 func (r *Relay) sender(ctx context.Context, acked chan<- []string) {
+	late := r.cfg.Handoff - r.cfg.PublishTimeout
 	batch := make([]Message, 0, sendBatch)
+	take := func(q queued) {
+		if time.Since(q.at) > late {
+			r.m.eagerSkipped.WithLabelValues(skipLate).Inc()
+			return
+		}
+		batch = append(batch, q.msg)
+	}
 	for ctx.Err() == nil {
+		batch = batch[:0]
 		select {
 		case <-ctx.Done():
 			return
-		case m := <-r.queue:
-			batch = append(batch[:0], m)
+		case q := <-r.queue:
+			take(q)
 		}
 	gather:
 		for len(batch) < sendBatch {
 			select {
-			case m := <-r.queue:
-				batch = append(batch, m)
+			case q := <-r.queue:
+				take(q)
 			default:
 				break gather
 			}
+		}
+		if len(batch) == 0 {
+			continue
 		}
 		if ids := r.sendBatch(ctx, batch); len(ids) > 0 {
 			acked <- ids

@@ -42,7 +42,7 @@ func TestSendPublishesOnceWithoutAClaimOrATransaction(t *testing.T) {
 	f := newFixture(t)
 	counted, n := sqlcount.Of(t, f.db)
 	r, reg := f.relayOn(counted, f.nc.JS, noPoll)
-	runAlone(t, r)
+	stop := runAlone(t, r)
 	// The poll Run makes as it starts is a claim: one transaction, which
 	// finds nothing. What follows it is Send's alone.
 	testenv.WaitFor(t, 10*time.Second, "the start-up poll to commit", func() bool { return n.Counts().Commits == 1 })
@@ -61,6 +61,9 @@ func TestSendPublishesOnceWithoutAClaimOrATransaction(t *testing.T) {
 	testenv.WaitFor(t, 20*time.Second, "1,000 rows sent", func() bool {
 		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == 1000
 	})
+	// A mark is visible once the server committed it, a moment before the
+	// client has its answer: read the counts once Run has returned.
+	stop()
 	got := n.Counts().Sub(before)
 
 	inStream := f.streamIDs()
