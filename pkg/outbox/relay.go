@@ -26,8 +26,8 @@ import (
 )
 
 // Relay publishes local_message rows to JetStream: the messages handed to
-// Send at once, and the rows left pending by the claim path (see the
-// package doc).
+// Send at once, and the rows Send did not publish through the claim path
+// (see the package doc).
 type Relay struct {
 	db  *gorm.DB
 	js  jetstream.JetStream

@@ -57,7 +57,9 @@ type queued struct {
 // them has committed. A store calls it once its commit returned nil, and an
 // inbox handler through inbox.OnCommit; never before the commit, nor after
 // a failed one, or it would publish an event of a change that may not
-// exist.
+// exist (a commit that failed may still have committed, its
+// acknowledgement lost: its rows are the poll's). It is safe for
+// concurrent use.
 //
 // Send never blocks and never fails: each message is published
 // asynchronously, with its ID as Nats-Msg-Id, and its row marked sent
@@ -79,11 +81,10 @@ func (r *Relay) Send(msgs ...Message) {
 		return
 	}
 	now := time.Now()
+	var noID int
 	for i, m := range msgs {
 		if m.ID == "" {
-			r.m.eagerSkipped.WithLabelValues(skipNoID).Inc()
-			r.log.Warn("outbox Send got a message without an ID; pass Add the slice of messages so that it writes their IDs back, then Send that slice",
-				"subject", m.Subject)
+			noID++
 			continue
 		}
 		select {
@@ -92,6 +93,11 @@ func (r *Relay) Send(msgs ...Message) {
 			r.m.eagerSkipped.WithLabelValues(skipQueueFull).Add(float64(len(msgs) - i))
 			return
 		}
+	}
+	if noID > 0 {
+		r.m.eagerSkipped.WithLabelValues(skipNoID).Add(float64(noID))
+		r.log.Warn("outbox Send got messages without an ID; pass Add the slice of messages, which it fills in, and Send that slice",
+			"messages", noID, "subject", msgs[0].Subject)
 	}
 }
 

@@ -110,7 +110,7 @@ func New() *Injector {
 // process-wide and cannot be unregistered: tests use a unique name each.
 func Register(name string) (*Injector, error) {
 	inj := New()
-	if err := sqlhook.Register(name, inj); err != nil {
+	if err := sqlhook.Register(name, hooks{inj}); err != nil {
 		return nil, fmt.Errorf("fault: %w", err)
 	}
 	return inj, nil
@@ -177,18 +177,20 @@ func (i *Injector) takeTurn(stmts []string) bool {
 	return true
 }
 
-// NewConn makes the injector's hooks of a new connection (sqlhook.Hooks).
-func (i *Injector) NewConn(closeConn func() error) sqlhook.ConnHooks {
-	return &conn{inj: i, closeConn: closeConn}
+// hooks puts an injector in front of each connection (sqlhook.Hooks).
+type hooks struct{ inj *Injector }
+
+func (h hooks) NewConn(closeConn func() error) sqlhook.ConnHooks {
+	return &conn{inj: h.inj, closeConn: closeConn}
 }
 
 // Driver returns a database/sql driver that opens go-sql-driver/mysql
 // connections through the injector.
 func (i *Injector) Driver() driver.Driver {
-	return sqlhook.Driver(i)
+	return sqlhook.Driver(hooks{i})
 }
 
 // Connector returns a connector for dsn, for sql.OpenDB.
 func (i *Injector) Connector(dsn string) (driver.Connector, error) {
-	return sqlhook.Connector(i, dsn)
+	return sqlhook.Connector(hooks{i}, dsn)
 }

@@ -119,12 +119,13 @@ func (n *Counter) add(verb string, f func(*Counts)) {
 	}
 }
 
-// NewConn makes the hooks of a new connection: the counter itself, which
-// keeps no state per connection.
-func (n *Counter) NewConn(func() error) sqlhook.ConnHooks { return (*hooks)(n) }
-
-// hooks is a Counter seen as a connection's hooks.
+// hooks is a Counter seen as the hooks of its pool's connections, which
+// keep no state of their own.
 type hooks Counter
+
+var _ sqlhook.ConnHooks = (*hooks)(nil)
+
+func (h *hooks) NewConn(func() error) sqlhook.ConnHooks { return h }
 
 func (h *hooks) counter() *Counter { return (*Counter)(h) }
 
@@ -179,7 +180,7 @@ func Open(t testing.TB, cfg database.Config, name string) (*gorm.DB, *Counter) {
 	t.Helper()
 	n := &Counter{}
 	cfg.DriverName = testenv.UniqueName(t, "sqlcount")
-	if err := sqlhook.Register(cfg.DriverName, n); err != nil {
+	if err := sqlhook.Register(cfg.DriverName, (*hooks)(n)); err != nil {
 		t.Fatalf("sqlcount: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
