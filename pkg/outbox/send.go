@@ -62,16 +62,15 @@ type queued struct {
 // concurrent use.
 //
 // Send never blocks and never fails: each message is published
-// asynchronously, with its ID as Nats-Msg-Id, and its row marked sent
-// once JetStream acknowledged it, in an UPDATE shared with the other
-// messages acknowledged meanwhile. A message Send cannot take (its queue
-// is full, NATS or JetStream is known to be down, Run has returned, the
-// message has no ID, or it waited in the queue until the poll may take
-// it) is skipped, counted in outbox_eager_skipped_total; a publish that
-// fails is counted in outbox_eager_failed_total. Either way
-// the row stays exactly as Add wrote it, and the poll publishes it after
-// the hand-off (Config.Handoff), so Send is an optimisation of latency
-// and cost, never the guarantee.
+// asynchronously, with its ID as Nats-Msg-Id, and its row marked sent once
+// JetStream acknowledged it, in an UPDATE shared with the other messages
+// acknowledged meanwhile. A message Send cannot take (its queue is full,
+// NATS or JetStream is known to be down, Run has returned, the message has
+// no ID, or it waited in the queue until the poll may take it) is skipped,
+// counted in outbox_eager_skipped_total; a publish that fails is counted in
+// outbox_eager_failed_total. Either way the row stays exactly as Add wrote
+// it, and the poll publishes it after the hand-off (Config.Handoff): Send
+// is an optimisation of latency and cost, never the guarantee.
 func (r *Relay) Send(msgs ...Message) {
 	if len(msgs) == 0 {
 		return
@@ -82,6 +81,7 @@ func (r *Relay) Send(msgs ...Message) {
 	}
 	now := time.Now()
 	var noID int
+take:
 	for i, m := range msgs {
 		if m.ID == "" {
 			noID++
@@ -91,7 +91,7 @@ func (r *Relay) Send(msgs ...Message) {
 		case r.queue <- queued{m, now}:
 		default:
 			r.m.eagerSkipped.WithLabelValues(skipQueueFull).Add(float64(len(msgs) - i))
-			return
+			break take
 		}
 	}
 	if noID > 0 {
@@ -264,7 +264,7 @@ func (r *Relay) markSent(ids []string) {
 	r.m.published.Add(float64(marked))
 	if missing := int64(len(ids)) - marked; missing > 0 {
 		r.log.Warn("outbox published messages whose rows were not pending: the claim path had published them (a Wake, or a hand-off shorter than the publish on commit took), or Send was called for a transaction that did not commit",
-			"messages", missing, "first", ids[0])
+			"messages", missing)
 	}
 }
 
