@@ -111,7 +111,7 @@ test: ## check MariaDB/MySQL, Redis and NATS answer, run the gates (make check),
 	@cd pkg && $(GO) run ../scripts/cmd/natsrun -jetstream-from ../deploy/nats.conf -- $(GO) test -race -count=1 -timeout 10m $(JETSTREAM_PKGS)
 
 .PHONY: e2e
-e2e: ## end-to-end: the services and psp-sim as processes; a storm, a cancel, a payment after the close, a quiet platform, the README's purchase
+e2e: ## end-to-end: the services and psp-sim as processes; a storm, a cancel, a payment after the close, a quiet platform, the purchase of docs/purchase-flow.md
 	@bash scripts/preflight.sh
 	cd scripts && $(GO) test -count=1 -v ./e2e/
 

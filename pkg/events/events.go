@@ -10,13 +10,11 @@ import (
 
 // Subjects. The first token names the publishing service's stream.
 const (
-	OrderCreated     = "order.created"
 	OrderPaid        = "order.paid"
 	OrderCancelled   = "order.cancelled"
 	PaymentSucceeded = "payment.succeeded"
 	PaymentRefunded  = "payment.refunded"
 	ProductBatchCopy = "product.batch_copy"
-	CouponUsed       = "coupon.used"
 )
 
 // DuplicateWindow is how long JetStream remembers a Nats-Msg-Id and drops a
@@ -29,20 +27,7 @@ const (
 	OrderStream   = "ORDER"   // order.>
 	PaymentStream = "PAYMENT" // payment.>
 	ProductStream = "PRODUCT" // product.>
-	CouponStream  = "COUPON"  // coupon.>
 )
-
-// OrderCreatedV1 is the body of order.created. Amounts are in cents;
-// Amount is what the customer pays (total minus discount).
-type OrderCreatedV1 struct {
-	OrderNo        string    `json:"order_no"`
-	UserID         uint64    `json:"user_id"`
-	TotalAmount    int64     `json:"total_amount"`
-	DiscountAmount int64     `json:"discount_amount"`
-	Amount         int64     `json:"amount"`
-	CouponID       *uint64   `json:"coupon_id,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
-}
 
 // OrderPaidV1 is the body of order.paid.
 type OrderPaidV1 struct {
@@ -90,16 +75,6 @@ type PaymentRefundedV1 struct {
 	RefundNo   string    `json:"refund_no"`
 	Amount     int64     `json:"amount"`
 	RefundedAt time.Time `json:"refunded_at"`
-}
-
-// CouponUsedV1 is the body of coupon.used: the coupon service's stateless
-// "coupon used" notification, sent once per deducted order.
-type CouponUsedV1 struct {
-	OrderNo  string    `json:"order_no"`
-	CouponID uint64    `json:"coupon_id"`
-	UserID   uint64    `json:"user_id"`
-	Amount   int64     `json:"amount"` // cents
-	UsedAt   time.Time `json:"used_at"`
 }
 
 // Event is one event a use case emits. The use case adds it to its

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +91,25 @@ func TestExpiredRecordIsForgottenBeforeArchiving(t *testing.T) {
 	}
 	if !rec.ExpireTime.After(time.Now().Add(23 * time.Hour)) {
 		t.Fatalf("expire_time %v not renewed", rec.ExpireTime)
+	}
+}
+
+// TestDefaultArchiverOutpacesTwoHundredPurchasesPerSecond: a purchase leaves
+// two records (its order's and its payment's key), so 200 purchases/s write
+// 400 records/s; what the default archiver may delete per tick of its
+// schedule must exceed what arrives meanwhile, with room for a backlog.
+// (BenchmarkArchiver measures how fast those deletions run.)
+func TestDefaultArchiverOutpacesTwoHundredPurchasesPerSecond(t *testing.T) {
+	cfg := idempotency.DefaultConfig()
+	every, ok := strings.CutPrefix(cfg.ArchiveSchedule, "@every ")
+	if !ok {
+		t.Fatalf("schedule %q: want an @every interval", cfg.ArchiveSchedule)
+	}
+	interval, err := time.ParseDuration(every)
+	testenv.Must(t, err)
+	perRun := float64(cfg.ArchiveBatch * cfg.ArchiveMaxBatches)
+	arriving := 400 * interval.Seconds()
+	if perRun < 10*arriving {
+		t.Fatalf("the archiver may delete %.0f records per %s run; 200 purchases/s write %.0f meanwhile: want 10× headroom", perRun, interval, arriving)
 	}
 }

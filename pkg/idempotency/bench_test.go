@@ -1,10 +1,18 @@
 package idempotency_test
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/oncemall/oncemall/pkg/idempotency"
 
 	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
 )
@@ -84,4 +92,55 @@ func BenchmarkReplay(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkArchiver measures how fast the archiver deletes expired records
+// with the default batch, on rows shaped like POST /orders' (a response body
+// of a few hundred bytes), and reports it beside what a purchase rate needs:
+// a purchase leaves two records (its order's and its payment's), so 200
+// purchases/s write 400 records/s, and the archiver must delete faster than
+// that, within the budget of one run per schedule tick.
+//
+//	go test ./idempotency/ -run '^$' -bench Archiver -benchtime 1x
+func BenchmarkArchiver(b *testing.B) {
+	const rows = 50_000
+	app := newTestApp(b)
+	cfg := idempotency.DefaultConfig()
+	body := strings.Repeat("x", 400)
+	for range b.N {
+		b.StopTimer()
+		expired := time.Now().UTC().Add(-cfg.Retention - time.Hour)
+		for start := 0; start < rows; start += 1000 {
+			var sb strings.Builder
+			args := make([]any, 0, 3000)
+			sb.WriteString("INSERT INTO idempotency_record (scope, idem_key, fingerprint, status, owner, response_status, response_body, locked_until, expire_time, created_at, updated_at) VALUES ")
+			for i := start; i < start+1000; i++ {
+				if i > start {
+					sb.WriteString(", ")
+				}
+				sb.WriteString("(?, ?, 'fp', 'SUCCEEDED', 'owner', 201, ?, ?, ?, ?, ?)")
+				args = append(args, fmt.Sprintf("u%d POST /orders", i), fmt.Sprintf("k%d-%d", b.N, i), body)
+				args = append(args, expired, expired, expired, expired)
+			}
+			if err := app.db.Exec(sb.String(), args...).Error; err != nil {
+				b.Fatal(err)
+			}
+		}
+		arch, err := idempotency.NewArchiver(app.mw.Store(), cfg, slog.Default(), prometheus.NewRegistry())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		n, err := arch.RunOnce(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		took := time.Since(start)
+		if n != rows {
+			b.Fatalf("one run deleted %d of %d expired records", n, rows)
+		}
+		b.ReportMetric(float64(n)/took.Seconds(), "records/s")
+		b.ReportMetric(float64(cfg.ArchiveBatch*cfg.ArchiveMaxBatches), "records/run")
+	}
 }

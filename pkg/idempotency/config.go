@@ -19,10 +19,15 @@ type Config struct {
 	EntryTTL     time.Duration `env:"IDEMPOTENCY_ENTRY_TTL" default:"1h" usage:"lifetime of the Redis entry-layer marker of a key"`
 	EntryPrefix  string        `env:"IDEMPOTENCY_REDIS_PREFIX" default:"idem:" usage:"Redis key prefix of the entry layer"`
 	// ReplayHeaders are the response headers stored and replayed with the body.
-	ReplayHeaders     []string `env:"IDEMPOTENCY_REPLAY_HEADERS" default:"Content-Type,Location" usage:"response headers stored and replayed with the body"`
-	ArchiveSchedule   string   `env:"IDEMPOTENCY_ARCHIVE_SCHEDULE" default:"@every 10m" usage:"cron schedule of the job deleting expired records"`
-	ArchiveBatch      int      `env:"IDEMPOTENCY_ARCHIVE_BATCH" default:"500" usage:"records deleted per statement by the archiver"`
-	ArchiveMaxBatches int      `env:"IDEMPOTENCY_ARCHIVE_MAX_BATCHES" default:"200" usage:"statements per archiver run; the rest waits for the next run"`
+	ReplayHeaders []string `env:"IDEMPOTENCY_REPLAY_HEADERS" default:"Content-Type,Location" usage:"response headers stored and replayed with the body"`
+	// The archiver deletes up to ArchiveBatch × ArchiveMaxBatches records
+	// per ArchiveSchedule tick; the defaults allow a million a minute
+	// (16,000/s, where a deletion runs at about 14,000 records/s on a
+	// 2-core machine: BenchmarkArchiver), against the 400 records/s that
+	// 200 purchases/s leave.
+	ArchiveSchedule   string `env:"IDEMPOTENCY_ARCHIVE_SCHEDULE" default:"@every 1m" usage:"cron schedule of the job deleting expired records"`
+	ArchiveBatch      int    `env:"IDEMPOTENCY_ARCHIVE_BATCH" default:"1000" usage:"records deleted per statement by the archiver"`
+	ArchiveMaxBatches int    `env:"IDEMPOTENCY_ARCHIVE_MAX_BATCHES" default:"1000" usage:"statements per archiver run; the rest waits for the next run"`
 
 	// Terminal reports whether a response status is a final business outcome
 	// to store and replay. Nil means DefaultTerminal.

@@ -1,15 +1,11 @@
 package docscheck
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -17,94 +13,102 @@ import (
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
-// markdownFiles lists the repository's tracked and new Markdown files.
-func markdownFiles(t *testing.T, root string) []string {
-	t.Helper()
-	cmd := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "-z", "--", "*.md")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("git ls-files: %v", err)
-	}
-	var files []string
-	for _, f := range bytes.Split(out, []byte{0}) {
-		if len(f) > 0 && !strings.Contains(string(f), "/template/") {
-			files = append(files, string(f))
-		}
-	}
-	if len(files) == 0 {
-		t.Fatal("no Markdown files found")
-	}
-	return files
-}
-
-// link matches an inline Markdown link's target: [text](target).
-var link = regexp.MustCompile(`\]\(([^)\s]+)\)`)
-
-// lines matches a GitHub line anchor: #L12 or #L12-L34.
-var lines = regexp.MustCompile(`^L(\d+)(?:-L(\d+))?$`)
-
 // TestRelativeLinksResolve opens every relative link of every Markdown file:
-// the file or directory must exist, and a #Lx-Ly anchor must be within the
-// file. Line links rot first when code moves; this is what notices.
+// the file or directory must exist, a #Lx-Ly anchor must be within the file,
+// and any other anchor must be a heading (or an HTML id) of the Markdown
+// page it names. Links rot first when code and pages move; this is what
+// notices.
 func TestRelativeLinksResolve(t *testing.T) {
 	root := composecheck.RepoRoot(t)
+	for _, p := range checkLinks(root, markdownFiles(t, root)) {
+		t.Error(p)
+	}
+}
+
+// checkLinks returns a problem for each relative link of docs (Markdown
+// files relative to root) that does not resolve.
+func checkLinks(root string, docs []string) []string {
+	var problems []string
 	lineCounts := map[string]int{}
-	for _, doc := range markdownFiles(t, root) {
-		body, err := os.ReadFile(filepath.Join(root, doc))
+	pages := map[string]*page{}
+	for _, doc := range docs {
+		p, err := readPage(root, doc)
 		if err != nil {
-			t.Fatal(err)
+			problems = append(problems, err.Error())
+			continue
 		}
-		inFence := false
-		sc := bufio.NewScanner(bytes.NewReader(body))
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for n := 1; sc.Scan(); n++ {
-			text := sc.Text()
-			if strings.HasPrefix(strings.TrimSpace(text), "```") {
-				inFence = !inFence
+		pages[doc] = p
+	}
+	for _, doc := range docs {
+		p := pages[doc]
+		if p == nil {
+			continue
+		}
+		for _, l := range p.links() {
+			if external(l.Target) {
 				continue
 			}
-			if inFence {
+			file, anchor := resolve(doc, l.Target)
+			full := filepath.Join(root, file)
+			info, err := os.Stat(full)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s:%d: link to %s: no such file", doc, l.Line, l.Target))
 				continue
 			}
-			for _, m := range link.FindAllStringSubmatch(text, -1) {
-				target := m[1]
-				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") || strings.HasPrefix(target, "#") {
-					continue
-				}
-				pathPart, anchor, _ := strings.Cut(target, "#")
-				if p, err := url.PathUnescape(pathPart); err == nil {
-					pathPart = p
-				}
-				full := filepath.Join(root, filepath.Dir(doc), pathPart)
-				info, err := os.Stat(full)
-				if err != nil {
-					t.Errorf("%s:%d: link to %s: no such file", doc, n, target)
-					continue
-				}
-				lm := lines.FindStringSubmatch(anchor)
-				if lm == nil || info.IsDir() {
-					continue
-				}
-				count, ok := lineCounts[full]
-				if !ok {
+			if anchor == "" || info.IsDir() {
+				continue
+			}
+			if _, last, ok := lineRange(anchor); ok {
+				count, seen := lineCounts[full]
+				if !seen {
 					b, err := os.ReadFile(full)
 					if err != nil {
-						t.Fatal(err)
+						problems = append(problems, err.Error())
+						continue
 					}
 					count = bytes.Count(b, []byte{'\n'})
 					lineCounts[full] = count
 				}
-				last, _ := strconv.Atoi(lm[1])
-				if lm[2] != "" {
-					last, _ = strconv.Atoi(lm[2])
-				}
 				if last > count {
-					t.Errorf("%s:%d: link to %s: the file has %d lines", doc, n, target, count)
+					problems = append(problems, fmt.Sprintf("%s:%d: link to %s: the file has %d lines", doc, l.Line, l.Target, count))
 				}
+				continue
+			}
+			if !strings.HasSuffix(file, ".md") {
+				continue
+			}
+			target := pages[file]
+			if target == nil {
+				if target, err = readPage(root, file); err != nil {
+					problems = append(problems, err.Error())
+					continue
+				}
+				pages[file] = target
+			}
+			if !target.anchors()[anchor] {
+				problems = append(problems, fmt.Sprintf("%s:%d: link to %s: %s has no heading #%s", doc, l.Line, l.Target, file, anchor))
 			}
 		}
 	}
+	return problems
+}
+
+// TestCheckLinksFailsOnBrokenLinks: a link to a file that is not there, a
+// line range past a file's end and an anchor no heading defines are each
+// one problem; good links of every kind are none.
+func TestCheckLinksFailsOnBrokenLinks(t *testing.T) {
+	root := writeFiles(t, map[string]string{
+		"code.go":  "package x\n\nfunc A() {}\n",
+		"other.md": "# Other\n\n## The `x` part, again\n\n<a id=\"custom\"></a>\n",
+		"good.md":  "[a](code.go#L1-L3) [b](other.md#the-x-part-again) [c](other.md#custom) [d](#good) [e](https://example.com/none.md) [f](.)\n\n# Good\n",
+		"bad.md":   "[a](missing.go)\n[b](code.go#L2-L9)\n[c](other.md#nowhere)\n[d](#nowhere)\n\n```\n[e](ignored-in-a-fence.md)\n```\n",
+	})
+	wantProblems(t, checkLinks(root, []string{"good.md", "other.md"}))
+	wantProblems(t, checkLinks(root, []string{"bad.md"}),
+		"bad.md:1: link to missing.go: no such file",
+		"bad.md:2: link to code.go#L2-L9: the file has 3 lines",
+		"bad.md:3: link to other.md#nowhere: other.md has no heading #nowhere",
+		"bad.md:4: link to #nowhere: bad.md has no heading #nowhere")
 }
 
 // sourceWord is the word the project's founding incident write-ups go by,

@@ -4,7 +4,7 @@
 // their own JetStream streams, and drives purchases through them: a payment
 // through a storm of duplicate notifications, a cancel, a payment that lands
 // after the close job closed its order (refunded), a platform that never
-// notifies (found by the active query), and the README's "Buy something"
-// commands. Each counts its effects in the databases and on the streams
-// (see e2e_test.go and readme_test.go).
+// notifies (found by the active query), and the "Buy something" commands
+// of docs/purchase-flow.md. Each counts its effects in the databases and on
+// the streams (see e2e_test.go and readme_test.go).
 package e2e

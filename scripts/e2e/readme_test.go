@@ -13,9 +13,11 @@ import (
 	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 )
 
-// readmeSection is the README section whose shell blocks a newcomer runs
-// after `make run`, and readmeUser the customer they name.
+// readmeSection is the section of readmePage (it was the README's once)
+// whose shell blocks a newcomer runs after `make run`, and readmeUser the
+// customer they name.
 const (
+	readmePage    = "docs/purchase-flow.md"
 	readmeSection = "## Buy something"
 	readmeUser    = 42
 )
@@ -24,15 +26,15 @@ const (
 // commands reach them.
 var makeRunHosts = map[string]string{"order": "localhost:8081", "coupon": "localhost:8082", "payment": "localhost:8083", "psp-sim": "localhost:8090"}
 
-// section returns the lines of README.md's section named heading, up to the
-// next section.
+// section returns the lines of readmePage's section named heading, up to
+// the next section.
 func section(t *testing.T, heading string) []string {
 	t.Helper()
 	root, err := composecheck.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
+	raw, err := os.ReadFile(filepath.Join(root, readmePage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +51,7 @@ func section(t *testing.T, heading string) []string {
 		}
 	}
 	if !in {
-		t.Fatalf("README.md has no %q section", heading)
+		t.Fatalf("%s has no %q section", readmePage, heading)
 	}
 	return out
 }
@@ -105,7 +107,7 @@ func TestReadmeBuySomethingIsComplete(t *testing.T) {
 	}
 }
 
-// readmeBuySomething runs the shell blocks of README.md's "Buy something"
+// readmeBuySomething runs the shell blocks of readmePage's "Buy something"
 // section with bash against r's processes, the addresses changed to r's,
 // as a newcomer runs them against `make run` (r has make run's tokens).
 // All but the last block run once, in order, in one shell with set -eu;

@@ -32,8 +32,8 @@ var programs = []string{"services/order/cmd/order", "services/coupon/cmd/coupon"
 const flowDeadline = 40 * time.Second
 
 // The tokens the rigs run with: ADMIN_TOKEN's and INTERNAL_TOKEN's
-// development defaults, the ones `make run` uses, so that the README's
-// commands run unchanged against a rig.
+// development defaults, the ones `make run` uses, so that the "Buy
+// something" commands run unchanged against a rig.
 const (
 	adminToken    = "dev-admin-token"
 	internalToken = "dev-internal-token"
@@ -89,7 +89,7 @@ func startRig(t *testing.T, env rigEnv) *rig {
 	// last-registered first).
 	nc := testenv.NATS(t)
 	r.js = nc.JS
-	for _, subject := range []string{events.OrderPaid, events.PaymentSucceeded, events.ProductBatchCopy, events.CouponUsed} {
+	for _, subject := range []string{events.OrderPaid, events.PaymentSucceeded, events.ProductBatchCopy} {
 		testenv.DeleteStreamAtCleanup(t, r.js, r.ev.StreamName(subject))
 	}
 	_, redisPrefix := testenv.Redis(t)

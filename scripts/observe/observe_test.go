@@ -45,7 +45,7 @@ func startRig(t *testing.T, j *jaeger) *rig {
 	ev := events.Config{SubjectPrefix: "obs" + sfx + "."}
 	r := &rig{adminToken: "obs-admin-" + sfx, subjectPrefix: ev.SubjectPrefix}
 	nc := testenv.NATS(t)
-	for _, subject := range []string{events.OrderPaid, events.PaymentSucceeded, events.ProductBatchCopy, events.CouponUsed} {
+	for _, subject := range []string{events.OrderPaid, events.PaymentSucceeded, events.ProductBatchCopy} {
 		testenv.DeleteStreamAtCleanup(t, nc.JS, ev.StreamName(subject))
 	}
 	_, redisPrefix := testenv.Redis(t)
@@ -267,7 +267,7 @@ func checkPurchaseTrace(t *testing.T, spans []span, prefix, orderReq, payReq str
 	paying := one("payment", "POST /payments")
 	under(paying, purchase)
 	wantTag(paying, "request_id", payReq)
-	reads := byName(spans, "order", "GET /orders/:no")
+	reads := byName(spans, "order", "GET /internal/orders/:no")
 	if len(reads) == 0 {
 		t.Fatalf("no span of the order read the payment service makes; trace:\n%s", list(spans))
 	}

@@ -144,7 +144,7 @@ func startServices(t *testing.T) *services {
 	sfx := testenv.RandomSuffix(8)
 	ev := events.Config{SubjectPrefix: "prom" + sfx + "."}
 	nc := testenv.NATS(t)
-	for _, e := range []string{events.OrderPaid, events.PaymentSucceeded, events.ProductBatchCopy, events.CouponUsed} {
+	for _, e := range []string{events.OrderPaid, events.PaymentSucceeded, events.ProductBatchCopy} {
 		testenv.DeleteStreamAtCleanup(t, nc.JS, ev.StreamName(e))
 	}
 	_, redisPrefix := testenv.Redis(t)

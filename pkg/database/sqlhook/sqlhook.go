@@ -37,9 +37,11 @@ type Hooks interface {
 type Kind int
 
 const (
-	// Direct is a statement sent as text (Exec or Query on the
-	// connection, the arguments interpolated by the driver): one round trip.
-	Direct Kind = iota
+	// Exec and Query are statements sent as text (Exec or Query on the
+	// connection, the arguments interpolated by the driver): one round
+	// trip each.
+	Exec Kind = iota
+	Query
 	// Prepare is a statement being prepared, not yet run.
 	Prepare
 	// Execute is a run of a prepared statement.
@@ -55,8 +57,10 @@ type ConnHooks interface {
 	Err() error
 	// Statement is told the text of each statement the server received
 	// (a call the driver refused before sending, with driver.ErrSkip or
-	// driver.ErrBadConn, is not one), and how it was sent.
-	Statement(query string, kind Kind)
+	// driver.ErrBadConn, is not one), how it was sent, and the driver's
+	// answer err. It returns the error the caller gets: err leaves the
+	// answer as it is; another error replaces a result the server gave.
+	Statement(query string, kind Kind, err error) error
 	// Begin is told that a transaction began with opts.
 	Begin(opts driver.TxOptions)
 	// Commit ends the connection's transaction: it calls commit, the
@@ -177,10 +181,10 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 		return nil, err
 	}
 	s, err := c.base.PrepareContext(ctx, query)
-	if sent(err) {
-		c.hooks.Statement(query, Prepare)
-	}
-	if err != nil {
+	if err = c.answer(query, Prepare, err); err != nil {
+		if s != nil {
+			_ = s.Close()
+		}
 		return nil, err
 	}
 	return &stmt{conn: c, base: s, query: query}, nil
@@ -211,10 +215,10 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		return nil, err
 	}
 	res, err := c.base.ExecContext(ctx, query, args)
-	if sent(err) {
-		c.hooks.Statement(query, Direct)
+	if err = c.answer(query, Exec, err); err != nil {
+		return nil, err
 	}
-	return res, err
+	return res, nil
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
@@ -222,10 +226,22 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 		return nil, err
 	}
 	rows, err := c.base.QueryContext(ctx, query, args)
-	if sent(err) {
-		c.hooks.Statement(query, Direct)
+	if err = c.answer(query, Query, err); err != nil {
+		if rows != nil {
+			_ = rows.Close()
+		}
+		return nil, err
 	}
-	return rows, err
+	return rows, nil
+}
+
+// answer is the error the caller of a statement gets: the driver's err, as
+// the hooks may have replaced it once the server received the statement.
+func (c *conn) answer(query string, kind Kind, err error) error {
+	if !sent(err) {
+		return err
+	}
+	return c.hooks.Statement(query, kind, err)
 }
 
 func (c *conn) Ping(ctx context.Context) error {
@@ -305,10 +321,10 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		return nil, fmt.Errorf("sqlhook: prepared statement %T lacks ExecContext", s.base)
 	}
 	res, err := bs.ExecContext(ctx, args)
-	if sent(err) {
-		s.conn.hooks.Statement(s.query, Execute)
+	if err = s.conn.answer(s.query, Execute, err); err != nil {
+		return nil, err
 	}
-	return res, err
+	return res, nil
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
@@ -320,10 +336,13 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 		return nil, fmt.Errorf("sqlhook: prepared statement %T lacks QueryContext", s.base)
 	}
 	rows, err := bs.QueryContext(ctx, args)
-	if sent(err) {
-		s.conn.hooks.Statement(s.query, Execute)
+	if err = s.conn.answer(s.query, Execute, err); err != nil {
+		if rows != nil {
+			_ = rows.Close()
+		}
+		return nil, err
 	}
-	return rows, err
+	return rows, nil
 }
 
 // CheckNamedValue converts arguments as the driver's statement does, or

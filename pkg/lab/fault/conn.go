@@ -34,10 +34,25 @@ func (c *conn) Err() error {
 	return nil
 }
 
-func (c *conn) Statement(query string, _ sqlhook.Kind) {
-	if c.inTx && len(c.stmts) < maxTxStmts {
-		c.stmts = append(c.stmts, query)
+// Statement remembers the statements of a transaction. A statement run
+// with Exec outside one committed by itself, and its reply is its
+// acknowledgement: an arming that names it applies it, closes the
+// connection and reports it failed, as for a COMMIT.
+func (c *conn) Statement(query string, kind sqlhook.Kind, err error) error {
+	if c.inTx {
+		if len(c.stmts) < maxTxStmts {
+			c.stmts = append(c.stmts, query)
+		}
+		return err
 	}
+	if err != nil || kind != sqlhook.Exec || !c.inj.takeAutocommitTurn(query) {
+		return err
+	}
+	c.inj.commits.Add(1)
+	c.inj.acksLost.Add(1)
+	c.broken.Store(true)
+	_ = c.closeConn()
+	return commitAckLostError{}
 }
 
 func (c *conn) Begin(driver.TxOptions) {

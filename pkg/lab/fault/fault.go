@@ -70,7 +70,8 @@ func (commitAckLostError) Unwrap() []error {
 // Stats counts what an Injector saw and did.
 type Stats struct {
 	// Commits is the number of Commit calls that reached the server and
-	// succeeded there, including those whose acknowledgement was dropped.
+	// succeeded there, including those whose acknowledgement was dropped
+	// (a statement outside a transaction counts once its reply is dropped).
 	Commits int64 `json:"commits"`
 	// CommitAcksLost is the number of committed transactions reported to the
 	// caller as failed.
@@ -128,7 +129,9 @@ func (i *Injector) LoseCommitAcks(n int) {
 // table name: other commits pass untouched and do not use up the arming. It
 // keeps a test or lab deterministic when background work (an outbox relay, a
 // cron job) commits through the same pool. Only the first 1024 statements of
-// a transaction are looked at.
+// a transaction are looked at. A statement sent outside a transaction
+// (Exec on the pool) commits by itself and qualifies too: it is applied,
+// and its reply, the only acknowledgement it has, is lost.
 func (i *Injector) LoseCommitAcksMatching(n int, substr string) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -175,6 +178,17 @@ func (i *Injector) takeTurn(stmts []string) bool {
 		i.match = ""
 	}
 	return true
+}
+
+// takeAutocommitTurn is takeTurn for a statement that committed by itself:
+// it qualifies only for an arming that names a match its text contains. An
+// arming without one is for the next COMMIT of a transaction; the writes a
+// pool makes on its own (a relay marking rows sent) must not use it up.
+func (i *Injector) takeAutocommitTurn(query string) bool {
+	i.mu.Lock()
+	match := i.match
+	i.mu.Unlock()
+	return match != "" && i.takeTurn([]string{query})
 }
 
 // hooks puts an injector in front of each connection (sqlhook.Hooks).

@@ -285,3 +285,33 @@ func TestMatchingArmingWaitsForItsTransaction(t *testing.T) {
 		t.Fatalf("stats = %+v, want 1 lost, disarmed", st)
 	}
 }
+
+// TestAStatementOutsideATransactionLosesItsReply: a write sent on the pool
+// commits by itself, so its reply is its acknowledgement. A matching arming
+// applies it and drops the reply; an arming without a match leaves such
+// statements alone (it waits for a transaction's COMMIT).
+func TestAStatementOutsideATransactionLosesItsReply(t *testing.T) {
+	db, inj := openFaultDB(t)
+	testenv.Must(t, db.Exec("CREATE TABLE lock_row (id BIGINT PRIMARY KEY, holder VARCHAR(32))").Error)
+	testenv.Must(t, db.Exec("INSERT INTO lock_row (id) VALUES (1), (2)").Error)
+
+	inj.LoseCommitAcks(1)
+	testenv.Must(t, db.Exec("UPDATE lock_row SET holder = 'a' WHERE id = 2").Error)
+	if st := inj.Stats(); st.Armed != 1 || st.CommitAcksLost != 0 {
+		t.Fatalf("an unrestricted arming after a statement on the pool: %+v, want it untouched", st)
+	}
+
+	inj.LoseCommitAcksMatching(1, "UPDATE lock_row")
+	err := db.Exec("UPDATE lock_row SET holder = 'o-1' WHERE id = 1 AND holder IS NULL").Error
+	if !errors.Is(err, fault.ErrCommitAckLost) {
+		t.Fatalf("matching statement: err = %v, want the injected one", err)
+	}
+	var holder string
+	testenv.Must(t, db.Raw("SELECT holder FROM lock_row WHERE id = 1").Scan(&holder).Error)
+	if holder != "o-1" {
+		t.Fatalf("holder = %q, want o-1: the statement was applied though its reply was lost", holder)
+	}
+	if st := inj.Stats(); st.CommitAcksLost != 1 || st.Armed != 0 {
+		t.Fatalf("stats = %+v, want 1 lost, disarmed", st)
+	}
+}

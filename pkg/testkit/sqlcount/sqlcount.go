@@ -131,12 +131,13 @@ func (h *hooks) counter() *Counter { return (*Counter)(h) }
 
 func (h *hooks) Err() error { return nil }
 
-func (h *hooks) Statement(query string, kind sqlhook.Kind) {
+func (h *hooks) Statement(query string, kind sqlhook.Kind, err error) error {
 	if kind == sqlhook.Prepare {
 		h.counter().add("", func(c *Counts) { c.Prepares++ })
-		return
+	} else {
+		h.counter().add(verb(query), nil)
 	}
-	h.counter().add(verb(query), nil)
+	return err
 }
 
 // Begin counts what go-sql-driver/mysql sends to begin: SET TRANSACTION

@@ -123,7 +123,7 @@ var suites = []Suite{
 	{
 		Name: "orderapi", Title: "POST /orders with and without the Idempotency-Key guard (services/order/lab, incident 4)", Dir: "services/order", Pkg: "./lab", Bench: "^BenchmarkCreateOrderAPI$", Benchtime: "5x", Count: 3,
 		Doc:   "docs/benchmarks/idempotency.md",
-		About: "The order service's real POST /orders, wired as cmd/order wires it (the platform's gin stack, the form-token check, the order and its order.created outbox row in one transaction) and served in process with 32 requests in flight: without the Idempotency-Key guard, and with HandlerInTx and a fresh key per request. The Idempotency-Key throughput target is judged on this pair.",
+		About: "The order service's real POST /orders, wired as cmd/order wires it (the platform's gin stack, the form-token check, the order and its stock reservation in one transaction) and served in process with 32 requests in flight: without the Idempotency-Key guard, and with HandlerInTx and a fresh key per request. The Idempotency-Key throughput target is judged on this pair.",
 	},
 	{
 		Name: "purchase", Title: "Purchase order placement and the hot product (services/order/lab, incident 5)", Dir: "services/order", Pkg: "./lab", Bench: "^(BenchmarkPurchaseOrder|BenchmarkHotProductStock)$", Benchtime: "3x", Count: 3,

@@ -6,12 +6,16 @@
 //
 // Usage:
 //
-//	lab [--incident N] [--json] [--wide] [--html FILE] [--report-json FILE] [--quiet]
+//	lab [--incident N] [--json] [--wide] [--html FILE] [--report-json FILE] [--pictures DIR] [--quiet]
+//	lab --from FILE [--incident N] [--html FILE] [--pictures DIR]
 //
 // The table keeps within 120 columns (--wide: one line per scenario). With
 // --html it also writes the lab report, one self-contained page with each
 // incident's broken and fixed variants side by side and a swimlane timeline
-// of what each actor did (docs/lab-report.md).
+// of what each actor did (docs/lab-report.md). With --pictures it draws each
+// incident's broken and fixed timelines as DIR/incident-N.png, the pictures
+// of the incident pages, with headless Chromium. --from renders a run saved
+// with --report-json again instead of running the scenarios.
 //
 // It exits 1 when a fixed variant shows a duplicate effect or a broken
 // variant fails to reproduce its incident.
@@ -29,6 +33,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -79,10 +84,15 @@ func runScenarios(ctx context.Context, list []pkglab.Scenario, args []string, st
 	wide := fs.Bool("wide", false, "print the table one line per scenario, however wide")
 	htmlPath := fs.String("html", "", "also write the HTML lab report to this file")
 	dataPath := fs.String("report-json", "", "also write the report's data (rows and timelines) as JSON to this file")
+	pictures := fs.String("pictures", "", "also draw each incident's broken and fixed timelines as incident-N.png in this directory (needs chromium)")
+	from := fs.String("from", "", "render the run saved in this --report-json file instead of running the scenarios")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *from != "" {
+		return render(ctx, *from, *incident, *htmlPath, *pictures, stderr)
 	}
 	var d deps
 	if err := config.Load(&d); err != nil {
@@ -130,10 +140,66 @@ func runScenarios(ctx context.Context, list []pkglab.Scenario, args []string, st
 			return err
 		}
 	}
+	if *pictures != "" {
+		if err := drawPictures(ctx, *pictures, rec.entries(rows), time.Now(), stderr); err != nil {
+			return err
+		}
+	}
 	if lab.Failed(rows) || len(rows) < len(scenarios) {
 		return errFailed
 	}
 	return nil
+}
+
+// render writes the report and the pictures of a run saved with
+// --report-json, keeping incident's entries only (0: all of them).
+func render(ctx context.Context, from string, incident int, htmlPath, pictures string, stderr io.Writer) error {
+	entries, err := readJSONFile(from)
+	if err != nil {
+		return err
+	}
+	if incident != 0 {
+		entries = slices.DeleteFunc(entries, func(e entry) bool { return e.Row.Incident != incident })
+		if len(entries) == 0 {
+			return fmt.Errorf("lab: %s has no scenario of incident %d", from, incident)
+		}
+	}
+	generated := ranAt(entries)
+	if htmlPath != "" {
+		if err := writeReportFile(htmlPath, entries, generated); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "lab: report written to %s\n", htmlPath)
+	}
+	if pictures != "" {
+		return drawPictures(ctx, pictures, entries, generated, stderr)
+	}
+	return nil
+}
+
+// ranAt is when a saved run ended: its last event (now if it recorded none).
+func ranAt(entries []entry) time.Time {
+	var last time.Time
+	for _, e := range entries {
+		for _, ev := range e.Events {
+			if ev.End.After(last) {
+				last = ev.End
+			}
+		}
+	}
+	if last.IsZero() {
+		return time.Now()
+	}
+	return last
+}
+
+// drawPictures writes the incidents' pictures and says where.
+func drawPictures(ctx context.Context, dir string, entries []entry, generated time.Time, stderr io.Writer) error {
+	written, err := writePictures(ctx, dir, entries, generated)
+	for _, p := range written {
+		fmt.Fprintf(stderr, "lab: picture written to %s\n", p)
+	}
+	return err
 }
 
 // randomHex returns 2n random hex characters for run-unique names.

@@ -75,6 +75,22 @@ func writeReportFile(path string, entries []entry, generated time.Time) error {
 	return f.Close()
 }
 
+// readJSONFile reads the entries writeJSONFile wrote.
+func readJSONFile(path string) ([]entry, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var entries []entry
+	if err := json.Unmarshal(b, &entries); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(entries) == 0 {
+		return nil, fmt.Errorf("%s holds no entry", path)
+	}
+	return entries, nil
+}
+
 // writeJSONFile writes entries as a JSON array to path, one entry a line
 // (the report's data, which a test can render again).
 func writeJSONFile(path string, entries []entry) error {
@@ -105,6 +121,7 @@ var reportTemplate = template.Must(template.New("report.html.tmpl").ParseFS(temp
 type (
 	reportView struct {
 		Generated string
+		Picture   bool // one incident's picture for the docs: no header, no navigation
 		Scenarios int
 		Failed    int
 		Incidents []incidentView
@@ -145,7 +162,13 @@ var kindText = []legendItem{
 // writeReport renders entries as one self-contained HTML page: inline CSS
 // and SVG, nothing fetched.
 func writeReport(w io.Writer, entries []entry, generated time.Time) error {
-	v := reportView{Generated: generated.UTC().Format("2006-01-02 15:04 UTC"), Scenarios: len(entries), Legend: kindText}
+	return renderReport(w, entries, generated, false)
+}
+
+// renderReport renders entries as the report page, or, with picture, as
+// the bare incident sections an incident's picture is taken of.
+func renderReport(w io.Writer, entries []entry, generated time.Time, picture bool) error {
+	v := reportView{Generated: generated.UTC().Format("2006-01-02 15:04 UTC"), Picture: picture, Scenarios: len(entries), Legend: kindText}
 	for _, e := range entries {
 		if e.Row.Verdict != "ok" {
 			v.Failed++

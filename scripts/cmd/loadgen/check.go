@@ -147,7 +147,7 @@ func (k *checker) jetstream(ctx context.Context) Check {
 	}
 	var found []string
 	ev := events.Config{SubjectPrefix: k.t.SubjectPrefix}
-	for _, subject := range []string{events.OrderPaid, events.PaymentSucceeded, events.CouponUsed} {
+	for _, subject := range []string{events.OrderPaid, events.PaymentSucceeded} {
 		name := ev.StreamName(subject)
 		stream, err := js.Stream(ctx, name)
 		if err != nil {

@@ -28,7 +28,7 @@ func testRig(t *testing.T) (Targets, *sql.DB) {
 	sfx := testenv.RandomSuffix(8)
 	ev := events.Config{SubjectPrefix: "lg" + sfx + "."}
 	nc := testenv.NATS(t)
-	for _, subject := range []string{events.OrderPaid, events.PaymentSucceeded, events.CouponUsed, events.ProductBatchCopy} {
+	for _, subject := range []string{events.OrderPaid, events.PaymentSucceeded, events.ProductBatchCopy} {
 		testenv.DeleteStreamAtCleanup(t, nc.JS, ev.StreamName(subject))
 	}
 	_, redisPrefix := testenv.Redis(t)

@@ -115,7 +115,7 @@ func Setup(ctx context.Context, env lab.Env, suffix string, mode variant.Mode) (
 	cfg.Retry = coupon.RetryPolicy{Max: 5, Base: time.Millisecond, Cap: time.Millisecond}
 	// Nothing relays the events of a lab database: there is no relay to
 	// wake.
-	st := store.New(db, func() {})
+	st := store.New(db)
 	a, err := app.New(st, noOrderService{}, cfg, env.Log, prometheus.NewRegistry())
 	if err != nil {
 		drop()

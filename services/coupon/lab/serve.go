@@ -61,7 +61,7 @@ func Serve(ctx context.Context, env lab.Env, suffix, internalToken, adminToken s
 	s.DB = db
 	// Nothing relays the events of a lab database: there is no relay to
 	// wake.
-	a, err := app.New(store.New(db, func() {}), noOrderService{}, cfg.App(), env.Log, prometheus.NewRegistry())
+	a, err := app.New(store.New(db), noOrderService{}, cfg.App(), env.Log, prometheus.NewRegistry())
 	if err != nil {
 		return nil, err
 	}

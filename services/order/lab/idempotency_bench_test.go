@@ -21,7 +21,7 @@ import (
 // real POST /orders (wired as cmd/order wires it: the platform's gin server
 // with request ids, logging, metrics, recovery and the body limit; the form
 // token check; the create-order use case writing the order and its
-// order.created outbox row in one transaction, pricing its item from the
+// stock reservation in one transaction, pricing its item from the
 // catalog and taking its stock) without the Idempotency-Key guard and with
 // it (HandlerInTx, a fresh key per request). Each worker orders its own
 // product, so the orders do not queue on one stock row (that is

@@ -50,9 +50,9 @@ func IdempotencyScenarios() []lab.Scenario {
 
 // doubleSubmitScenario races DoubleSubmitClients copies of one POST /orders
 // (one user, one Idempotency-Key, one body), then retries once more after
-// they all answered, and counts the orders and order.created events in the
-// database. The invariant: one order and one event for the key, every 201
-// the same body, and the late retry replayed with that body.
+// they all answered, and counts the orders and their stock reservations in
+// the database. The invariant: one order and one reservation for the key,
+// every 201 the same body, and the late retry replayed with that body.
 func doubleSubmitScenario(variant, suffix string, guard variant.Mode) func(context.Context, lab.Env) (lab.Result, error) {
 	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
 		res := lab.Result{
@@ -99,15 +99,15 @@ func doubleSubmitScenario(variant, suffix string, guard variant.Mode) func(conte
 		if err != nil {
 			return res, err
 		}
-		events, err := api.Count(ctx, "local_message")
+		reservations, err := api.Count(ctx, "stock_reservation")
 		if err != nil {
 			return res, err
 		}
 		res.Count = int(orders)
-		res.Effect = fmt.Sprintf("orders for the key (outbox rows %d; answers: %d new 201, %d replayed, %d×409, %d other)",
-			events, ans.Fresh, ans.Replayed, ans.Conflict, ans.Other)
+		res.Effect = fmt.Sprintf("orders for the key (stock reservations %d; answers: %d new 201, %d replayed, %d×409, %d other)",
+			reservations, ans.Fresh, ans.Replayed, ans.Conflict, ans.Other)
 		lateOK := late.Status == http.StatusCreated && late.Replayed && bytes.Equal(late.Body, ans.Body)
-		res.Holds = orders == 1 && events == 1 && ans.Fresh == 1 && ans.Other == 0 && ans.Identical && lateOK
+		res.Holds = orders == 1 && reservations == 1 && ans.Fresh == 1 && ans.Other == 0 && ans.Identical && lateOK
 		return res, nil
 	}
 }

@@ -27,7 +27,7 @@ import (
 //
 //   - plain: no coupon. One transaction prices the items from the catalog
 //     under a shared lock, takes the stock by the conditional decrement,
-//     and writes the order, its items, its reservations and order.created.
+//     and writes the order, its items and its reservations.
 //   - purchase: with a coupon. The items are priced from the catalog before
 //     the transaction, the coupon is locked at the coupon service over
 //     HTTP for the order's total (a network call, so outside the

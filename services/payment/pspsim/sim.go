@@ -193,7 +193,7 @@ func New(cfg Config, log *slog.Logger) (*Simulator, error) {
 		secret:    []byte(cfg.Secret),
 		schedule:  schedule,
 		log:       log,
-		client:    &http.Client{Timeout: cfg.NotifyTimeout},
+		client:    &http.Client{Timeout: cfg.NotifyTimeout, Transport: notifyTransport()},
 		now:       time.Now,
 		ctx:       ctx,
 		cancel:    cancel,
@@ -761,4 +761,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// notifyIdleConns is how many idle connections the notifications keep per
+// payment service replica. net/http keeps 2, and a platform notifies many
+// payments at once: with 2, most notifications opened a new connection,
+// which cost both sides more than the notification itself.
+const notifyIdleConns = 64
+
+func notifyTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 4 * notifyIdleConns
+	t.MaxIdleConnsPerHost = notifyIdleConns
+	return t
 }

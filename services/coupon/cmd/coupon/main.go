@@ -1,7 +1,6 @@
 // Command coupon runs the oncemall coupon service: coupons, the locks orders
-// take on them, their deduction for the orders paid with them (incident 1),
-// and the coupon.used event. `coupon --help` lists the commands and every
-// variable.
+// take on them, and their deduction for the orders paid with them
+// (incident 1). `coupon --help` lists the commands and every variable.
 package main
 
 import (
@@ -23,17 +22,16 @@ var service = platform.Service[config.Config]{
 	Name:       "coupon",
 	Port:       8082,
 	Migrations: []migrate.Source{migrations.Source},
-	Streams:    []string{"coupon"}, // published; order.> is consumed from the order service's
+	Streams:    []string{}, // it publishes nothing; order.> is consumed from the order service's
 	Wire:       wire,
 }
 
 // wire builds the use cases over the platform's connections and the order
-// service's client, and declares the routes, the consumers (order.paid lands
-// a message to deduct, order.cancelled releases a lock), and the jobs that
-// deduct, archive the notification records, sweep overdue locks and
-// reconcile.
+// service's client, and declares the routes, the consumers (order.paid
+// deducts, order.cancelled releases a lock), and the jobs that retry the
+// deductions left pending, sweep overdue locks and reconcile.
 func wire(w *platform.Wiring, cfg config.Config) error {
-	st := store.New(w.DB, w.Outbox.Wake)
+	st := store.New(w.DB)
 	// Each call is a client span of the sweeper's trace and carries it on.
 	orders := orderclient.New(cfg.OrderURL, w.InternalToken, w.HTTPClient(cfg.OrderTimeout))
 	appCfg := cfg.App()
@@ -46,7 +44,6 @@ func wire(w *platform.Wiring, cfg config.Config) error {
 	w.Consume(messaging.OrderPaid(a, st))
 	w.Consume(messaging.OrderCancelled(a, st))
 	w.Job(jobs.RetryPass(a, cfg.RetrySchedule, w.Log))
-	w.Job(jobs.ArchiveRecords(a, cfg.ArchiveSchedule, w.Log))
 	w.Job(jobs.SweepLocks(a, cfg.SweepSchedule, w.Log))
 	w.Job(jobs.Reconcile(a, cfg.ReconcileSchedule, w.Log))
 	return nil

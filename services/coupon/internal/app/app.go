@@ -1,9 +1,8 @@
 // Package app holds the coupon service's use cases, one file each:
 //
 //	commands: CreateTemplate, IssueCoupon, LockCoupon, ReleaseLock,
-//	          ReleaseCancelledOrder, SweepLocks, LandOrderPaid,
-//	          ProcessDueMessages, ProcessMessage (deductFixed or deductBroken),
-//	          ArchiveIdempotentRecords
+//	          ReleaseCancelledOrder, SweepLocks, ReceiveOrderPaid, LandOrderPaid,
+//	          ProcessDueMessages, ProcessMessage (deductFixed or deductBroken)
 //	queries:  Template, Coupon, UserCoupons, Reconcile
 //
 // A coupon is locked when its order is placed (LockCoupon), used when the
@@ -19,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,11 +50,6 @@ type Config struct {
 	// ClaimLease is how long a claimed message is hidden from other
 	// replicas; it must exceed the time a batch takes.
 	ClaimLease time.Duration
-	// NoticeRetention is how long an idempotent record of a notification
-	// stays online before the archive job may move it.
-	NoticeRetention time.Duration
-	// ArchiveBatch is how many records one archive transaction moves.
-	ArchiveBatch int
 	// LockTTL is how long a lock lasts before the sweeper may ask about its
 	// order. It must outlast the order's payment deadline with a margin
 	// (internal/config checks it against ORDER_PAY_TIMEOUT), so a lock is
@@ -79,8 +74,6 @@ func DefaultConfig() Config {
 		ClaimBatch:       100,
 		Workers:          8,
 		ClaimLease:       time.Minute,
-		NoticeRetention:  30 * 24 * time.Hour,
-		ArchiveBatch:     500,
 		LockTTL:          45 * time.Minute,
 		SweepBatch:       100,
 		LockOverdueAfter: 30 * time.Minute,
@@ -103,8 +96,6 @@ func (c Config) Validate() error {
 	check(c.ClaimBatch > 0, "ClaimBatch must be positive")
 	check(c.Workers > 0, "Workers must be positive")
 	check(c.ClaimLease > 0, "ClaimLease must be positive")
-	check(c.NoticeRetention > 0, "NoticeRetention must be positive")
-	check(c.ArchiveBatch > 0, "ArchiveBatch must be positive")
 	check(c.LockTTL > 0, "LockTTL must be positive")
 	check(c.SweepBatch > 0, "SweepBatch must be positive")
 	check(c.LockOverdueAfter > 0, "LockOverdueAfter must be positive")
@@ -131,6 +122,9 @@ type App struct {
 	metrics *metrics
 	now     func() time.Time
 	tracer  trace.Tracer // nil when tracing is off
+	// templates caches the templates read so far (id → coupon.Template);
+	// see Template.
+	templates sync.Map
 }
 
 // New returns the use cases over store, asking orders about the orders of

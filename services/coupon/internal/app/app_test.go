@@ -54,7 +54,7 @@ func newFixtureOn(t testing.TB, mode variant.Mode, wrap func(*store.Store) coupo
 	if mode == variant.Broken {
 		sources = append(sources, labmigrations.Source)
 	}
-	st := store.New(testenv.DB(t, sources...), func() {})
+	st := store.New(testenv.DB(t, sources...))
 	var s coupon.Store = st
 	if wrap != nil {
 		s = wrap(st)
@@ -178,12 +178,6 @@ func TestRetryPassDeductsALandedMessageOnce(t *testing.T) {
 	}
 	if n := f.count(t, "coupon_deduction", "order_no = ? AND amount = ?", "ORDER-1", 1000); n != 1 {
 		t.Fatalf("%d ledger rows", n)
-	}
-	if n := f.count(t, "local_message", "topic = ? AND message_no = ?", "coupon.used", app.CouponUsedEventID("ORDER-1")); n != 1 {
-		t.Fatalf("%d coupon.used events queued under the order's event id, want 1", n)
-	}
-	if n := f.count(t, "biz_idempotent_record", "idempotent_key = ?", coupon.NoticeKey("ORDER-1")); n != 1 {
-		t.Fatalf("%d idempotent records, want 1", n)
 	}
 	if r, _ := f.app.ProcessDueMessages(ctx); r.Claimed != 0 {
 		t.Fatalf("a settled message was claimed again: %+v", r)
@@ -335,14 +329,6 @@ func TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix(t *testing.T) {
 	if len(as) != 1 || as[0].Kind != coupon.AnomalyDuplicateDeduction || as[0].OrderNo != "ORDER" || as[0].Count < 2 {
 		t.Fatalf("broken: anomalies %+v; want one duplicate deduction of ORDER", as)
 	}
-	// The notification is stateless and guarded by biz_idempotent_record
-	// even on the broken path: one event however many deductions.
-	if n := broken.count(t, "local_message", "topic = ?", "coupon.used"); n != 1 {
-		t.Fatalf("broken: %d coupon.used events for %d deductions, want 1", n, as[0].Count)
-	}
-	if v := broken.metric(t, "coupon_used_notices_deduplicated_total", ""); int(v) != as[0].Count-1 {
-		t.Fatalf("broken: %v notices deduplicated, want %d", v, as[0].Count-1)
-	}
 
 	fixed := newFixture(t, variant.Fixed)
 	c = fixed.issue(t, 7)
@@ -409,7 +395,7 @@ func TestTransientFailuresRetryThenFailAtTheLimit(t *testing.T) {
 // ledger row and its coupon USED by it.
 func TestRetryPassesDrainABacklogOnceAcrossReplicas(t *testing.T) {
 	const n = 120
-	st := store.New(testenv.DB(t, migrations.Source, outbox.Migrations), func() {})
+	st := store.New(testenv.DB(t, migrations.Source, outbox.Migrations))
 	cfg := app.DefaultConfig()
 	cfg.ClaimBatch, cfg.Workers = 25, 8
 	f := newFixtureWith(t, cfg, st, st)
@@ -445,5 +431,53 @@ func TestRetryPassesDrainABacklogOnceAcrossReplicas(t *testing.T) {
 	}
 	if used := f.count(t, "coupons", "status = ? AND used_order_no LIKE ?", coupon.StatusUsed, "BACKLOG-%"); used != n {
 		t.Fatalf("%d coupons USED, want %d", used, n)
+	}
+}
+
+// TestADeliveryDeductsAtOnceAndThePassTakesOnlyWhatItLeft: the order.paid
+// consumer's handler lands the message and deducts once the transaction has
+// committed, so no retry pass is needed. A delivery whose attempt never ran
+// (the process died right after the commit: here, a transaction with no
+// after-commit hooks, as the inbox's would be without its consumer) left its
+// message PENDING, due after the claim lease: the pass leaves it alone until
+// then, and deducts it once.
+func TestADeliveryDeductsAtOnceAndThePassTakesOnlyWhatItLeft(t *testing.T) {
+	f := newFixture(t, variant.Fixed)
+	now := time.Now().UTC()
+	f.app.SetClock(func() time.Time { return now })
+
+	delivered := f.issue(t, 7)
+	f.lock(t, delivered.ID, "ORDER-A", 7)
+	testenv.Must(t, f.store.InTx(ctx, func(tx coupon.Tx) error {
+		return f.app.ReceiveOrderPaid(ctx, tx, app.OrderPaid{MessageID: "m-a", OrderNo: "ORDER-A", UserID: 7, CouponID: delivered.ID})
+	}))
+	if n := f.count(t, "coupon_deduction", "order_no = ?", "ORDER-A"); n != 1 {
+		t.Fatalf("ORDER-A has %d deductions right after its delivery, want 1", n)
+	}
+
+	crashed := f.issue(t, 7)
+	f.lock(t, crashed.ID, "ORDER-B", 7)
+	testenv.Must(t, f.store.DB().Transaction(func(gtx *gorm.DB) error {
+		return f.app.ReceiveOrderPaid(ctx, f.store.BindTx(gtx), app.OrderPaid{MessageID: "m-b", OrderNo: "ORDER-B", UserID: 7, CouponID: crashed.ID})
+	}))
+	if n := f.count(t, "coupon_deduction", "order_no = ?", "ORDER-B"); n != 0 {
+		t.Fatalf("ORDER-B has %d deductions though its attempt never ran", n)
+	}
+	r, err := f.app.ProcessDueMessages(ctx)
+	testenv.Must(t, err)
+	if r.Claimed != 0 {
+		t.Fatalf("pass within the claim lease = %+v, want nothing claimed", r)
+	}
+
+	now = now.Add(app.DefaultConfig().ClaimLease + time.Second)
+	r, err = f.app.ProcessDueMessages(ctx)
+	testenv.Must(t, err)
+	if r.Claimed != 1 || r.Deducted != 1 {
+		t.Fatalf("pass after the claim lease = %+v, want ORDER-B's message claimed and deducted", r)
+	}
+	for _, no := range []string{"ORDER-A", "ORDER-B"} {
+		if n := f.count(t, "coupon_deduction", "order_no = ?", no); n != 1 {
+			t.Fatalf("%s has %d deductions, want 1", no, n)
+		}
 	}
 }

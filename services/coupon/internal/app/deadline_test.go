@@ -42,7 +42,7 @@ func loadConfig(t *testing.T, env map[string]string) (config.Config, error) {
 // how often it asked the order service.
 func payWalk(t *testing.T, cfg app.Config, window time.Duration) (*fixture, coupon.Coupon, app.Outcome, int) {
 	t.Helper()
-	st := store.New(testDB(t), func() {})
+	st := store.New(testDB(t))
 	f := newFixtureWith(t, cfg, st, st)
 	c := f.issue(t, 7)
 	t0 := time.Now().UTC()

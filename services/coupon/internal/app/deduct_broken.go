@@ -38,10 +38,7 @@ import (
 // service's own schema the key refuses the second row, and the retry after a
 // lost COMMIT acknowledgement fails the message as "order already deducted"
 // although its deduction committed: a unique key alone tells "refused", not
-// "done by me". The "coupon used" notification, on the other hand, goes
-// through biz_idempotent_record even here: the broken path writes several
-// ledger rows for one order but queues one coupon.used event
-// (TestReconcilerFindsTheBrokenAnomalyAndNoneAfterTheFix counts both).
+// "done by me".
 func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, error) {
 	// BROKEN (1): a plain read outside any transaction; by the time the
 	// transaction below runs, another attempt may have deducted.
@@ -67,16 +64,13 @@ func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, erro
 		if _, err := tx.UseCouponUnconditionally(ctx, c.ID, m.OrderNo, now); err != nil {
 			return err
 		}
-		t, err := tx.Template(ctx, c.TemplateID)
+		t, err := a.Template(ctx, c.TemplateID)
 		if err != nil {
 			return err
 		}
 		d := coupon.Deduction{OrderNo: m.OrderNo, CouponID: c.ID, UserID: c.UserID, Amount: t.DiscountAmount,
 			MessageID: m.MessageID, CreatedAt: now}
-		if err := tx.InsertDeduction(ctx, &d); err != nil {
-			return err
-		}
-		return a.notifyCouponUsed(ctx, tx, d)
+		return tx.InsertDeduction(ctx, &d)
 	})
 	if err != nil {
 		// A lost COMMIT acknowledgement lands here although the deduction

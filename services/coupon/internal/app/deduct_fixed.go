@@ -56,16 +56,13 @@ func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error
 		if n != 1 {
 			return fmt.Errorf("coupon %d for order %s: %w", c.ID, m.OrderNo, coupon.ErrConcurrentChange)
 		}
-		t, err := tx.Template(ctx, c.TemplateID)
+		t, err := a.Template(ctx, c.TemplateID)
 		if err != nil {
 			return err
 		}
 		d := coupon.Deduction{OrderNo: m.OrderNo, CouponID: c.ID, UserID: c.UserID, Amount: t.DiscountAmount,
 			MessageID: m.MessageID, CreatedAt: now}
 		if err := tx.InsertDeduction(ctx, &d); err != nil {
-			return err
-		}
-		if err := a.notifyCouponUsed(ctx, tx, d); err != nil {
 			return err
 		}
 		n, err = tx.SettleMessage(ctx, m.ID, now)

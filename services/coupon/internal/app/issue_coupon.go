@@ -11,7 +11,7 @@ import (
 // IssueCoupon gives userID a new UNUSED coupon of templateID, or
 // coupon.ErrUnknownTemplate when there is no such template.
 func (a *App) IssueCoupon(ctx context.Context, templateID, userID uint64) (coupon.Coupon, error) {
-	t, err := a.store.Template(ctx, templateID)
+	t, err := a.Template(ctx, templateID)
 	if errors.Is(err, coupon.ErrNotFound) {
 		return coupon.Coupon{}, fmt.Errorf("%w %d", coupon.ErrUnknownTemplate, templateID)
 	}

@@ -42,9 +42,6 @@ type metrics struct {
 	duplicatesAbsorbed prometheus.Counter
 	messagesFailed     *prometheus.CounterVec
 	messageRetries     prometheus.Counter
-	noticesSent        prometheus.Counter
-	noticesDeduped     prometheus.Counter
-	recordsArchived    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -81,21 +78,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "coupon_message_retries_scheduled_total",
 			Help: "Transient deduction failures that scheduled a retry.",
 		}),
-		noticesSent: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "coupon_used_notices_total",
-			Help: "coupon.used notifications queued in the outbox.",
-		}),
-		noticesDeduped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "coupon_used_notices_deduplicated_total",
-			Help: "coupon.used notifications skipped because biz_idempotent_record already held their key.",
-		}),
-		recordsArchived: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "coupon_idempotent_records_archived_total",
-			Help: "biz_idempotent_record rows moved to the archive table.",
-		}),
 	}
-	for _, c := range []prometheus.Collector{m.lockRequests, m.lockReleases, m.sweepDecisions, m.findings, m.deductions, m.duplicatesAbsorbed, m.messagesFailed, m.messageRetries,
-		m.noticesSent, m.noticesDeduped, m.recordsArchived} {
+	for _, c := range []prometheus.Collector{m.lockRequests, m.lockReleases, m.sweepDecisions, m.findings, m.deductions, m.duplicatesAbsorbed, m.messagesFailed, m.messageRetries} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register coupon metrics: %w", err)
 		}

@@ -52,11 +52,9 @@ func (a *App) attemptAll(ctx context.Context, msgs []coupon.Message, r *PassResu
 	for range min(a.cfg.Workers, len(msgs)) {
 		wg.Go(func() {
 			for m := range next {
-				mctx, end := a.startDeduction(ctx, m)
-				out, err := a.ProcessMessage(mctx, m)
-				end(out)
+				out := a.attempt(ctx, m)
 				mu.Lock()
-				a.count(ctx, r, m, out, err)
+				r.add(out)
 				mu.Unlock()
 			}
 		})
@@ -72,8 +70,8 @@ func (a *App) attemptAll(ctx context.Context, msgs []coupon.Message, r *PassResu
 	wg.Wait()
 }
 
-// count adds one attempt's outcome to r and logs what went wrong.
-func (a *App) count(ctx context.Context, r *PassResult, m coupon.Message, out Outcome, err error) {
+// add counts one attempt's outcome.
+func (r *PassResult) add(out Outcome) {
 	switch out {
 	case Deducted:
 		r.Deducted++
@@ -81,11 +79,26 @@ func (a *App) count(ctx context.Context, r *PassResult, m coupon.Message, out Ou
 		r.Absorbed++
 	case Failed:
 		r.Failed++
-		a.log.WarnContext(ctx, "coupon message failed", "message_id", m.MessageID, "order_no", m.OrderNo,
-			"coupon_id", m.CouponID, "err", err)
 	default:
 		r.Retried++
-		a.log.WarnContext(ctx, "coupon deduction attempt failed, will retry", "message_id", m.MessageID,
+	}
+}
+
+// attempt makes one attempt at m, in a span of its own, and logs what went
+// wrong: the attempt of a delivery that landed m, and each attempt of the
+// retry pass.
+func (a *App) attempt(ctx context.Context, m coupon.Message) Outcome {
+	mctx, end := a.startDeduction(ctx, m)
+	out, err := a.ProcessMessage(mctx, m)
+	end(out)
+	switch out {
+	case Deducted, Absorbed:
+	case Failed:
+		a.log.WarnContext(mctx, "coupon message failed", "message_id", m.MessageID, "order_no", m.OrderNo,
+			"coupon_id", m.CouponID, "err", err)
+	default:
+		a.log.WarnContext(mctx, "coupon deduction attempt failed, will retry", "message_id", m.MessageID,
 			"order_no", m.OrderNo, "attempt", m.RetryCount+1, "err", err)
 	}
+	return out
 }

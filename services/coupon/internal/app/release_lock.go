@@ -19,12 +19,7 @@ func (a *App) ReleaseLock(ctx context.Context, couponID uint64, orderNo string) 
 	if orderNo == "" || len(orderNo) > 64 {
 		return false, fmt.Errorf("%w: order_no must be 1 to 64 characters", coupon.ErrInvalid)
 	}
-	var n int64
-	err := a.store.InTx(ctx, func(tx coupon.Tx) error {
-		var err error
-		n, err = tx.ReleaseLock(ctx, couponID, orderNo, a.now())
-		return err
-	})
+	n, err := a.store.ReleaseLock(ctx, couponID, orderNo, a.now())
 	if err != nil {
 		return false, fmt.Errorf("release coupon %d of order %s: %w", couponID, orderNo, err)
 	}

@@ -124,7 +124,7 @@ func TestSweeperLeavesLocksForTheNextPassWhileTheOrderServiceIsDown(t *testing.T
 	orders := newOrderService(t)
 	fwd := testenv.NewForwarder(t, orders.srv.Listener.Addr().String())
 	cfg := app.DefaultConfig()
-	st := store.New(testDB(t), func() {})
+	st := store.New(testDB(t))
 	f := newFixtureWithOrders(t, cfg, st, st, orders, orderclient.New("http://"+fwd.Addr(), internalToken, &http.Client{Timeout: time.Second}))
 	first, second := f.issue(t, 7), f.issue(t, 7)
 	clk := f.clockAt(time.Now().UTC())
@@ -170,7 +170,7 @@ func TestSweeperTakesOnlyTheOrderServicesOwn404ForNotFound(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			stray := httptest.NewServer(handler)
 			t.Cleanup(stray.Close)
-			st := store.New(testDB(t), func() {})
+			st := store.New(testDB(t))
 			f := newFixtureWithOrders(t, app.DefaultConfig(), st, st, newOrderService(t),
 				orderclient.New(stray.URL, internalToken, &http.Client{Timeout: time.Second}))
 			c := f.issue(t, 7)
@@ -193,7 +193,7 @@ func TestSweeperTakesOnlyTheOrderServicesOwn404ForNotFound(t *testing.T) {
 func TestSweeperPagesPastTheLocksItKeeps(t *testing.T) {
 	cfg := app.DefaultConfig()
 	cfg.SweepBatch = 2
-	st := store.New(testDB(t), func() {})
+	st := store.New(testDB(t))
 	f := newFixtureWith(t, cfg, st, st)
 	clk := f.clockAt(time.Now().UTC())
 	var l coupon.Lock

@@ -24,7 +24,18 @@ func (a *App) CreateTemplate(ctx context.Context, t coupon.Template) (coupon.Tem
 	return t, nil
 }
 
-// Template returns one template.
+// Template returns one template. Templates never change once created, so
+// each is read from the database once and then served from memory: a lock
+// and a deduction both need their coupon's template, and reading it again
+// was a round trip on every purchase.
 func (a *App) Template(ctx context.Context, id uint64) (coupon.Template, error) {
-	return a.store.Template(ctx, id)
+	if t, ok := a.templates.Load(id); ok {
+		return t.(coupon.Template), nil
+	}
+	t, err := a.store.Template(ctx, id)
+	if err != nil {
+		return coupon.Template{}, err
+	}
+	a.templates.Store(id, t)
+	return t, nil
 }

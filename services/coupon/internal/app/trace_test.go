@@ -20,7 +20,7 @@ import (
 // their spans from rec.
 func newTracedFixture(t *testing.T, rec *spantest.Recorder) *fixture {
 	t.Helper()
-	st := store.New(testDB(t), func() {})
+	st := store.New(testDB(t))
 	cfg := app.DefaultConfig()
 	cfg.Retry = coupon.RetryPolicy{Max: 3, Base: time.Millisecond, Cap: time.Millisecond}
 	cfg.TracerProvider = rec.Provider

@@ -28,11 +28,6 @@ type Config struct {
 	RetryWorkers    int           `env:"COUPON_RETRY_WORKERS" default:"8" usage:"messages of a batch a retry pass attempts at once"`
 	RetryLease      time.Duration `env:"COUPON_RETRY_LEASE" default:"1m" usage:"how long a claimed message is hidden from other replicas"`
 
-	// The idempotent records of the coupon.used notification.
-	NoticeRetention time.Duration `env:"COUPON_NOTICE_RETENTION" default:"720h" usage:"how long a biz_idempotent_record row stays online before archiving"`
-	ArchiveSchedule string        `env:"COUPON_ARCHIVE_SCHEDULE" default:"@every 1h" usage:"cron spec of the idempotent record archive job"`
-	ArchiveBatch    int           `env:"COUPON_ARCHIVE_BATCH" default:"500" usage:"records one archive transaction moves"`
-
 	// The coupon locks orders take when they are placed. A lock must
 	// outlast the order's payment deadline with a margin (Validate checks
 	// COUPON_LOCK_TTL >= ORDER_PAY_TIMEOUT + COUPON_LOCK_MARGIN), so the
@@ -63,8 +58,6 @@ func (c Config) App() app.Config {
 		ClaimBatch:       c.RetryBatch,
 		Workers:          c.RetryWorkers,
 		ClaimLease:       c.RetryLease,
-		NoticeRetention:  c.NoticeRetention,
-		ArchiveBatch:     c.ArchiveBatch,
 		LockTTL:          c.LockTTL,
 		SweepBatch:       c.SweepBatch,
 		LockOverdueAfter: c.LockOverdueAfter,
@@ -84,9 +77,6 @@ func (c Config) Validate() error {
 		pkgconfig.CheckPositive("COUPON_RETRY_BATCH", c.RetryBatch),
 		pkgconfig.CheckPositive("COUPON_RETRY_WORKERS", c.RetryWorkers),
 		pkgconfig.CheckPositive("COUPON_RETRY_LEASE", c.RetryLease),
-		pkgconfig.CheckPositive("COUPON_NOTICE_RETENTION", c.NoticeRetention),
-		pkgconfig.CheckSchedule("COUPON_ARCHIVE_SCHEDULE", c.ArchiveSchedule),
-		pkgconfig.CheckPositive("COUPON_ARCHIVE_BATCH", c.ArchiveBatch),
 		pkgconfig.CheckPositive("ORDER_PAY_TIMEOUT", c.PayTimeout),
 		pkgconfig.CheckPositive("COUPON_LOCK_MARGIN", c.LockMargin),
 		checkLockOutlastsPayment(c.LockTTL, c.PayTimeout, c.LockMargin),

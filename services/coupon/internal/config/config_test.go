@@ -35,12 +35,12 @@ func TestDefaultsWorkLocally(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Modes.Deduction != variant.Fixed || c.RetrySchedule != "@every 2s" || c.ArchiveSchedule != "@every 1h" {
+	if c.Modes.Deduction != variant.Fixed || c.RetrySchedule != "@every 2s" {
 		t.Fatalf("defaults = %+v", c)
 	}
 	a := c.App()
 	if a.Deduction != variant.Fixed || a.Retry.Max != 5 || a.Retry.Base != 2*time.Second || a.Retry.Cap != 5*time.Minute ||
-		a.ClaimBatch != 100 || a.ClaimLease != time.Minute || a.NoticeRetention != 720*time.Hour || a.ArchiveBatch != 500 ||
+		a.ClaimBatch != 100 || a.ClaimLease != time.Minute ||
 		a.LockTTL != 45*time.Minute || a.SweepBatch != 100 || a.LockOverdueAfter != 30*time.Minute {
 		t.Fatalf("App() = %+v", a)
 	}
@@ -69,9 +69,6 @@ func TestBadSettingsNameTheirVariable(t *testing.T) {
 		"COUPON_RETRY_SCHEDULE":     "often",
 		"COUPON_RETRY_BATCH":        "0",
 		"COUPON_RETRY_LEASE":        "0s",
-		"COUPON_NOTICE_RETENTION":   "0s",
-		"COUPON_ARCHIVE_SCHEDULE":   "every 2s",
-		"COUPON_ARCHIVE_BATCH":      "-1",
 		"ORDER_PAY_TIMEOUT":         "0s",
 		"COUPON_LOCK_MARGIN":        "0s",
 		"COUPON_LOCK_TTL":           "20m",

@@ -95,9 +95,10 @@ func RefusalReasons() []string {
 // checks passed when the lock was taken; the coupon may have expired
 // since, and the order must still be able to learn its lock). Otherwise the
 // coupon must be the caller's, UNUSED, not expired, and the order must reach
-// the template's minimum and stay above the discount. It is only
-// meaningful on a state read inside the transaction that then writes the
-// lock (see app.LockCoupon).
+// the template's minimum and stay above the discount. Of what it reads only
+// the status can change, so a decision to Apply holds for as long as the
+// coupon stays UNUSED: the conditional update that takes the lock checks
+// exactly that (see app.LockCoupon).
 func (c Coupon) DecideLock(t Template, r LockRequest, now time.Time) (Decision, error) {
 	if c.UserID != r.UserID {
 		// The text may reach the customer through the order service, so it

@@ -3,8 +3,6 @@ package coupon
 import (
 	"context"
 	"time"
-
-	"github.com/oncemall/oncemall/pkg/events"
 )
 
 // Store is the persistence the coupon domain needs. Reads outside a
@@ -33,6 +31,13 @@ type Store interface {
 	// PENDING (another attempt settled it), which is not an error.
 	MarkMessage(ctx context.Context, id uint64, status MessageStatus, retryCount int, next time.Time, lastError, reason string, now time.Time) (bool, error)
 
+	// LockCoupon and ReleaseLock are Tx's conditional updates of the same
+	// names, each sent alone as one statement that commits by itself: a
+	// lock or a release changes one row, and a transaction around it would
+	// only add two round trips.
+	LockCoupon(ctx context.Context, id uint64, orderNo string, until, now time.Time) (int64, error)
+	ReleaseLock(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
+
 	// InTx runs fn in one database transaction, committed when fn returns
 	// nil. A commit error is returned as is: the transaction may or may not
 	// have committed (a lost COMMIT acknowledgement looks exactly like this).
@@ -41,16 +46,11 @@ type Store interface {
 	// Reconcile lists the broken invariants (see AnomalyKind); a LOCKED
 	// coupon whose deadline is before overdueBefore is reported as stuck.
 	Reconcile(ctx context.Context, overdueBefore time.Time) ([]Anomaly, error)
-	// ArchiveIdempotentRecords moves up to batch records whose expire_time is
-	// before now to the archive table and reports how many moved.
-	ArchiveIdempotentRecords(ctx context.Context, now time.Time, batch int) (int, error)
 }
 
 // Tx is what a use case does inside one transaction (Store.InTx, or the
 // inbox consumer's transaction for a landing).
 type Tx interface {
-	// Template reads a template (templates never change once created).
-	Template(ctx context.Context, id uint64) (Template, error)
 	// CouponForUpdate reads the coupon with a row lock held to the end of
 	// the transaction (a locking read sees the latest committed state).
 	CouponForUpdate(ctx context.Context, id uint64) (Coupon, error)
@@ -77,12 +77,6 @@ type Tx interface {
 	// SettleMessage moves a PENDING message to SUCCESS and returns the rows
 	// affected (0 when it was no longer PENDING).
 	SettleMessage(ctx context.Context, id uint64, now time.Time) (int64, error)
-	// InsertIdempotentRecord inserts r and reports false, without error, if
-	// its key already exists.
-	InsertIdempotentRecord(ctx context.Context, r IdempotentRecord) (bool, error)
-	// AddEvent queues e in the transaction (the outbox), so it is published
-	// if and only if the transaction commits.
-	AddEvent(ctx context.Context, e events.Event) error
 	// AfterCommit runs fn once the transaction has committed, and never if
 	// it rolls back: where a use case counts or logs an effect that must
 	// not be counted when the transaction that made it is undone.
@@ -91,25 +85,6 @@ type Tx interface {
 	// message id is already there.
 	InsertMessage(ctx context.Context, m *Message) (bool, error)
 }
-
-// IdempotentRecord marks a stateless effect (a notification) as done.
-type IdempotentRecord struct {
-	Key        string
-	BizType    BizType
-	BizNo      string
-	CreatedAt  time.Time
-	ExpireTime time.Time
-}
-
-// BizType says which kind of effect an IdempotentRecord guards.
-type BizType uint8
-
-// BizCouponUsedNotice guards the one "coupon used" notification per order.
-const BizCouponUsedNotice BizType = 1
-
-// NoticeKey is the idempotent key of the coupon used notification of an
-// order: stable across retries and replicas, unlike a generated id.
-func NoticeKey(orderNo string) string { return "coupon.used:" + orderNo }
 
 // AnomalyKind names what the reconciler found.
 type AnomalyKind string

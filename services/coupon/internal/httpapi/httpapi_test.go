@@ -66,7 +66,7 @@ func newServer(t *testing.T) (http.Handler, *gorm.DB, *app.App) {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
 	db := testenv.DB(t, migrations.Source, outbox.Migrations)
-	a, err := app.New(store.New(db, func() {}), noSweeping, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
+	a, err := app.New(store.New(db), noSweeping, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	e := gin.New()
 	httpapi.New(a, httpapi.Options{Log: testenv.Logger(t), Admin: httpserver.AdminAuth(adminToken),
@@ -444,7 +444,7 @@ func TestReconcileNeedsTheAdminTokenAndListsAnomalies(t *testing.T) {
 	testenv.Must(t, db.Exec("UPDATE coupons SET status = 'USED', used_order_no = 'LOST' WHERE id = ?", c.ID).Error)
 	released, err := a.IssueCoupon(ctx, tpl.ID, 1)
 	testenv.Must(t, err)
-	st := store.New(db, func() {})
+	st := store.New(db)
 	testenv.Must(t, st.InTx(ctx, func(tx coupon.Tx) error {
 		return a.LandOrderPaid(ctx, tx, app.OrderPaid{MessageID: "m1", OrderNo: "PAID", UserID: 1, CouponID: released.ID})
 	}))

@@ -35,18 +35,6 @@ func RetryPass(a *app.App, schedule string, log *slog.Logger) platform.Job {
 	}}
 }
 
-// ArchiveRecords is the job that moves expired biz_idempotent_record rows
-// to the archive table, on schedule.
-func ArchiveRecords(a *app.App, schedule string, log *slog.Logger) platform.Job {
-	return platform.Job{Name: "coupon-archive", Schedule: schedule, Run: func(ctx context.Context) error {
-		n, err := a.ArchiveIdempotentRecords(ctx)
-		if n > 0 {
-			log.InfoContext(ctx, "idempotent records archived", "archived", n)
-		}
-		return err
-	}}
-}
-
 // SweepLocks is the coupon-sweep job: it releases the locks past their
 // deadline whose order the order service reports not found or cancelled. A
 // pass that could not reach the order service returns its error (the

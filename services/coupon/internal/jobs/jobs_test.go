@@ -20,15 +20,14 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
 
-// TestJobsDeductAndArchive runs one pass of each job as the platform's cron
-// would: the retry pass deducts a landed message (and a second pass finds
-// nothing due), the archive moves an expired idempotent record and leaves a
-// live one. (Scheduling, the Redis lock, overlap and recovery are the
-// platform's, proven in pkg/platform/jobs_test.go.)
-func TestJobsDeductAndArchive(t *testing.T) {
+// TestRetryPassJobDeducts runs one pass of the retry job as the platform's
+// cron would: it deducts a landed message, and a second pass finds nothing
+// due. (Scheduling, the Redis lock, overlap and recovery are the platform's,
+// proven in pkg/platform/jobs_test.go.)
+func TestRetryPassJobDeducts(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, migrations.Source, outbox.Migrations)
-	st := store.New(db, func() {})
+	st := store.New(db)
 	a, err := app.New(st, unreachable{}, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "x", DiscountAmount: 1})
@@ -37,14 +36,8 @@ func TestJobsDeductAndArchive(t *testing.T) {
 	testenv.Must(t, err)
 	_, err = a.LockCoupon(ctx, c.ID, coupon.LockRequest{OrderNo: "O1", UserID: 7, OrderAmount: 100})
 	testenv.Must(t, err)
-	now := time.Now().UTC()
 	testenv.Must(t, st.InTx(ctx, func(tx coupon.Tx) error {
-		if err := a.LandOrderPaid(ctx, tx, app.OrderPaid{MessageID: "m1", OrderNo: "O1", UserID: 7, CouponID: c.ID}); err != nil {
-			return err
-		}
-		_, err := tx.InsertIdempotentRecord(ctx, coupon.IdempotentRecord{Key: "old", BizType: coupon.BizCouponUsedNotice,
-			BizNo: "OLD", CreatedAt: now.Add(-48 * time.Hour), ExpireTime: now.Add(-time.Hour)})
-		return err
+		return a.LandOrderPaid(ctx, tx, app.OrderPaid{MessageID: "m1", OrderNo: "O1", UserID: 7, CouponID: c.ID})
 	}))
 	status := func() string {
 		var s string
@@ -65,18 +58,6 @@ func TestJobsDeductAndArchive(t *testing.T) {
 	testenv.Must(t, db.Table("coupon_deduction").Where("order_no = ?", "O1").Count(&ledger).Error)
 	if ledger != 1 {
 		t.Fatalf("%d ledger rows after two passes, want 1", ledger)
-	}
-
-	archive := jobs.ArchiveRecords(a, "@every 1h", testenv.Logger(t))
-	if archive.Name == "" || archive.Name == retry.Name || archive.EveryReplica {
-		t.Fatalf("archive job %+v: want a name of its own, on one replica at a time", archive)
-	}
-	testenv.Must(t, archive.Run(ctx))
-	var archived, online int64
-	testenv.Must(t, db.Table("biz_idempotent_record_archive").Where("idempotent_key = ?", "old").Count(&archived).Error)
-	testenv.Must(t, db.Table("biz_idempotent_record").Count(&online).Error)
-	if archived != 1 || online != 1 {
-		t.Fatalf("archived %d, online %d; want the expired record archived and the deduction's notice record online", archived, online)
 	}
 }
 
@@ -103,7 +84,7 @@ func (cancelledOrders) OrderState(context.Context, string) (coupon.OrderState, e
 func TestSweepAndReconcileJobs(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, migrations.Source, outbox.Migrations)
-	st := store.New(db, func() {})
+	st := store.New(db)
 	cfg := app.DefaultConfig()
 	// A lock that is past its deadline and the overdue bound as soon as it
 	// is taken: the jobs run on the real clock.

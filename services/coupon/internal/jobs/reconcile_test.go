@@ -26,7 +26,7 @@ import (
 func TestReconcileJobExportsDuplicateDeduction(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, migrations.Source, outbox.Migrations, labmigrations.Source)
-	st := store.New(db, func() {})
+	st := store.New(db)
 	reg := prometheus.NewRegistry()
 	a, err := app.New(st, unreachable{}, app.DefaultConfig(), testenv.Logger(t), reg)
 	testenv.Must(t, err)

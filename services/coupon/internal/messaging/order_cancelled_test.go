@@ -46,7 +46,7 @@ func newCancelRig(t *testing.T, ctx context.Context) *cancelRig {
 	testenv.DeleteStreamAtCleanup(t, conn.JS, ev.StreamName(events.OrderCancelled))
 	db := testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations)
 	reg := prometheus.NewRegistry()
-	a, err := app.New(store.New(db, func() {}), noOrders{}, app.DefaultConfig(), testenv.Logger(t), reg)
+	a, err := app.New(store.New(db), noOrders{}, app.DefaultConfig(), testenv.Logger(t), reg)
 	testenv.Must(t, err)
 	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
 	testenv.Must(t, err)
@@ -67,7 +67,7 @@ func (r *cancelRig) lock(t *testing.T, ctx context.Context, orderNo string) {
 // place of its handler (handle may wrap it).
 func (r *cancelRig) consumer(t *testing.T, handle inbox.Handler) *inbox.Consumer {
 	t.Helper()
-	decl := messaging.OrderCancelled(r.app, store.New(r.db, func() {}))
+	decl := messaging.OrderCancelled(r.app, store.New(r.db))
 	if decl.Subject != events.OrderCancelled || decl.Name != messaging.OrderCancelledConsumer {
 		t.Fatalf("the consumer is %q on %q, want %q on %q", decl.Name, decl.Subject, messaging.OrderCancelledConsumer, events.OrderCancelled)
 	}
@@ -130,7 +130,7 @@ func TestOrderCancelledReleasesTheLockOnceHoweverOftenDelivered(t *testing.T) {
 
 	var mu sync.Mutex
 	deliveries := map[string]int{}
-	real := messaging.OrderCancelled(r.app, store.New(r.db, func() {})).Handle
+	real := messaging.OrderCancelled(r.app, store.New(r.db)).Handle
 	cons := r.consumer(t, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
 		mu.Lock()
 		deliveries[msg.ID]++

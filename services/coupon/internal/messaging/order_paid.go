@@ -14,15 +14,16 @@ import (
 // inbox deduplication scope.
 const OrderPaidConsumer = "coupon-order-paid"
 
-// OrderPaid consumes order.paid. Its handler only lands the event (one row
-// in coupon_message, in the inbox's transaction); the deduction runs later
-// from the retry job, which is what the incident's pipeline did.
+// OrderPaid consumes order.paid. Its handler lands the event (one row in
+// coupon_message, in the inbox's transaction) and deducts the coupon once
+// that transaction has committed; the retry job takes what the attempt left
+// PENDING (app.ReceiveOrderPaid).
 func OrderPaid(a *app.App, st *store.Store) platform.Consumer {
 	return platform.Consumer{
 		Name:    OrderPaidConsumer,
 		Subject: events.OrderPaid,
 		Handle: handle(st, func(ctx context.Context, tx coupon.Tx, id string, e events.OrderPaidV1) error {
-			return a.LandOrderPaid(ctx, tx, toOrderPaid(id, e))
+			return a.ReceiveOrderPaid(ctx, tx, toOrderPaid(id, e))
 		}),
 	}
 }

@@ -20,14 +20,14 @@ import (
 // the plan of each statement the store really sent.
 func TestStateUpdatesReadByKey(t *testing.T) {
 	db := testenv.DB(t, migrations.Source, outbox.Migrations)
-	s := store.New(db, func() {})
+	s := store.New(db)
 	a, b := issue(t, s, 1), issue(t, s, 1)
 	now := time.Now().UTC()
 	m := land(t, s, "m-1", "O-2", b.ID, now)
 	land(t, s, "m-2", "O-3", b.ID, now.Add(time.Hour))
 
 	rdb, rec := testenv.RecordSQL(db)
-	rs := store.New(rdb, func() {})
+	rs := store.New(rdb)
 	moved := func(n int64, err error) {
 		t.Helper()
 		testenv.Must(t, err)

@@ -143,29 +143,6 @@ func (r messageRow) toDomain() coupon.Message {
 		LastError: r.LastError, Trace: toDomainTrace(r.TraceHeaders), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
-type idempotentRow struct {
-	ID            uint64 `gorm:"primaryKey"`
-	IdempotentKey string
-	BizType       uint8
-	BizNo         string
-	CreatedAt     time.Time
-	ExpireTime    time.Time
-}
-
-func (idempotentRow) TableName() string { return "biz_idempotent_record" }
-
-type archivedRow struct {
-	ID            uint64 `gorm:"primaryKey;autoIncrement:false"`
-	IdempotentKey string
-	BizType       uint8
-	BizNo         string
-	CreatedAt     time.Time `gorm:"autoCreateTime:false"`
-	ExpireTime    time.Time
-	ArchivedAt    time.Time
-}
-
-func (archivedRow) TableName() string { return "biz_idempotent_record_archive" }
-
 // couponByID and messageByID are the tables for a conditional update of
 // rows found by id (database.ByKey): through the primary key, never through
 // idx_coupons_lock_deadline or idx_coupon_message_due, both of which start

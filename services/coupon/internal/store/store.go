@@ -12,24 +12,19 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/oncemall/oncemall/pkg/database"
-	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
-	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
 // Store is the MySQL coupon.Store.
 type Store struct {
-	db   *gorm.DB
-	wake func()
+	db *gorm.DB
 }
 
 var _ coupon.Store = (*Store)(nil)
 
-// New returns a Store over db. wake is called after every transaction that
-// added events has committed (the outbox relay's Wake), so they are
-// published at once rather than at the relay's next poll.
-func New(db *gorm.DB, wake func()) *Store { return &Store{db: db, wake: wake} }
+// New returns a Store over db.
+func New(db *gorm.DB) *Store { return &Store{db: db} }
 
 // CreateTemplate inserts t and sets its ID.
 func (s *Store) CreateTemplate(ctx context.Context, t *coupon.Template) error {
@@ -182,17 +177,29 @@ func (s *Store) MarkMessage(ctx context.Context, id uint64, status coupon.Messag
 	return res.RowsAffected == 1, nil
 }
 
+// LockCoupon implements coupon.Store: Tx's conditional update, on the pool.
+func (s *Store) LockCoupon(ctx context.Context, id uint64, orderNo string, until, now time.Time) (int64, error) {
+	return s.autocommit().LockCoupon(ctx, id, orderNo, until, now)
+}
+
+// ReleaseLock implements coupon.Store: Tx's conditional update, on the pool.
+func (s *Store) ReleaseLock(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
+	return s.autocommit().ReleaseLock(ctx, id, orderNo, now)
+}
+
+// autocommit returns a Tx whose statements run on the pool, each committing
+// by itself. Only single-statement changes go through it.
+func (s *Store) autocommit() *Tx { return &Tx{db: s.db} }
+
 // InTx implements coupon.Store. gorm's Transaction returns the Commit error,
 // which is the one that a lost COMMIT acknowledgement produces. After the
-// commit it runs what the transaction registered with AfterCommit (the
-// relay's wake, if events were added); after a rollback or a lost
-// acknowledgement it runs none of it (the relay's poll finds the events of
-// a commit whose acknowledgement was lost).
+// commit it runs what the transaction registered with AfterCommit; after a
+// rollback or a lost acknowledgement it runs none of it.
 func (s *Store) InTx(ctx context.Context, fn func(coupon.Tx) error) error {
 	var after []func()
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		after = nil
-		return fn(&Tx{db: tx, wake: s.wake, onCommit: func(_ context.Context, f func()) { after = append(after, f) }})
+		return fn(&Tx{db: tx, onCommit: func(_ context.Context, f func()) { after = append(after, f) }})
 	})
 	if err == nil {
 		for _, f := range after {
@@ -280,61 +287,12 @@ func (s *Store) Reconcile(ctx context.Context, overdueBefore time.Time) ([]coupo
 	return out, nil
 }
 
-// ArchiveIdempotentRecords implements coupon.Store: one transaction copies a
-// batch of expired rows to the archive and deletes them, so a row is always in
-// exactly one of the two tables. SKIP LOCKED lets two replicas archive
-// different batches without waiting on each other. After the locking read,
-// every statement touches only the rows this transaction locked: the archive
-// rows are inserted from the values read, and each row is deleted by its
-// primary key. (A "DELETE ... WHERE id IN (...)" may be answered with a scan
-// that waits on another archiver's rows, and the two deadlock.)
-func (s *Store) ArchiveIdempotentRecords(ctx context.Context, now time.Time, batch int) (int, error) {
-	var moved int
-	err := s.queueTx(ctx, func(tx *gorm.DB) error {
-		moved = 0
-		var rows []idempotentRow
-		if err := tx.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
-			Where("expire_time < ?", now).Order("expire_time, id").Limit(batch).Find(&rows).Error; err != nil {
-			return err
-		}
-		if len(rows) == 0 {
-			return nil
-		}
-		archive := make([]archivedRow, len(rows))
-		for i, r := range rows {
-			archive[i] = archivedRow{ID: r.ID, IdempotentKey: r.IdempotentKey, BizType: r.BizType, BizNo: r.BizNo,
-				CreatedAt: r.CreatedAt, ExpireTime: r.ExpireTime, ArchivedAt: now}
-		}
-		if err := tx.Create(&archive).Error; err != nil {
-			return err
-		}
-		for _, r := range rows {
-			del := tx.Delete(&idempotentRow{}, r.ID)
-			if del.Error != nil {
-				return del.Error
-			}
-			if del.RowsAffected != 1 {
-				return fmt.Errorf("idempotent record %d vanished while locked", r.ID)
-			}
-		}
-		moved = len(rows)
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("archive idempotent records: %w", err)
-	}
-	return moved, nil
-}
-
 // Tx is coupon.Tx on one gorm transaction.
 type Tx struct {
-	db   *gorm.DB
-	wake func()
+	db *gorm.DB
 	// onCommit arranges for fn to run once the transaction has committed,
 	// by whoever commits it.
 	onCommit func(ctx context.Context, fn func())
-	// wakeQueued is set once an event has arranged the relay's wake.
-	wakeQueued bool
 }
 
 var _ coupon.Tx = (*Tx)(nil)
@@ -343,20 +301,11 @@ var _ coupon.Tx = (*Tx)(nil)
 // which the consumer commits: what is registered with AfterCommit (the
 // relay's wake included) runs after that commit (inbox.OnCommit).
 func (s *Store) BindTx(tx *gorm.DB) coupon.Tx {
-	return &Tx{db: tx, wake: s.wake, onCommit: inbox.OnCommit}
+	return &Tx{db: tx, onCommit: inbox.OnCommit}
 }
 
 // AfterCommit implements coupon.Tx.
 func (t *Tx) AfterCommit(ctx context.Context, fn func()) { t.onCommit(ctx, fn) }
-
-// Template implements coupon.Tx.
-func (t *Tx) Template(ctx context.Context, id uint64) (coupon.Template, error) {
-	var row templateRow
-	if err := t.db.WithContext(ctx).Take(&row, id).Error; err != nil {
-		return coupon.Template{}, notFound(err, "template %d", id)
-	}
-	return row.toDomain(), nil
-}
 
 // CouponForUpdate implements coupon.Tx with SELECT ... FOR UPDATE.
 func (t *Tx) CouponForUpdate(ctx context.Context, id uint64) (coupon.Coupon, error) {
@@ -447,38 +396,6 @@ func (t *Tx) SettleMessage(ctx context.Context, id uint64, now time.Time) (int64
 		return 0, fmt.Errorf("settle message %d: %w", id, res.Error)
 	}
 	return res.RowsAffected, nil
-}
-
-// InsertIdempotentRecord implements coupon.Tx. A duplicate key inside a
-// MySQL transaction rolls back only the statement, so the caller's
-// transaction carries on.
-func (t *Tx) InsertIdempotentRecord(ctx context.Context, r coupon.IdempotentRecord) (bool, error) {
-	row := idempotentRow{IdempotentKey: r.Key, BizType: uint8(r.BizType), BizNo: r.BizNo, CreatedAt: r.CreatedAt, ExpireTime: r.ExpireTime}
-	if err := t.db.WithContext(ctx).Create(&row).Error; err != nil {
-		if database.IsDuplicateKey(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("insert idempotent record %s: %w", r.Key, err)
-	}
-	return true, nil
-}
-
-// AddEvent implements coupon.Tx through the outbox: the row commits or
-// rolls back with the transaction, and the relay publishes it under the
-// deployment's subject prefix.
-func (t *Tx) AddEvent(ctx context.Context, e events.Event) error {
-	msg, err := outbox.JSON(e.ID, e.Subject, e.Payload)
-	if err != nil {
-		return err
-	}
-	if err := outbox.Add(t.db.WithContext(ctx), msg); err != nil {
-		return err
-	}
-	if !t.wakeQueued {
-		t.wakeQueued = true
-		t.onCommit(ctx, t.wake)
-	}
-	return nil
 }
 
 // InsertMessage implements coupon.Tx.

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
@@ -20,14 +18,14 @@ import (
 
 func newStore(t *testing.T) *store.Store {
 	t.Helper()
-	return store.New(testenv.DB(t, migrations.Source, outbox.Migrations), func() {})
+	return store.New(testenv.DB(t, migrations.Source, outbox.Migrations))
 }
 
 // newIncidentStore is a store on the incident's schema (the lab's
 // migration), whose ledger takes a second row for an order.
 func newIncidentStore(t *testing.T) *store.Store {
 	t.Helper()
-	return store.New(testenv.DB(t, migrations.Source, outbox.Migrations, labmigrations.Source), func() {})
+	return store.New(testenv.DB(t, migrations.Source, outbox.Migrations, labmigrations.Source))
 }
 
 var ctx = context.Background()
@@ -196,44 +194,6 @@ func TestDeductionIsUniquePerOrder(t *testing.T) {
 	}
 }
 
-// TestAddEventWakesTheRelayAfterTheCommitOnly: an event is an outbox row
-// under its own id, subject and JSON payload, and the relay is woken once
-// the transaction that added it has committed, never for a rollback or a
-// transaction without events.
-func TestAddEventWakesTheRelayAfterTheCommitOnly(t *testing.T) {
-	db := testenv.DB(t, migrations.Source, outbox.Migrations)
-	wakes := 0
-	s := store.New(db, func() { wakes++ })
-	add := func(id string, fail error) error {
-		return s.InTx(ctx, func(tx coupon.Tx) error {
-			if err := tx.AddEvent(ctx, events.Event{ID: id, Subject: events.CouponUsed, Payload: events.CouponUsedV1{OrderNo: id}}); err != nil {
-				return err
-			}
-			return fail
-		})
-	}
-	testenv.Must(t, add("e1", nil))
-	if wakes != 1 {
-		t.Fatalf("%d wakes after one commit with an event, want 1", wakes)
-	}
-	if err := add("e2", errors.New("rolled back")); err == nil || wakes != 1 {
-		t.Fatalf("rollback: err %v, %d wakes; want the error and no wake", err, wakes)
-	}
-	testenv.Must(t, s.InTx(ctx, func(coupon.Tx) error { return nil }))
-	if wakes != 1 {
-		t.Fatalf("%d wakes after a transaction without events, want 1", wakes)
-	}
-	var rows []struct {
-		MessageNo string
-		Topic     string
-		Body      string
-	}
-	testenv.Must(t, db.Table("local_message").Select("message_no, topic, body").Scan(&rows).Error)
-	if len(rows) != 1 || rows[0].MessageNo != "e1" || rows[0].Topic != events.CouponUsed || !strings.Contains(rows[0].Body, `"order_no":"e1"`) {
-		t.Fatalf("outbox rows %+v, want e1 on %s with its JSON payload", rows, events.CouponUsed)
-	}
-}
-
 // inTx runs one Tx call in its own transaction and returns its rows
 // affected.
 func inTx(t *testing.T, s *store.Store, fn func(tx coupon.Tx) (int64, error)) int64 {
@@ -370,53 +330,6 @@ func TestOverdueLocksPagesThroughLocksPastTheirDeadline(t *testing.T) {
 	}
 }
 
-func TestIdempotentRecordInsertedOnce(t *testing.T) {
-	s := newStore(t)
-	now := time.Now().UTC()
-	rec := coupon.IdempotentRecord{Key: coupon.NoticeKey("o1"), BizType: coupon.BizCouponUsedNotice, BizNo: "o1", CreatedAt: now, ExpireTime: now.Add(time.Hour)}
-	for i, want := range []bool{true, false} {
-		var got bool
-		testenv.Must(t, s.InTx(ctx, func(tx coupon.Tx) error {
-			var err error
-			got, err = tx.InsertIdempotentRecord(ctx, rec)
-			return err
-		}))
-		if got != want {
-			t.Fatalf("insert %d = %v, want %v", i+1, got, want)
-		}
-	}
-}
-
-func TestArchiveMovesOnlyExpiredRecords(t *testing.T) {
-	s := newStore(t)
-	now := time.Now().UTC()
-	for i := range 7 {
-		expire := now.Add(-time.Hour) // expired
-		if i >= 5 {
-			expire = now.Add(time.Hour) // still online
-		}
-		testenv.Must(t, s.InTx(ctx, func(tx coupon.Tx) error {
-			_, err := tx.InsertIdempotentRecord(ctx, coupon.IdempotentRecord{Key: fmt.Sprintf("k%d", i), BizType: 1, BizNo: "o", CreatedAt: now, ExpireTime: expire})
-			return err
-		}))
-	}
-	total := 0
-	for {
-		n, err := s.ArchiveIdempotentRecords(ctx, now, 2)
-		testenv.Must(t, err)
-		total += n
-		if n < 2 {
-			break
-		}
-	}
-	var online, archived int64
-	testenv.Must(t, s.DB().Table("biz_idempotent_record").Count(&online).Error)
-	testenv.Must(t, s.DB().Table("biz_idempotent_record_archive").Count(&archived).Error)
-	if total != 5 || online != 2 || archived != 5 {
-		t.Fatalf("moved %d, online %d, archived %d; want 5, 2, 5", total, online, archived)
-	}
-}
-
 func TestReconcileFindsEachAnomaly(t *testing.T) {
 	// The incident's schema: the duplicate deduction below is what the
 	// reconciler exists to find, and the service's schema would refuse it.
@@ -484,51 +397,5 @@ func TestReconcileFindsEachAnomaly(t *testing.T) {
 	}
 	if fmt.Sprint(as) != fmt.Sprint(want) {
 		t.Fatalf("anomalies:\n got %+v\nwant %+v", as, want)
-	}
-}
-
-// TestConcurrentArchiversMoveEachRecordOnce races archivers as several
-// replicas' jobs would (without the Redis lock): every expired record ends in
-// the archive exactly once, and no archiver fails.
-func TestConcurrentArchiversMoveEachRecordOnce(t *testing.T) {
-	s := newStore(t)
-	now := time.Now().UTC()
-	const total = 120
-	testenv.Must(t, s.InTx(ctx, func(tx coupon.Tx) error {
-		for i := range total {
-			if _, err := tx.InsertIdempotentRecord(ctx, coupon.IdempotentRecord{Key: fmt.Sprintf("k%d", i), BizType: 1, BizNo: "o",
-				CreatedAt: now, ExpireTime: now.Add(-time.Minute)}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	moved := 0
-	for range 6 {
-		wg.Go(func() {
-			for {
-				n, err := s.ArchiveIdempotentRecords(ctx, now, 7)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				moved += n
-				mu.Unlock()
-				if n == 0 {
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	var online, archived, distinct int64
-	testenv.Must(t, s.DB().Table("biz_idempotent_record").Count(&online).Error)
-	testenv.Must(t, s.DB().Table("biz_idempotent_record_archive").Count(&archived).Error)
-	testenv.Must(t, s.DB().Table("biz_idempotent_record_archive").Distinct("idempotent_key").Count(&distinct).Error)
-	if moved != total || online != 0 || archived != total || distinct != total {
-		t.Fatalf("moved %d, online %d, archived %d (%d distinct); want %d moved and archived once", moved, online, archived, distinct, total)
 	}
 }

@@ -2,7 +2,7 @@
 //
 // Orders:
 //
-//	create_order.go       price from the catalog, lock the coupon, then in one transaction: reserve stock, insert the order, order.created
+//	create_order.go       price from the catalog, lock the coupon, then in one transaction: insert the order, reserve its stock
 //	reserve_stock.go      incident 5: the stock of an order taken the fixed way (reserve_stock_fixed.go), the broken one (reserve_stock_broken.go) or the optimistic one (reserve_stock_optimistic.go)
 //	get_order.go          read one order: its owner's view, and the services' view
 //	mark_order_paid.go    apply payment.succeeded in the consumer's transaction: WAIT_PAY → PAID, reservations CONFIRMED, order.paid

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
 
@@ -25,11 +24,6 @@ type CreateOrder struct {
 // complete the Idempotency-Key record atomically with the order.
 type TxHook func(ctx context.Context, tx order.Tx, o order.Order) error
 
-// OrderCreatedEventID is the outbox message id of an order's order.created
-// event: derived from the order number, so the event can never be written
-// twice for one order.
-func OrderCreatedEventID(orderNo string) string { return "order-created-" + orderNo }
-
 // releaseTimeout bounds the release of a coupon lock after an order failed;
 // it runs on a context of its own, because the request's may be what ended.
 const releaseTimeout = 5 * time.Second
@@ -47,8 +41,8 @@ const releaseTimeout = 5 * time.Second
 //     coupon, re-read them: order.ErrPriceChanged if they moved since
 //     step 2; without one this read prices the order, and the read of
 //     step 2 is not needed), take the stock the way Config.Stock says
-//     (order.ErrOutOfStock), insert the order with its items' snapshot,
-//     its reservations and order.created, and run the hooks last.
+//     (order.ErrOutOfStock), insert the order with its items' snapshot
+//     and its reservations, and run the hooks last.
 //
 // If anything after the lock fails (a refusal, an error, a panic), the lock
 // is released before CreateOrder returns. If the process dies between the
@@ -129,7 +123,8 @@ func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook)
 }
 
 // placeInTx writes o, priced in tx: the order, its reservations and
-// units, order.created, then the hooks. The rows are inserted before any
+// units, then the hooks. (No event: nothing needs to hear of an order
+// until it is paid or cancelled.) The rows are inserted before any
 // unit is taken: an insert may wait on the gap a cancel or a payment of a
 // neighbouring order locks, and waiting there while holding a product's
 // stock row, which that cancel needs next to give units back, was a
@@ -143,9 +138,6 @@ func (a *App) placeInTx(ctx context.Context, tx order.Tx, o order.Order, hooks [
 		return err
 	}
 	if err := a.reserveStock(ctx, tx, o.No, lines); err != nil {
-		return err
-	}
-	if err := tx.AddEvent(ctx, orderCreated(o)); err != nil {
 		return err
 	}
 	for _, h := range hooks {
@@ -192,7 +184,7 @@ func (a *App) lockCoupon(ctx context.Context, r order.CouponLockRequest) (order.
 func (a *App) releaseCoupon(ctx context.Context, couponID uint64, orderNo string, cause error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	switch _, err := a.orders.Get(ctx, orderNo); {
+	switch _, err := a.orders.Head(ctx, orderNo); {
 	case err == nil:
 		a.m.couponReleases.WithLabelValues("kept").Inc()
 		a.log.WarnContext(ctx, "order failed but committed (its commit acknowledgement was lost); its coupon stays locked",
@@ -216,12 +208,4 @@ func (a *App) releaseCoupon(ctx context.Context, couponID uint64, orderNo string
 	default:
 		a.m.couponReleases.WithLabelValues("not_held").Inc()
 	}
-}
-
-// orderCreated is o's order.created event.
-func orderCreated(o order.Order) events.Event {
-	return events.Event{ID: OrderCreatedEventID(o.No), Subject: events.OrderCreated, Payload: events.OrderCreatedV1{
-		OrderNo: o.No, UserID: o.UserID, TotalAmount: o.TotalAmount, DiscountAmount: o.DiscountAmount, Amount: o.PayAmount,
-		CouponID: o.CouponID, CreatedAt: o.CreatedAt,
-	}}
 }

@@ -21,9 +21,9 @@ func (a *App) GetOrder(ctx context.Context, userID uint64, no string) (order.Ord
 	return o, nil
 }
 
-// LookupOrder returns order no for another service (the coupon sweeper, the
-// payment service), which is trusted by the internal token rather than by
-// the order's owner.
+// LookupOrder returns order no, without its items, for another service (the
+// coupon sweeper, the payment service), which is trusted by the internal
+// token rather than by the order's owner.
 func (a *App) LookupOrder(ctx context.Context, no string) (order.Order, error) {
-	return a.orders.Get(ctx, no)
+	return a.orders.Head(ctx, no)
 }

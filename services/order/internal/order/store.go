@@ -17,6 +17,10 @@ type Store interface {
 	InTx(ctx context.Context, fn func(Tx) error) error
 	// Get returns the order numbered no with its items, or ErrNotFound.
 	Get(ctx context.Context, no string) (Order, error)
+	// Head returns the order numbered no without its items (Items is
+	// nil), or ErrNotFound: one read, for callers that need only its
+	// state, owner and amounts.
+	Head(ctx context.Context, no string) (Order, error)
 	// Catalog returns the live products among ids, by id: a plain read,
 	// which prices an order before its coupon is locked.
 	Catalog(ctx context.Context, ids []uint64) (map[uint64]CatalogEntry, error)

@@ -191,6 +191,15 @@ func (s *Store) Get(ctx context.Context, no string) (order.Order, error) {
 	return get(ctx, s.db, no, false)
 }
 
+// Head reads order no's row alone.
+func (s *Store) Head(ctx context.Context, no string) (order.Order, error) {
+	row, err := getRow(s.db.WithContext(ctx), no)
+	if err != nil {
+		return order.Order{}, err
+	}
+	return toOrder(row, nil), nil
+}
+
 // Expired lists WAIT_PAY orders created before before, oldest first, by
 // idx_orders_status_created.
 func (s *Store) Expired(ctx context.Context, before time.Time, limit int) ([]string, error) {
@@ -212,16 +221,25 @@ func get(ctx context.Context, db *gorm.DB, no string, lock bool) (order.Order, e
 	if lock {
 		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
 	}
-	var row dbOrder
-	if err := q.Where("order_no = ?", no).Take(&row).Error; err != nil {
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
-		}
-		return order.Order{}, fmt.Errorf("read order %s: %w", no, err)
+	row, err := getRow(q, no)
+	if err != nil {
+		return order.Order{}, err
 	}
 	var items []dbItem
 	if err := db.WithContext(ctx).Where("order_no = ?", no).Order("id").Find(&items).Error; err != nil {
 		return order.Order{}, fmt.Errorf("read items of order %s: %w", no, err)
 	}
 	return toOrder(row, items), nil
+}
+
+// getRow reads order no's row through q.
+func getRow(q *gorm.DB, no string) (dbOrder, error) {
+	var row dbOrder
+	if err := q.Where("order_no = ?", no).Take(&row).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return dbOrder{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
+		}
+		return dbOrder{}, fmt.Errorf("read order %s: %w", no, err)
+	}
+	return row, nil
 }

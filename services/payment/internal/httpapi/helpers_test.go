@@ -269,10 +269,11 @@ func (f *fixture) callbacks(handler, outcome string) float64 {
 	return testenv.Metric(f.t, f.rig.Registry, "payment_callbacks_total", "handler", handler, "outcome", outcome)
 }
 
-// orderService stands in for the order service's GET /orders/:no, the
-// payment service's HTTP peer, speaking its contract: the order's owner
-// (X-User-ID) gets the order with its pay_amount, anyone else 404. It
-// remembers the Authorization header of every call.
+// orderService stands in for the order service's GET /internal/orders/:no,
+// the payment service's HTTP peer, speaking its contract: any order it has,
+// whoever owns it (the payment service checks the owner), with its
+// pay_amount; 404 for one it has not. It remembers the Authorization header
+// of every call.
 type orderService struct {
 	*httptest.Server
 	mu     sync.Mutex
@@ -294,23 +295,16 @@ func newOrderService(t *testing.T, orders map[string]testOrder) *orderService {
 	}
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
-	e.GET("/orders/:no", func(c *gin.Context) {
+	e.GET("/internal/orders/:no", func(c *gin.Context) {
 		s.mu.Lock()
 		o, ok := s.orders[c.Param("no")]
 		s.auth = append(s.auth, c.GetHeader("Authorization"))
 		s.mu.Unlock()
-		caller, err := strconv.ParseUint(c.GetHeader("X-User-ID"), 10, 64)
-		if err != nil {
-			problem.Abort(c, http.StatusBadRequest, "X-User-ID header must be a positive integer")
-			return
-		}
-		if !ok || o.UserID != caller {
+		if !ok {
 			problem.Abort(c, http.StatusNotFound, "order not found")
 			return
 		}
-		c.JSON(http.StatusOK, gin.H{"order_no": c.Param("no"), "user_id": o.UserID, "status": o.Status,
-			"total_amount": o.PayAmount + 300, "discount_amount": 300, "pay_amount": o.PayAmount,
-			"items": []gin.H{{"product_id": 1, "name": "thing", "unit_price": o.PayAmount + 300, "quantity": 1}}})
+		c.JSON(http.StatusOK, gin.H{"order_no": c.Param("no"), "user_id": o.UserID, "status": o.Status, "pay_amount": o.PayAmount})
 	})
 	s.Server = httptest.NewServer(e)
 	t.Cleanup(s.Close)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -19,11 +20,17 @@ import (
 // refused, and two callers' keys are separate. Every caller and key pays its
 // own order, so that the unique order_no does not mask the middleware.
 func TestCreatePaymentIdempotencyKeySuite(t *testing.T) {
-	// Every order the suite names is its caller's, waiting for payment.
+	// Every order the suite names is its caller's, waiting for payment:
+	// Request records the owner of each order number it makes up.
+	var owners sync.Map
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
-	e.GET("/orders/:no", func(c *gin.Context) {
-		caller, _ := strconv.ParseUint(c.GetHeader("X-User-ID"), 10, 64)
+	e.GET("/internal/orders/:no", func(c *gin.Context) {
+		caller, ok := owners.Load(c.Param("no"))
+		if !ok {
+			c.Status(http.StatusNotFound)
+			return
+		}
 		c.JSON(http.StatusOK, gin.H{"order_no": c.Param("no"), "user_id": caller, "pay_amount": 1000, "status": "WAIT_PAY"})
 	})
 	orders := httptest.NewServer(e)
@@ -38,6 +45,8 @@ func TestCreatePaymentIdempotencyKeySuite(t *testing.T) {
 			if variant == 1 {
 				orderNo += "b"
 			}
+			id, _ := strconv.ParseUint(caller, 10, 64)
+			owners.Store(orderNo, id)
 			return idempotencytest.Request{
 				Path: "/payments", Key: key, CallerHeader: "X-User-ID", Caller: caller,
 				Body: []byte(`{"order_no":"` + orderNo + `"}`),

@@ -11,17 +11,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 )
 
-// UserIDHeader names the caller, as the gateway sets it; the order service
-// answers only the order's owner.
-const UserIDHeader = "X-User-ID"
-
-// Client calls GET {baseURL}/orders/{order_no} on behalf of a user.
+// Client calls GET {baseURL}/internal/orders/{order_no}, the route the
+// order service keeps for the other services.
 type Client struct {
 	baseURL string
 	token   string
@@ -44,18 +40,18 @@ type orderResponse struct {
 	Status    string `json:"status"`
 }
 
-// Order returns the order as userID sees it: forwarding X-User-ID, the
-// order service answers 404 for an order that does not exist or is not
-// theirs, which is payment.ErrOrderNotFound either way. Any other failure
-// (no answer in time, a 5xx, an answer that cannot be read) wraps
-// payment.ErrOrderServiceUnavailable.
+// Order returns order orderNo if userID owns it. An order that does not
+// exist and one of another user are both payment.ErrOrderNotFound, so a
+// caller learns nothing of other users' orders. Any other failure (no
+// answer in time, a 5xx, an answer that cannot be read) wraps
+// payment.ErrOrderServiceUnavailable. The internal route reads the order's
+// row only, not its items, which paying does not need.
 func (c *Client) Order(ctx context.Context, userID uint64, orderNo string) (payment.Order, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+"/orders/"+url.PathEscape(orderNo), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+"/internal/orders/"+url.PathEscape(orderNo), nil)
 	if err != nil {
 		return payment.Order{}, err
 	}
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set(UserIDHeader, strconv.FormatUint(userID, 10))
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
@@ -77,6 +73,9 @@ func (c *Client) Order(ctx context.Context, userID uint64, orderNo string) (paym
 	}
 	if o.OrderNo != orderNo {
 		return payment.Order{}, fmt.Errorf("%w: get order %s: order service answered order %q", payment.ErrOrderServiceUnavailable, orderNo, o.OrderNo)
+	}
+	if o.UserID != userID {
+		return payment.Order{}, payment.ErrOrderNotFound
 	}
 	return payment.Order{OrderNo: o.OrderNo, UserID: o.UserID, PayAmount: o.PayAmount, Status: o.Status}, nil
 }
