@@ -160,8 +160,10 @@ func TestCrashBeforeSendPublishedByThePollAfterTheHandoff(t *testing.T) {
 			t.Fatalf("message %s is in the stream %d times, want 1", id, inStream[id])
 		}
 	}
-	if c := testenv.Metric(t, reg, "outbox_claimed_total"); c != float64(len(ids)) {
-		t.Fatalf("outbox_claimed_total = %v, want %d", c, len(ids))
+	// A claim whose PubAcks are late on a busy machine is retried, so the
+	// poll may claim a row more than once; Send never published one.
+	if c, e := testenv.Metric(t, reg, "outbox_claimed_total"), testenv.Metric(t, reg, "outbox_eager_published_total"); c < float64(len(ids)) || e != 0 {
+		t.Fatalf("the poll claimed %v rows and Send published %v, want every row claimed and none sent by Send", c, e)
 	}
 }
 
@@ -207,8 +209,10 @@ func TestCrashAfterPubAckBeforeTheMark(t *testing.T) {
 	if got := f.streamMsgs(); got != uint64(len(ids)) {
 		t.Fatalf("the stream has %d messages after the republish, want %d (the copies dropped)", got, len(ids))
 	}
-	if d := testenv.Metric(t, reg, "outbox_publish_duplicates_total"); d != float64(len(ids)) {
-		t.Fatalf("PubAck.Duplicate seen %v times, want %d", d, len(ids))
+	// Every republish was a duplicate: at least one per row (a republish
+	// retried after a late PubAck answers Duplicate again).
+	if d := testenv.Metric(t, reg, "outbox_publish_duplicates_total"); d < float64(len(ids)) {
+		t.Fatalf("PubAck.Duplicate seen %v times, want at least %d", d, len(ids))
 	}
 	testenv.WaitFor(t, 20*time.Second, "every effect", func() bool { return f.count("SELECT COUNT(*) FROM effect") >= int64(len(ids)) })
 	for _, id := range ids {
@@ -292,14 +296,16 @@ func TestSendSkipsWhatItCannotHold(t *testing.T) {
 // hundred milliseconds, short enough to take rows Send is still
 // publishing, and a quarter of the transactions never Send (a crash before
 // it), which only the poll publishes. Every message is in the stream
-// exactly once and every row ends sent.
+// exactly once and every row ends sent. (The poller's publish timeout is
+// as short as its hand-off allows, so on a busy machine it times out and
+// retries often: its retry budget is large enough not to fail a row.)
 func TestSendAndPollRaceEveryMessageOnce(t *testing.T) {
 	f := newFixture(t)
 	eager, _ := f.relayOn(f.db, f.nc.JS, outbox.Config{})
 	runAlone(t, eager)
 	poller, reg := f.relayOn(f.db, f.nc.JS, outbox.Config{
-		Handoff: 200 * time.Millisecond, PublishTimeout: 100 * time.Millisecond, ClaimLease: time.Second,
-		BaseBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, MaxRetries: 30, BatchSize: 100,
+		Handoff: 300 * time.Millisecond, PublishTimeout: 150 * time.Millisecond, ClaimLease: time.Second,
+		BaseBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxRetries: 200, BatchSize: 100,
 	})
 	runPolled(t, poller)
 
@@ -334,7 +340,7 @@ func TestSendAndPollRaceEveryMessageOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	testenv.WaitFor(t, time.Minute, "every row sent", func() bool {
+	testenv.WaitFor(t, 2*time.Minute, "every row sent", func() bool {
 		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == int64(len(ids))
 	})
 	if got := f.streamMsgs(); got != uint64(len(ids)) {
