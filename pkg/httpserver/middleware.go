@@ -102,9 +102,9 @@ func Recovery(log *slog.Logger) gin.HandlerFunc {
 
 // Deadline gives every request a deadline d from its start: the handler's
 // context ends then, so its database and network calls give up, and a
-// handler that returns without having answered is answered 503 with
-// Retry-After. /healthz, /readyz and /metrics keep their own short timeouts
-// and are not affected. d <= 0 sets no deadline.
+// handler that returns without having answered is answered 503 with a
+// jittered Retry-After (Unavailable). /healthz, /readyz and /metrics keep
+// their own short timeouts and are not affected. d <= 0 sets no deadline.
 func Deadline(d time.Duration) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if d <= 0 {
@@ -116,18 +116,17 @@ func Deadline(d time.Duration) gin.HandlerFunc {
 		c.Request = c.Request.WithContext(ctx)
 		c.Next()
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !c.Writer.Written() {
-			c.Header("Retry-After", "1")
-			problem.Abort(c, http.StatusServiceUnavailable, fmt.Sprintf("the request took longer than its %s deadline", d))
+			Unavailable(c, fmt.Sprintf("the request took longer than its %s deadline", d))
 		}
 	}
 }
 
 // Ended answers a request whose handler failed because the request itself
 // ended, and reports whether it did; error maps call it before their 500.
-// Past the deadline (Deadline) the answer is 503 with Retry-After, the
-// middleware's own answer; a client that went away is recorded as
-// problem.StatusClientClosed. Neither is the service failing, so both are
-// logged at info, not as errors.
+// Past the deadline (Deadline) the answer is the middleware's own, 503
+// with a jittered Retry-After (Unavailable); a client that went away is
+// recorded as problem.StatusClientClosed. Neither is the service failing,
+// so both are logged at info, not as errors.
 func Ended(c *gin.Context, log *slog.Logger, err error) bool {
 	ctx := c.Request.Context()
 	switch {
@@ -135,8 +134,7 @@ func Ended(c *gin.Context, log *slog.Logger, err error) bool {
 		return false
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		log.InfoContext(ctx, "request ended at its deadline", "path", c.FullPath(), "err", err)
-		c.Header("Retry-After", "1")
-		problem.Abort(c, http.StatusServiceUnavailable, "the request took longer than its deadline")
+		Unavailable(c, "the request took longer than its deadline")
 	default:
 		log.InfoContext(ctx, "request abandoned by its client", "path", c.FullPath(), "err", err)
 		c.AbortWithStatus(problem.StatusClientClosed)

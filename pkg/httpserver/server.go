@@ -1,7 +1,9 @@
-// Package httpserver builds the gin HTTP server every service runs: request
-// ids, tracing, JSON access logs, Prometheus metrics, panic recovery, a
-// request body limit, problem+json errors, and the /healthz, /readyz and
-// /metrics endpoints.
+// Package httpserver builds the gin HTTP server every service runs:
+// admission control (a bounded number of requests in flight, the rest
+// refused early with 503 and a jittered Retry-After), request ids, tracing,
+// JSON access logs, Prometheus metrics, panic recovery, a request body
+// limit, problem+json errors, and the /healthz, /readyz and /metrics
+// endpoints.
 package httpserver
 
 import (
@@ -76,6 +78,14 @@ type Options struct {
 	// Checks are run by /readyz, each with a short timeout; the map key names
 	// the dependency in the 503 answer ("mysql", "nats", "redis").
 	Checks map[string]Check
+	// Admission bounds the requests in flight (zero: no bound) and sets the
+	// Retry-After range of every 503.
+	Admission AdmissionConfig
+	// Priority lists route prefixes, as registered ("/internal/",
+	// "/payments/callback"), whose requests finish work already admitted
+	// somewhere: they may take the slots AdmissionConfig.PriorityReserve
+	// keeps from new work, and a freed slot goes to them first.
+	Priority []string
 	// TracerProvider serves every request but the probes in a server span
 	// named after its route, continuing the caller's trace, with the request
 	// id as an attribute and in the trace's baggage. When tracing is off
@@ -89,6 +99,7 @@ type Server struct {
 	engine *gin.Engine
 	srv    *http.Server
 	log    *slog.Logger
+	retry  retryRange
 }
 
 // New returns a server with the standard middleware and endpoints installed;
@@ -99,6 +110,11 @@ func New(opts Options) *Server {
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
 	m := newMetrics(opts.Registry)
+	if adm := newAdmission(opts.Admission, opts.Priority, opts.Logger, opts.Registry); adm != nil {
+		// First: a refusal costs no request id, span, access log line or
+		// request metric, only its own counter.
+		e.Use(adm.middleware())
+	}
 	e.Use(RequestID())
 	if tracing.Enabled(opts.TracerProvider) {
 		// Inside the request id, so the span can carry it; outside the rest,
@@ -117,12 +133,16 @@ func New(opts Options) *Server {
 	e.GET("/readyz", readyz(opts.Checks))
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry})))
 
+	retry := rangeOf(opts.Admission)
+	base := withRetryAfter(context.Background(), retry)
 	return &Server{
 		engine: e,
 		log:    opts.Logger,
+		retry:  retry,
 		srv: &http.Server{
 			Addr:              opts.Addr,
 			Handler:           e,
+			BaseContext:       func(net.Listener) context.Context { return base },
 			ReadHeaderTimeout: opts.Config.ReadHeaderTimeout,
 			ReadTimeout:       opts.Config.ReadTimeout,
 			WriteTimeout:      opts.Config.WriteTimeout,
@@ -136,8 +156,14 @@ func New(opts Options) *Server {
 // Engine returns the gin engine to register routes on.
 func (s *Server) Engine() *gin.Engine { return s.engine }
 
-// Handler returns the server's handler, for httptest.
-func (s *Server) Handler() http.Handler { return s.engine }
+// Handler returns the server's handler, for httptest. It gives each
+// request what Listen's connections give it, the Retry-After range of the
+// server's 503 answers.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.engine.ServeHTTP(w, r.WithContext(withRetryAfter(r.Context(), s.retry)))
+	})
+}
 
 // Listen binds the address now, so a port conflict is reported at start-up,
 // and serves in the background. The returned channel yields the serve error

@@ -44,7 +44,7 @@ func BenchmarkServerTracing(b *testing.B) {
 					TracerProvider: tc.tp,
 				})
 				s.Engine().POST("/orders/:no/pay", func(c *gin.Context) { c.Status(http.StatusAccepted) })
-				h := s.Handler()
+				h := s.Engine() // as Listen serves it
 				req := httptest.NewRequest(http.MethodPost, "/orders/O42/pay", nil)
 				req.Header.Set(httpserver.RequestIDHeader, "bench-request-id")
 				if caller != "" {

@@ -28,16 +28,17 @@ type Config struct {
 	HTTPAddr string `env:"HTTP_ADDR" usage:"listen address of the service"`
 	Database string `env:"MYSQL_DATABASE" usage:"the service's own database (created if missing)"`
 
-	Log     logging.Config
-	MySQL   database.Config
-	NATS    natsjs.Config
-	Redis   redisclient.Config
-	HTTP    httpserver.Config
-	Events  events.Config
-	Outbox  outbox.Config
-	Inbox   inbox.Settings
-	Jobs    JobsConfig
-	Tracing tracing.Config
+	Log       logging.Config
+	MySQL     database.Config
+	NATS      natsjs.Config
+	Redis     redisclient.Config
+	HTTP      httpserver.Config
+	Admission httpserver.AdmissionConfig
+	Events    events.Config
+	Outbox    outbox.Config
+	Inbox     inbox.Settings
+	Jobs      JobsConfig
+	Tracing   tracing.Config
 
 	AdminToken      string        `env:"ADMIN_TOKEN" default:"dev-admin-token" usage:"bearer token for the operator endpoints (/admin and the other admin routes); the default works only with ONCEMALL_ENV=dev or lab"`
 	InternalToken   string        `env:"INTERNAL_TOKEN" default:"dev-internal-token" usage:"bearer token the services present to each other's /internal endpoints (all services share it); the default works only with ONCEMALL_ENV=dev or lab"`
@@ -71,6 +72,7 @@ func (c Config) Validate() error {
 		c.Inbox.Validate(),
 		config.CheckPositive("MYSQL_MAX_OPEN_CONNS", c.MySQL.MaxOpenConns),
 		c.HTTP.Validate(),
+		c.Admission.Validate(),
 		checkAtLeast("JOB_LOCK_TTL", c.Jobs.LockTTL, time.Second),
 		c.Tracing.Validate(),
 		config.CheckPositive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout),

@@ -42,7 +42,15 @@ type Options struct {
 	Migrations []migrate.Source
 	Streams    []jetstream.StreamConfig
 	Logger     *slog.Logger
+	// PriorityRoutes are the service's routes, beside /internal/, that
+	// finish work already admitted (see Service.PriorityRoutes).
+	PriorityRoutes []string
 }
+
+// InternalRoutes is the prefix of the routes other services call (guarded
+// by Wiring.Internal). They are admitted as priority work: the caller holds
+// a request of its own, already admitted, that waits on the answer.
+const InternalRoutes = "/internal/"
 
 // Runtime holds a started service's connections and server.
 type Runtime struct {
@@ -99,6 +107,13 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 		return nil, err
 	}
 	r.Log.Info("database ready", "database", cfg.Database, "addr", cfg.MySQL.Addr)
+	sqlDB, err := r.DB.DB()
+	if err != nil {
+		return nil, fmt.Errorf("database %s handle: %w", cfg.Database, err)
+	}
+	// go_sql_*: the pool's connections in use and the waits for one, which
+	// the admission limit (HTTP_MAX_IN_FLIGHT) is sized to keep short.
+	r.Registry.MustRegister(collectors.NewDBStatsCollector(sqlDB, cfg.Database))
 
 	// NATS JetStream: streams are declared idempotently by every replica.
 	if r.NATS, err = natsjs.Connect(ctx, cfg.NATS, "oncemall-"+opts.Service, r.Log); err != nil {
@@ -119,6 +134,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 		Config:         cfg.HTTP,
 		Logger:         r.Log,
 		Registry:       r.Registry,
+		Admission:      cfg.Admission,
+		Priority:       append([]string{InternalRoutes}, opts.PriorityRoutes...),
 		TracerProvider: r.Tracing.TracerProvider(),
 		Checks: map[string]httpserver.Check{
 			"mysql": func(ctx context.Context) error {

@@ -48,6 +48,12 @@ type Service[C Settings] struct {
 	// them, so the services start in any order and no service needs the
 	// right to change another's stream.
 	Streams []string
+	// PriorityRoutes are route prefixes, beside /internal/ (InternalRoutes),
+	// whose requests finish work already admitted rather than start new
+	// work, such as the payment platform's callbacks: under overload they
+	// are admitted ahead of new requests from clients
+	// (HTTP_PRIORITY_RESERVE).
+	PriorityRoutes []string
 	// Wire builds the use cases over w's connections and declares the
 	// service's routes, consumers and jobs on w.
 	Wire func(w *Wiring, cfg C) error
@@ -182,9 +188,10 @@ func (s Service[C]) options(cfg Config, log *slog.Logger) Options {
 		streams = append(streams, natsjs.EventStream(cfg.Events, root))
 	}
 	return Options{
-		Service:    s.Name,
-		Migrations: append(append([]migrate.Source(nil), s.Migrations...), outbox.Migrations, inbox.Migrations),
-		Streams:    streams,
-		Logger:     log,
+		Service:        s.Name,
+		Migrations:     append(append([]migrate.Source(nil), s.Migrations...), outbox.Migrations, inbox.Migrations),
+		Streams:        streams,
+		Logger:         log,
+		PriorityRoutes: s.PriorityRoutes,
 	}
 }

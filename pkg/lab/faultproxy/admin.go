@@ -31,9 +31,17 @@ type ArmRequest struct {
 	Match string `json:"match,omitempty"`
 }
 
+// CutRequest is the body of POST /cut.
+type CutRequest struct {
+	// Mode is the outage: "refuse" (the default) or "blackhole". See
+	// Proxy.Cut.
+	Mode Outage `json:"mode,omitempty"`
+}
+
 // NewAdminServer returns the admin HTTP server on cfg.AdminAddr: the standard
 // /healthz, /readyz (the upstream server accepts TCP connections) and
-// /metrics, and the token-guarded POST /arm, POST /disarm and GET /stats.
+// /metrics, and the token-guarded POST /arm, POST /disarm, POST /cut,
+// POST /heal and GET /stats.
 func NewAdminServer(cfg Config, p *Proxy, log *slog.Logger, reg *prometheus.Registry) *httpserver.Server {
 	srv := httpserver.New(httpserver.Options{
 		Addr:     cfg.AdminAddr,
@@ -55,13 +63,18 @@ func NewAdminServer(cfg Config, p *Proxy, log *slog.Logger, reg *prometheus.Regi
 	return srv
 }
 
-// AdminRoutes installs POST /arm, POST /disarm and GET /stats on r, behind
-// the bearer token.
+// AdminRoutes installs POST /arm, POST /disarm, POST /cut, POST /heal and
+// GET /stats on r, behind the bearer token.
 func (p *Proxy) AdminRoutes(r gin.IRouter, token string) {
 	g := r.Group("", httpserver.AdminAuth(token))
 	g.POST("/arm", p.handleArm)
 	g.POST("/disarm", func(c *gin.Context) {
 		p.Disarm()
+		c.JSON(http.StatusOK, p.Stats())
+	})
+	g.POST("/cut", p.handleCut)
+	g.POST("/heal", func(c *gin.Context) {
+		p.Heal()
 		c.JSON(http.StatusOK, p.Stats())
 	})
 	g.GET("/stats", func(c *gin.Context) {
@@ -71,18 +84,7 @@ func (p *Proxy) AdminRoutes(r gin.IRouter, token string) {
 
 func (p *Proxy) handleArm(c *gin.Context) {
 	var req ArmRequest
-	dec := json.NewDecoder(c.Request.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		if httpserver.IsBodyTooLarge(err) {
-			problem.Abort(c, http.StatusRequestEntityTooLarge, "request body too large")
-			return
-		}
-		problem.Abort(c, http.StatusBadRequest, fmt.Sprintf("body must be a JSON object like {\"drop_commit_acks\": 1}: %v", err))
-		return
-	}
-	if dec.More() {
-		problem.Abort(c, http.StatusBadRequest, "body must hold one JSON object")
+	if !decodeBody(c, &req, `{"drop_commit_acks": 1}`) {
 		return
 	}
 	if err := req.validate(); err != nil {
@@ -91,6 +93,42 @@ func (p *Proxy) handleArm(c *gin.Context) {
 	}
 	p.ArmMatching(*req.DropCommitAcks, req.Match)
 	c.JSON(http.StatusOK, p.Stats())
+}
+
+func (p *Proxy) handleCut(c *gin.Context) {
+	var req CutRequest
+	if c.Request.ContentLength != 0 && !decodeBody(c, &req, `{"mode": "refuse"}`) {
+		return
+	}
+	if req.Mode == "" {
+		req.Mode = Refuse
+	}
+	if err := p.Cut(req.Mode); err != nil {
+		problem.Abort(c, http.StatusBadRequest, fmt.Sprintf("mode must be %q or %q", Refuse, Blackhole))
+		return
+	}
+	c.JSON(http.StatusOK, p.Stats())
+}
+
+// decodeBody decodes the request's one JSON object into v, strictly, or
+// answers 400 (413 for a body over the limit) naming example, and reports
+// whether it did.
+func decodeBody(c *gin.Context, v any, example string) bool {
+	dec := json.NewDecoder(c.Request.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if httpserver.IsBodyTooLarge(err) {
+			problem.Abort(c, http.StatusRequestEntityTooLarge, "request body too large")
+			return false
+		}
+		problem.Abort(c, http.StatusBadRequest, fmt.Sprintf("body must be a JSON object like %s: %v", example, err))
+		return false
+	}
+	if dec.More() {
+		problem.Abort(c, http.StatusBadRequest, "body must hold one JSON object")
+		return false
+	}
+	return true
 }
 
 func (r ArmRequest) validate() error {

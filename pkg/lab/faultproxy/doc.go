@@ -22,6 +22,13 @@
 // text, a table name for instance, so background commits of the same service
 // (relay, cron jobs) neither take the drop nor lose their acknowledgement.
 //
+// Cut makes the database unreachable for every client of the proxy until
+// Heal (POST /cut {"mode": "refuse"|"blackhole"}, POST /heal): the open
+// sessions are closed both ways, and new connections are closed at once
+// (Refuse: a server that is down) or accepted and never answered
+// (Blackhole: a lost route). It is the outage of docs/benchmarks/e2e.md,
+// in front of every service's database, never the shared server itself.
+//
 // Limits, by design:
 //   - TLS and protocol compression are not supported. A connection that asks
 //     for either in its handshake is forwarded untouched, its COMMITs unseen

@@ -39,7 +39,37 @@ type Stats struct {
 	// Match is the statement text an armed drop waits for ("" for any
 	// COMMIT).
 	Match string `json:"match,omitempty"`
+	// Outage is the cut in force (Refuse or Blackhole), empty when the
+	// database is reachable through the proxy.
+	Outage Outage `json:"outage,omitempty"`
+	// Cuts is the number of times Cut was called.
+	Cuts int64 `json:"cuts"`
+	// SessionsCut is the number of open sessions a Cut closed.
+	SessionsCut int64 `json:"sessions_cut"`
+	// RefusedConnections is the number of client connections closed at
+	// once because a Refuse cut was in force.
+	RefusedConnections int64 `json:"refused_connections"`
+	// BlackholedConnections is the number of client connections held
+	// unanswered because a Blackhole cut was in force.
+	BlackholedConnections int64 `json:"blackholed_connections"`
 }
+
+// Outage is how a cut database looks to its clients.
+type Outage string
+
+// The outages of Cut.
+const (
+	// Refuse closes every new client connection as soon as it is accepted,
+	// before a byte is read: a server that is down. Clients fail at once.
+	Refuse Outage = "refuse"
+	// Blackhole accepts new client connections and never answers on them,
+	// not even the server's greeting: a network that lost its route.
+	// Clients wait until their own timeouts.
+	Blackhole Outage = "blackhole"
+)
+
+// Valid reports whether o is one of the outages.
+func (o Outage) Valid() bool { return o == Refuse || o == Blackhole }
 
 // Proxy is a MySQL-protocol-aware TCP proxy that can drop the server's
 // acknowledgement of a COMMIT. See the package documentation.
@@ -63,12 +93,21 @@ type Proxy struct {
 	errDropped  atomic.Int64
 	timeouts    atomic.Int64
 
-	mu     sync.Mutex
-	closed bool
-	ln     net.Listener
-	open   map[net.Conn]struct{} // client and upstream connections, for Close
-	wg     sync.WaitGroup
-	served chan struct{} // closed when the accept loop ends
+	cuts        atomic.Int64
+	sessionsCut atomic.Int64
+	refused     atomic.Int64
+	blackholed  atomic.Int64
+	outageG     atomic.Int64 // 1 while a cut is in force, for the metric
+
+	mu       sync.Mutex
+	closed   bool
+	outage   Outage // the cut in force, "" for none
+	ln       net.Listener
+	open     map[net.Conn]struct{} // client and upstream connections, for Close and Cut
+	sessions map[net.Conn]net.Conn // a proxied session's client connection → its upstream one
+	held     map[net.Conn]struct{} // client connections a Blackhole cut holds
+	wg       sync.WaitGroup
+	served   chan struct{} // closed when the accept loop ends
 }
 
 // New returns a proxy forwarding to cfg.Upstream. Its counters are exported
@@ -84,7 +123,7 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Proxy, error
 	if cfg.ReplyTimeout <= 0 {
 		cfg.ReplyTimeout = 30 * time.Second
 	}
-	p := &Proxy{cfg: cfg, log: log, open: map[net.Conn]struct{}{}}
+	p := &Proxy{cfg: cfg, log: log, open: map[net.Conn]struct{}{}, sessions: map[net.Conn]net.Conn{}, held: map[net.Conn]struct{}{}}
 	if err := p.registerMetrics(reg); err != nil {
 		return nil, err
 	}
@@ -107,6 +146,11 @@ func (p *Proxy) registerMetrics(reg prometheus.Registerer) error {
 		counter("faultproxy_commit_error_replies_dropped_total", "Armed COMMITs refused by the server, whose ERR reply was dropped.", &p.errDropped),
 		counter("faultproxy_commit_reply_timeouts_total", "Armed COMMITs whose reply did not arrive in time.", &p.timeouts),
 		gauge("faultproxy_armed", "COMMIT acknowledgements still to drop.", &p.armedG),
+		gauge("faultproxy_outage", "1 while the database is cut (refused or black-holed), else 0.", &p.outageG),
+		counter("faultproxy_cuts_total", "Cuts of the database.", &p.cuts),
+		counter("faultproxy_sessions_cut_total", "Open sessions closed by a cut.", &p.sessionsCut),
+		counter("faultproxy_refused_connections_total", "Client connections closed at once during a refusing cut.", &p.refused),
+		counter("faultproxy_blackholed_connections_total", "Client connections held unanswered during a black-holing cut.", &p.blackholed),
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("faultproxy: register metrics: %w", err)
@@ -165,21 +209,78 @@ func (p *Proxy) currentPattern() []byte {
 	return nil
 }
 
+// Cut makes the database unreachable through the proxy until Heal: every
+// open session is closed, both ways, and new client connections are
+// refused or held unanswered, as outage says. The driver of a pooled
+// connection sees it end on its next use; a statement that was waiting for
+// its reply gets an error, as when the server dies (its outcome on the
+// server is not known to the client). Cutting again changes the outage.
+func (p *Proxy) Cut(outage Outage) error {
+	if !outage.Valid() {
+		return fmt.Errorf("faultproxy: unknown outage %q (want %q or %q)", outage, Refuse, Blackhole)
+	}
+	p.mu.Lock()
+	p.outage = outage
+	p.outageG.Store(1)
+	n := len(p.sessions)
+	for client, server := range p.sessions {
+		client.Close()
+		server.Close()
+	}
+	// A held connection of an earlier Blackhole cut is let go: under
+	// Refuse its client must see the connection end.
+	if outage == Refuse {
+		for c := range p.held {
+			c.Close()
+		}
+	}
+	p.mu.Unlock()
+	p.cuts.Add(1)
+	p.sessionsCut.Add(int64(n))
+	p.log.Info("faultproxy: database cut", "outage", string(outage), "sessions_cut", n)
+	return nil
+}
+
+// Heal ends a cut: new client connections are proxied again, and the ones
+// a Blackhole cut held are closed, so that their clients connect again
+// instead of waiting on a connection nothing will ever answer.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	was := p.outage
+	p.outage = ""
+	p.outageG.Store(0)
+	for c := range p.held {
+		c.Close()
+	}
+	p.mu.Unlock()
+	if was != "" {
+		p.log.Info("faultproxy: database healed", "outage", string(was))
+	}
+}
+
 // Stats returns the counters.
 func (p *Proxy) Stats() Stats {
 	p.armMu.Lock()
 	armed, match := p.armed, p.match
 	p.armMu.Unlock()
+	p.mu.Lock()
+	outage := p.outage
+	p.mu.Unlock()
 	return Stats{
-		Connections:         p.conns.Load(),
-		ActiveConnections:   p.active.Load(),
-		OpaqueConnections:   p.opaque.Load(),
-		CommitsSeen:         p.commits.Load(),
-		AcksDropped:         p.acksDropped.Load(),
-		ErrorRepliesDropped: p.errDropped.Load(),
-		ReplyTimeouts:       p.timeouts.Load(),
-		Armed:               armed,
-		Match:               match,
+		Outage:                outage,
+		Cuts:                  p.cuts.Load(),
+		SessionsCut:           p.sessionsCut.Load(),
+		RefusedConnections:    p.refused.Load(),
+		BlackholedConnections: p.blackholed.Load(),
+		Connections:           p.conns.Load(),
+		ActiveConnections:     p.active.Load(),
+		OpaqueConnections:     p.opaque.Load(),
+		CommitsSeen:           p.commits.Load(),
+		AcksDropped:           p.acksDropped.Load(),
+		ErrorRepliesDropped:   p.errDropped.Load(),
+		ReplyTimeouts:         p.timeouts.Load(),
+		Armed:                 armed,
+		Match:                 match,
 	}
 }
 
@@ -283,8 +384,36 @@ func (p *Proxy) track(c net.Conn) bool {
 func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
 	delete(p.open, c)
+	delete(p.sessions, c)
+	delete(p.held, c)
 	p.mu.Unlock()
 	c.Close()
+}
+
+// admit returns the cut in force for a new client connection; under
+// Blackhole it records the connection as held, for Heal to close.
+func (p *Proxy) admit(client net.Conn) Outage {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.outage == Blackhole {
+		p.held[client] = struct{}{}
+	}
+	return p.outage
+}
+
+// startSession records server as client's upstream connection. It reports
+// false, and the session must not start, when the proxy is closed or a cut
+// came while the upstream was being dialled: a session either exists
+// before a Cut, which closes it, or is refused by it.
+func (p *Proxy) startSession(client, server net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.outage != "" {
+		return false
+	}
+	p.open[server] = struct{}{}
+	p.sessions[client] = server
+	return true
 }
 
 // handle proxies one client connection.
@@ -295,6 +424,18 @@ func (p *Proxy) handle(client net.Conn) {
 	defer p.untrack(client)
 	log := p.log.With("client", client.RemoteAddr().String())
 
+	switch p.admit(client) {
+	case Refuse:
+		p.refused.Add(1)
+		return
+	case Blackhole:
+		// Nothing is answered and nothing read is kept, until Heal or
+		// Close closes the connection or the client gives up.
+		p.blackholed.Add(1)
+		_, _ = io.Copy(io.Discard, client)
+		return
+	}
+
 	d := net.Dialer{Timeout: p.cfg.DialTimeout}
 	server, err := d.Dial("tcp", p.cfg.Upstream)
 	if err != nil {
@@ -302,7 +443,7 @@ func (p *Proxy) handle(client net.Conn) {
 		log.Warn("faultproxy: upstream unreachable", "upstream", p.cfg.Upstream, "err", err)
 		return
 	}
-	if !p.track(server) {
+	if !p.startSession(client, server) {
 		server.Close()
 		return
 	}

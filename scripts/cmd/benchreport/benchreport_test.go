@@ -144,6 +144,9 @@ func TestSuitesSelectDisjointBenchmarks(t *testing.T) {
 	benchFunc := regexp.MustCompile(`(?m)^func (Benchmark\w*)\(b \*testing\.B\)`)
 	selectedBy := map[string][]string{} // package dir + benchmark → suites
 	for _, s := range suites {
+		if s.LoadGen {
+			continue // runs of the load generator, no benchmark functions
+		}
 		dir := filepath.Join(root, s.Dir, s.Pkg)
 		files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
 		if err != nil || len(files) == 0 {

@@ -65,6 +65,9 @@ type Suite struct {
 	// results are named with the server (see Variant), so they stand
 	// beside the default suite's instead of being pooled with them.
 	NATS string
+	// LoadGen marks the e2e suite: runs of the load generator on its
+	// private rig (runE2E), not a go test -bench invocation.
+	LoadGen bool
 }
 
 // The servers of Suite.NATS.
@@ -152,6 +155,12 @@ var suites = []Suite{
 		About: "POST /payments/callback through the full HTTP stack, concurrency 50, 10% duplicate notifications, fixed and broken handlers.",
 	},
 	{
+		Name: "e2e", Title: "Whole purchases through every service (scripts/cmd/loadgen, issue 21)", Dir: ".", Pkg: "./scripts/cmd/loadgen", LoadGen: true,
+		Needs: "scripts/cmd/loadgen",
+		Doc:   "docs/benchmarks/e2e.md",
+		About: "The load generator on its private rig (its own NATS, Redis, simulator and one replica of each service on fresh databases), every process's CPU read from /proc and the servers' counters, idle subtracted: the cost per purchase at 100/s, the capacity stepped up, twice the capacity with well-made clients and with clients that retry at once, and 5-minute outages of MySQL and of NATS. About an hour.",
+	},
+	{
 		Name: "faultproxy", Title: "Fault proxy (pkg/lab/faultproxy)", Dir: "pkg", Pkg: "./lab/faultproxy/", Bench: ".", Benchtime: "1s", Count: 1,
 		Doc:   "docs/benchmarks/faultproxy.md",
 		About: "A round trip and a committed transaction directly against MariaDB and through the disarmed proxy; the protocol scanner.",
@@ -179,6 +188,9 @@ func (s Suite) natsrun() []string {
 
 // Command is the suite as a shell command run from the repository root.
 func (s Suite) Command() string {
+	if s.LoadGen {
+		return "go run ./scripts/cmd/benchreport --only " + s.Name + " # the load generator's runs, listed with the figures"
+	}
 	wrap := ""
 	if r := s.natsrun(); r != nil {
 		wrap = "go " + strings.Join(r, " ") + " "
@@ -193,6 +205,7 @@ type Outcome struct {
 	Seconds float64
 	Err     error
 	Skipped string // why the suite was not run
+	E2E     *E2E   // the e2e suite's runs
 }
 
 func run(ctx context.Context, args []string, progress io.Writer) error {
@@ -201,6 +214,8 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 	only := fs.String("only", "", "comma-separated suites to run (default all): "+suiteNames())
 	note := fs.String("note", "", "a sentence on the run's conditions, printed with the machine")
 	list := fs.Bool("list", false, "print the commands and exit")
+	e2eFlag := fs.String("e2e", "all", "the e2e suite's parts to run: all, or some of "+strings.Join(e2eParts, ","))
+	e2eQuick := fs.Bool("e2e-quick", false, "shorten every e2e duration sixfold to try the suite; nothing is judged")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -209,6 +224,10 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 		return err
 	}
 	selected, err := selectSuites(*only)
+	if err != nil {
+		return err
+	}
+	parts, err := parseE2EParts(*e2eFlag)
 	if err != nil {
 		return err
 	}
@@ -237,11 +256,22 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 			continue
 		}
 		say("[%d/%d] %s: %s", i+1, len(selected), s.Name, s.Command())
-		o := runSuite(ctx, root, s, say)
-		if o.Err != nil {
+		var o Outcome
+		if s.LoadGen {
+			start := time.Now()
+			o = Outcome{Suite: s}
+			o.E2E, o.Err = runE2E(ctx, root, parts, *e2eQuick, say)
+			o.Seconds = time.Since(start).Seconds()
+		} else {
+			o = runSuite(ctx, root, s, say)
+		}
+		switch {
+		case o.Err != nil:
 			failed = append(failed, s.Name)
 			say("[%d/%d] %s: FAILED after %.0fs: %v", i+1, len(selected), s.Name, o.Seconds, o.Err)
-		} else {
+		case o.E2E != nil:
+			say("[%d/%d] %s: %d runs in %.0fs", i+1, len(selected), s.Name, len(o.E2E.Runs), o.Seconds)
+		default:
 			say("[%d/%d] %s: %d results in %.0fs", i+1, len(selected), s.Name, len(o.Samples), o.Seconds)
 		}
 		outcomes = append(outcomes, o)
@@ -259,10 +289,14 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 
 	machine.LoadEnd = loadAverage()
 	var all []Sample
+	var e2e *E2E
 	for _, o := range outcomes {
 		all = append(all, o.Samples...)
+		if o.E2E != nil {
+			e2e = o.E2E
+		}
 	}
-	checks := Evaluate(Summarise(all), dup)
+	checks := append(Evaluate(Summarise(all), dup), evaluateE2E(e2e)...)
 	rep := Report{
 		Started: started, Finished: time.Now().UTC(), Machine: machine, Note: *note,
 		Outcomes: outcomes, Dup: dup, DupErr: dupErr, Checks: checks,

@@ -72,7 +72,8 @@ func (r Report) Write(w io.Writer) error {
 	p("\n")
 	p("Medians over the runs of each benchmark (`-count`); a ratio is the ratio of two medians.\n")
 	p("\"figure only\": a figure without a threshold, which the issue asks for or which illustrates a\n")
-	p("target judged on another benchmark.\n\n")
+	p("target judged on another benchmark. The e2e targets are judged on the load generator's reports\n")
+	p("(docs/benchmarks/e2e.md defines each figure); \"not judged (quick run)\" marks a run with shortened durations.\n\n")
 
 	p("## Commands\n\n")
 	p("`make bench` runs, from the repository root:\n\n```sh\n")
@@ -89,6 +90,12 @@ func (r Report) Write(w io.Writer) error {
 		switch {
 		case o.Skipped != "":
 			p("Not run: %s.\n", o.Skipped)
+			continue
+		case o.E2E != nil:
+			if o.Err != nil {
+				p("**Some runs failed** after %.0f s:\n\n```\n%s\n```\n\n", o.Seconds, o.Err)
+			}
+			writeE2E(&b, o.E2E, o.Seconds)
 			continue
 		case o.Err != nil:
 			p("**The suite failed** after %.0f s:\n\n```\n%s\n```\n", o.Seconds, o.Err)

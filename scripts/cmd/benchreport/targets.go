@@ -13,6 +13,7 @@ const (
 	NotMet  = "not met"
 	Missing = "not measured"
 	Figure  = "figure only" // a figure reported with no threshold
+	Quick   = "not judged (quick run)"
 )
 
 // Check is one target judged against the figures.

@@ -1,7 +1,8 @@
 // Command faultproxy runs the MySQL fault-injection proxy of incident 1 (the
 // lost COMMIT acknowledgement): a TCP proxy in front of MySQL/MariaDB that,
 // when armed through its admin API, lets the next COMMIT reach the server,
-// drops the server's reply and cuts the client's connection.
+// drops the server's reply and cuts the client's connection. It can also
+// cut the database off altogether until healed (an outage).
 //
 // Usage:
 //
@@ -12,6 +13,8 @@
 //
 //	POST /arm     {"drop_commit_acks": 1}
 //	POST /disarm
+//	POST /cut     {"mode": "refuse"} or {"mode": "blackhole"}: close every session, refuse or hold new ones
+//	POST /heal    end the cut
 //	GET  /stats
 //
 // See pkg/lab/faultproxy for what the proxy can and cannot see.

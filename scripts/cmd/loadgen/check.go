@@ -178,7 +178,7 @@ func (k *checker) reconcilers(ctx context.Context) []Check {
 		urls []string
 	}{{"order", k.t.Order}, {"coupon", k.t.Coupon}, {"payment", k.t.Payment}} {
 		ch := Check{Name: svc.name + " reconciler empty", eventual: true}
-		a, err := k.c.do(ctx, request{step: "GET /admin/reconcile", method: "GET", urls: svc.urls, path: "/admin/reconcile", headers: k.c.admin(), retry: true, timeout: 30 * time.Second})
+		a, err := k.c.do(ctx, request{step: "GET /admin/reconcile", method: "GET", urls: svc.urls, path: "/admin/reconcile", headers: k.c.admin(), retry: retryOperator, timeout: 30 * time.Second})
 		switch {
 		case err != nil:
 			ch.Found = err.Error()
@@ -249,9 +249,9 @@ type FlowLatency struct {
 	// Completed counts purchases done end to end: the order PAID and, if it
 	// had a coupon, the coupon used.
 	Completed int `json:"completed"`
-	// CompletedInWindow counts those completed within the load's duration
-	// after the first order was created; PerSecond is that over the
-	// duration: the sustained rate.
+	// CompletedInWindow counts those completed during the load (from its
+	// start to its end); PerSecond is that over the load's duration: the
+	// goodput.
 	CompletedInWindow int     `json:"completed_in_window"`
 	PerSecond         float64 `json:"completed_per_second"`
 	Orders            int     `json:"orders"`
@@ -260,34 +260,60 @@ type FlowLatency struct {
 	WaitPay           int     `json:"wait_pay"`
 }
 
-func (k *checker) flowLatency(ctx context.Context, window time.Duration) (FlowLatency, error) {
+// orderRow is one of the run's orders and the times of its flow.
+type orderRow struct {
+	user             uint64
+	status           string
+	withCoupon       bool
+	created, updated time.Time
+	recorded, used   sql.NullTime
+}
+
+// done reports whether the purchase completed end to end, and when.
+func (o orderRow) done() (time.Time, bool) {
+	switch {
+	case o.status != "PAID":
+		return time.Time{}, false
+	case !o.withCoupon:
+		return o.updated, true
+	case o.used.Valid:
+		return o.used.Time, true
+	}
+	return time.Time{}, false
+}
+
+// orders reads the run's orders with the times of their flow.
+func (k *checker) orders(ctx context.Context) ([]orderRow, error) {
 	o, cp, p := k.t.OrderDB, k.t.CouponDB, k.t.PaymentDB
 	lo, hi := k.users()
-	rows, err := k.db.QueryContext(ctx, "SELECT o.status, o.coupon_id IS NOT NULL, o.created_at, o.updated_at, t.created_at, d.created_at FROM "+k.q(o, "orders")+" o"+
+	rows, err := k.db.QueryContext(ctx, "SELECT o.user_id, o.status, o.coupon_id IS NOT NULL, o.created_at, o.updated_at, t.created_at, d.created_at FROM "+k.q(o, "orders")+" o"+
 		" LEFT JOIN "+k.q(p, "payments")+" p ON p.order_no = o.order_no AND p.status = 'PAID'"+
 		" LEFT JOIN "+k.q(p, "payment_transaction")+" t ON t.out_trade_no = p.out_trade_no"+
 		" LEFT JOIN "+k.q(cp, "coupon_deduction")+" d ON d.order_no = o.order_no"+
 		" WHERE o.user_id BETWEEN ? AND ? ORDER BY o.created_at", lo, hi)
 	if err != nil {
-		return FlowLatency{}, err
+		return nil, err
 	}
 	defer rows.Close()
+	var out []orderRow
+	for rows.Next() {
+		var r orderRow
+		if err := rows.Scan(&r.user, &r.status, &r.withCoupon, &r.created, &r.updated, &r.recorded, &r.used); err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// flowOf summarises rows, counting as in the window the purchases that
+// completed from from to to.
+func flowOf(rows []orderRow, from, to time.Time) FlowLatency {
 	var f FlowLatency
 	var toRec, toPaid, toUsed []time.Duration
-	var start time.Time
-	for rows.Next() {
-		var status string
-		var withCoupon bool
-		var created, updated time.Time
-		var recorded, used sql.NullTime
-		if err := rows.Scan(&status, &withCoupon, &created, &updated, &recorded, &used); err != nil {
-			return f, err
-		}
-		if f.Orders == 0 {
-			start = created
-		}
+	for _, r := range rows {
 		f.Orders++
-		switch status {
+		switch r.status {
 		case "PAID":
 			f.Paid++
 		case "CANCELLED":
@@ -295,29 +321,26 @@ func (k *checker) flowLatency(ctx context.Context, window time.Duration) (FlowLa
 		default:
 			f.WaitPay++
 		}
-		if status != "PAID" {
+		if r.status != "PAID" {
 			continue
 		}
-		if recorded.Valid {
-			toRec = append(toRec, recorded.Time.Sub(created))
+		if r.recorded.Valid {
+			toRec = append(toRec, r.recorded.Time.Sub(r.created))
 		}
-		toPaid = append(toPaid, updated.Sub(created))
-		done := updated
-		if withCoupon {
-			if !used.Valid {
-				continue
+		toPaid = append(toPaid, r.updated.Sub(r.created))
+		if r.withCoupon && r.used.Valid {
+			toUsed = append(toUsed, r.used.Time.Sub(r.created))
+		}
+		if at, ok := r.done(); ok {
+			f.Completed++
+			if !at.Before(from) && at.Before(to) {
+				f.CompletedInWindow++
 			}
-			toUsed = append(toUsed, used.Time.Sub(created))
-			done = used.Time
-		}
-		f.Completed++
-		if done.Sub(start) <= window {
-			f.CompletedInWindow++
 		}
 	}
 	f.CreatedToPaymentRecorded, f.CreatedToOrderPaid, f.CreatedToCouponUsed = percentiles(toRec), percentiles(toPaid), percentiles(toUsed)
-	if window > 0 {
-		f.PerSecond = float64(f.CompletedInWindow) / window.Seconds()
+	if s := to.Sub(from).Seconds(); s > 0 {
+		f.PerSecond = float64(f.CompletedInWindow) / s
 	}
-	return f, rows.Err()
+	return f
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -31,11 +32,11 @@ func setup(ctx context.Context, c *client, cfg Config, tag string) (catalog, err
 			ID uint64 `json:"id"`
 		}
 		body := map[string]any{"brand": "loadgen", "name": fmt.Sprintf("loadgen %s item %d", tag, i), "model": fmt.Sprintf("LG-%s-%d", tag, i), "price": 1000 + 250*(i%9)}
-		if err := c.json(ctx, request{step: "setup: product", method: "POST", urls: c.targets.Order, path: "/admin/products", headers: adm, body: body, retry: true}, http.StatusCreated, &p); err != nil {
+		if err := c.json(ctx, request{step: "setup: product", method: "POST", urls: c.targets.Order, path: "/admin/products", headers: adm, body: body, retry: retryOperator}, http.StatusCreated, &p); err != nil {
 			return cat, err
 		}
 		path := fmt.Sprintf("/admin/products/%d/stock", p.ID)
-		if err := c.json(ctx, request{step: "setup: stock", method: "PUT", urls: c.targets.Order, path: path, headers: adm, body: map[string]any{"available": cfg.StockPerItem}, retry: true}, http.StatusOK, nil); err != nil {
+		if err := c.json(ctx, request{step: "setup: stock", method: "PUT", urls: c.targets.Order, path: path, headers: adm, body: map[string]any{"available": cfg.StockPerItem}, retry: retryOperator}, http.StatusOK, nil); err != nil {
 			return cat, err
 		}
 		cat.ProductIDs = append(cat.ProductIDs, p.ID)
@@ -45,7 +46,7 @@ func setup(ctx context.Context, c *client, cfg Config, tag string) (catalog, err
 			ID uint64 `json:"id"`
 		}
 		body := map[string]any{"name": fmt.Sprintf("loadgen %s %d off", tag, off), "discount_amount": off, "min_order_amount": 1000, "valid_days": 30}
-		if err := c.json(ctx, request{step: "setup: coupon template", method: "POST", urls: c.targets.Coupon, path: "/admin/coupon-templates", headers: adm, body: body, retry: true}, http.StatusCreated, &t); err != nil {
+		if err := c.json(ctx, request{step: "setup: coupon template", method: "POST", urls: c.targets.Coupon, path: "/admin/coupon-templates", headers: adm, body: body, retry: retryOperator}, http.StatusCreated, &t); err != nil {
 			return cat, fmt.Errorf("coupon template %d: %w", i, err)
 		}
 		cat.Templates = append(cat.Templates, t.ID)
@@ -97,7 +98,17 @@ const (
 	outRaced          = "paid and cancelled at once"
 	outCouponGaveUp   = "coupon issue: gave up"
 	outCouponRejected = "coupon issue refused"
+	outBudgetSuffix   = " (retry budget spent)"
 )
+
+// gaveUp names the outcome of a step whose client gave up: after
+// --retry-for, or because the retry budget refused its retry.
+func gaveUp(outcome string, err error) string {
+	if errors.Is(err, errBudget) {
+		return outcome + outBudgetSuffix
+	}
+	return outcome
+}
 
 // purchase is customer i's purchase, its choices drawn from the run's
 // seed and i alone, so a seed repeats the mix.
@@ -115,10 +126,10 @@ func (p *purchaser) purchase(ctx context.Context, i uint64) {
 		}
 		tmpl := p.cat.Templates[rng.IntN(len(p.cat.Templates))]
 		a, err := p.c.do(ctx, request{step: "POST /admin/coupons", method: "POST", urls: p.c.targets.Coupon, path: "/admin/coupons",
-			headers: p.c.admin(), body: map[string]any{"template_id": tmpl, "user_id": user}, retry: true})
+			headers: p.c.admin(), body: map[string]any{"template_id": tmpl, "user_id": user}, retry: retryCustomer})
 		switch {
 		case err != nil:
-			p.st.outcome(outCouponGaveUp)
+			p.st.outcome(gaveUp(outCouponGaveUp, err))
 		case a.Status != http.StatusCreated || json.Unmarshal(a.Body, &cp) != nil:
 			p.st.outcome(outCouponRejected)
 		default:
@@ -144,13 +155,13 @@ func (p *purchaser) purchase(ctx context.Context, i uint64) {
 		p.st.outcome(outDoubleSubmits)
 	}
 	headers := map[string]string{"X-User-ID": uid, "Idempotency-Key": fmt.Sprintf("lg-%s-order-%d", p.cat.Tag, i)}
-	a, err := p.submit(ctx, double, request{step: "POST /orders", method: "POST", urls: p.c.targets.Order, path: "/orders", headers: headers, body: body, retry: true})
+	a, err := p.submit(ctx, double, request{step: "POST /orders", method: "POST", urls: p.c.targets.Order, path: "/orders", headers: headers, body: body, retry: retryCustomer})
 	var order struct {
 		OrderNo string `json:"order_no"`
 	}
 	switch {
 	case err != nil:
-		p.st.outcome(outOrderGaveUp)
+		p.st.outcome(gaveUp(outOrderGaveUp, err))
 		return
 	case a.Status == http.StatusCreated && json.Unmarshal(a.Body, &order) == nil && order.OrderNo != "":
 		p.st.outcome(outOrdered)
@@ -167,10 +178,10 @@ func (p *purchaser) purchase(ctx context.Context, i uint64) {
 	double = rng.Float64() < p.cfg.DoubleShare
 	pay := func() {
 		h := map[string]string{"X-User-ID": uid, "Idempotency-Key": fmt.Sprintf("lg-%s-pay-%d", p.cat.Tag, i)}
-		a, err := p.submit(ctx, double, request{step: "POST /payments", method: "POST", urls: p.c.targets.Payment, path: "/payments", headers: h, body: map[string]any{"order_no": order.OrderNo}, retry: true})
+		a, err := p.submit(ctx, double, request{step: "POST /payments", method: "POST", urls: p.c.targets.Payment, path: "/payments", headers: h, body: map[string]any{"order_no": order.OrderNo}, retry: retryCustomer})
 		switch {
 		case err != nil:
-			p.st.outcome(outPayGaveUp)
+			p.st.outcome(gaveUp(outPayGaveUp, err))
 		case a.Status == http.StatusCreated || a.Status == http.StatusOK:
 			p.st.outcome(outPayRequested)
 		default:
@@ -179,10 +190,10 @@ func (p *purchaser) purchase(ctx context.Context, i uint64) {
 	}
 	cancel := func() {
 		a, err := p.c.do(ctx, request{step: "POST /orders/:no/cancel", method: "POST", urls: p.c.targets.Order, path: "/orders/" + order.OrderNo + "/cancel",
-			headers: map[string]string{"X-User-ID": uid}, body: map[string]any{}, retry: true})
+			headers: map[string]string{"X-User-ID": uid}, body: map[string]any{}, retry: retryCustomer})
 		switch {
 		case err != nil:
-			p.st.outcome(outCancelGaveUp)
+			p.st.outcome(gaveUp(outCancelGaveUp, err))
 		case a.Status == http.StatusOK:
 			p.st.outcome(outCancelled)
 		default:
@@ -232,59 +243,78 @@ func statusAndCode(a answer) string {
 	return strconv.Itoa(a.Status)
 }
 
-// drive starts purchases for cfg.Duration, at cfg.Rate a second or with
-// cfg.Concurrency workers, and waits for the ones started to finish; it
-// returns how many it started and how long after the end of the load the
-// last one finished.
-func (p *purchaser) drive(ctx context.Context) (started uint64, tail time.Duration) {
-	began := time.Now()
-	end := began.Add(p.cfg.Duration)
+// drive starts purchases phase after phase from began, each phase at its
+// rate (or with cfg.Concurrency workers), and waits for the ones started
+// to finish; it returns how many it started and how long after the end of
+// the load the last one finished.
+func (p *purchaser) drive(ctx context.Context, tl timeline, began time.Time) (started uint64, tail time.Duration) {
+	end := began.Add(tl.total)
 	loadCtx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	var n atomic.Uint64
 	var wg sync.WaitGroup
-	if p.cfg.Rate > 0 {
-		// Open loop: purchase i starts at began + i/rate, whether or not
-		// the earlier ones have finished (as customers do); a cap on the
-		// ones in flight keeps a stalled system from exhausting the
-		// machine.
-		sem := make(chan struct{}, 20000)
-		for i := uint64(0); ; i++ {
-			at := began.Add(time.Duration(float64(i) / p.cfg.Rate * float64(time.Second)))
-			if !at.Before(end) {
-				break
-			}
-			if d := time.Until(at); d > 0 {
+	// A cap on the purchases in flight keeps a stalled system from
+	// exhausting the machine.
+	sem := make(chan struct{}, 20000)
+	var next uint64
+	for k, ph := range tl.phases {
+		phaseStart := began.Add(tl.starts[k])
+		phaseEnd := began.Add(tl.end(k))
+		if ph.Rate > 0 {
+			// Open loop: the phase's purchase j starts at its start +
+			// j/rate, whether or not the earlier ones have finished (as
+			// customers do).
+			for j := 0; ; j++ {
+				at := phaseStart.Add(time.Duration(float64(j) / ph.Rate * float64(time.Second)))
+				if !at.Before(phaseEnd) {
+					break
+				}
+				if d := time.Until(at); d > 0 {
+					select {
+					case <-loadCtx.Done():
+					case <-time.After(d):
+					}
+				}
+				if loadCtx.Err() != nil {
+					break
+				}
 				select {
-				case <-loadCtx.Done():
-				case <-time.After(d):
+				case sem <- struct{}{}:
+				default:
+					p.st.outcome("not started: 20000 purchases in flight")
+					continue
 				}
+				i := next
+				next++
+				n.Add(1)
+				p.st.started(i, k)
+				wg.Go(func() {
+					defer func() { <-sem }()
+					p.purchase(ctx, i)
+				})
 			}
-			if loadCtx.Err() != nil {
-				break
-			}
-			select {
-			case sem <- struct{}{}:
-			default:
-				p.st.outcome("not started: 20000 purchases in flight")
-				continue
-			}
-			n.Add(1)
-			wg.Go(func() {
-				defer func() { <-sem }()
-				p.purchase(ctx, i)
-			})
+			continue
 		}
-	} else {
-		var next atomic.Uint64
+		// Closed loop: workers run purchases back to back until the
+		// phase ends.
+		phaseCtx, stop := context.WithDeadline(loadCtx, phaseEnd)
+		var workers sync.WaitGroup
+		var shared atomic.Uint64
+		shared.Store(next)
 		for range p.cfg.Concurrency {
-			wg.Go(func() {
-				for loadCtx.Err() == nil {
+			workers.Go(func() {
+				for phaseCtx.Err() == nil {
+					i := shared.Add(1) - 1
 					n.Add(1)
-					p.purchase(ctx, next.Add(1)-1)
+					p.st.started(i, k)
+					p.purchase(ctx, i)
 				}
 			})
 		}
+		<-phaseCtx.Done()
+		stop()
+		workers.Wait()
+		next = shared.Load()
 	}
 	<-loadCtx.Done()
 	wg.Wait()

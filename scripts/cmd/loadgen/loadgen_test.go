@@ -94,7 +94,8 @@ func TestLoadHoldsItsInvariantsAndABrokenOneFails(t *testing.T) {
 	defer cancel()
 
 	cfg := Config{
-		Rate: 10, Duration: 3 * time.Second, Settle: 20 * time.Second, Timeout: 5 * time.Second, RetryFor: 15 * time.Second,
+		Rate: 10, Duration: 3 * time.Second, Phases: []Phase{{Rate: 10, Duration: 3 * time.Second}}, Idle: time.Second, RetryBudget: 0.2,
+		Settle: 20 * time.Second, Timeout: 5 * time.Second, RetryFor: 15 * time.Second,
 		Seed: 3, Quiet: true, CouponShare: 0.7, DoubleShare: 0.3, CancelShare: 0.15, RaceShare: 0.15,
 		Products: 3, StockPerItem: 1000, Targets: tg, Replicas: 1,
 	}
@@ -114,6 +115,18 @@ func TestLoadHoldsItsInvariantsAndABrokenOneFails(t *testing.T) {
 	}
 	if rep.Flow.CreatedToCouponUsed.Count == 0 || len(rep.Invariants) < 20 {
 		t.Fatalf("no coupon used, or invariants missing: %+v, %d checks", rep.Flow.CreatedToCouponUsed, len(rep.Invariants))
+	}
+	// The cost and the phase are measured: the clients' own tries exactly
+	// (none in the idle window), at least a coupon, an order and a payment
+	// for most purchases.
+	if len(rep.Phases) != 1 || rep.Phases[0].Started != 30 || rep.Phases[0].Admitted.Count == 0 || rep.Phases[0].Completed != rep.Flow.CompletedInWindow {
+		t.Fatalf("phase %+v, want the 30 purchases and their requests", rep.Phases)
+	}
+	if rep.Cost == nil || rep.Cost.Completed != rep.Flow.CompletedInWindow {
+		t.Fatalf("cost %+v, want it over the %d purchases completed in the window", rep.Cost, rep.Flow.CompletedInWindow)
+	}
+	if tries, ok := rep.Cost.work("client_tries"); !ok || tries < 2 {
+		t.Fatalf("client tries per purchase = %v (%v), want at least 2", tries, ok)
 	}
 
 	// Break "one payment record per payment": a second record of a paid

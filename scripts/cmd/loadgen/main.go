@@ -5,21 +5,33 @@
 // Usage:
 //
 //	loadgen [--rate 50 | --concurrency 20] [--duration 30s] [--replicas 3] [--json]
-//	loadgen --own ...                       start a private rig of every program first
-//	loadgen --chaos --seed 7 ...            the private rig, with processes killed and restarted,
-//	                                        lost COMMIT acknowledgements and lost platform answers
+//	loadgen --phases 300/s:60s,75/s:30s ...  the offered rate changes over the run
+//	loadgen --own ...                        start a private rig of every program first
+//	loadgen --own --phases 50/s:60s,50/s:5m:db-cut,50/s:60s
+//	                                         an outage in a phase: every service's database cut
+//	                                         (db-cut, db-blackhole) or the rig's NATS stopped (nats-down)
+//	loadgen --chaos --seed 7 ...             the private rig, with processes killed and restarted,
+//	                                         lost COMMIT acknowledgements and lost platform answers
 //
 // Without --own or --chaos it talks to the programs `make run` starts (their
 // ports, tokens and databases are the defaults of the flags). Each purchase
 // is one new customer: an issued coupon (most of the time), an order of one
 // or two of the run's products (sometimes submitted twice at once with one
 // Idempotency-Key), then a payment the simulator pays by callback, or a
-// cancellation, or both racing. Requests that time out or answer 5xx are
-// retried with the same key. The exit status is 1 when an invariant breaks,
-// 2 on bad usage, and 3 when the run could not be made.
+// cancellation, or both racing. A request that times out, is refused (503,
+// 429) or answers another 5xx is retried with the same key, as a well-made
+// client does: after the server's Retry-After with jitter, within a retry
+// budget (--retry-at-once makes the bad client that retries at once).
+//
+// Before the load, the rig is measured idle for --idle; the report gives
+// what each completed purchase cost, idle subtracted (CPU per process, SQL
+// statements, transactions, fsyncs, HTTP requests, NATS messages, Redis
+// commands), then each phase's goodput, latencies, refusals, memory,
+// readiness and recovery, then the invariants. The exit status is 1 when an
+// invariant breaks, 2 on bad usage, and 3 when the run could not be made.
 //
 // docs/chaos.md lists the faults and what each proves;
-// docs/benchmarks/e2e.md has the figures.
+// docs/benchmarks/e2e.md has the figures and what each one means.
 package main
 
 import (
@@ -81,6 +93,17 @@ type Config struct {
 	Settle      time.Duration // how long to wait after the load for the flow to finish before judging
 	Timeout     time.Duration // one HTTP request's bound
 	RetryFor    time.Duration // how long a client keeps retrying one request with its key
+	// Phases is the load over time; from Rate (or Concurrency) and Duration
+	// when --phases is not given.
+	Phases []Phase
+	// Idle is how long the programs are measured with no load before it,
+	// for the cost report's idle subtraction.
+	Idle time.Duration
+	// RetryAtOnce makes the customers retry at once, ignoring Retry-After,
+	// with no budget; RetryBudget is otherwise their retries' share of
+	// their first tries.
+	RetryAtOnce bool
+	RetryBudget float64
 	Seed        int64
 	JSON        bool
 	Quiet       bool // no progress line
@@ -111,14 +134,33 @@ type Config struct {
 type Targets struct {
 	Order, Coupon, Payment []string // base URLs of each replica
 	PSP                    string   // the platform simulator's base URL
-	FaultProxyAdmin        string   // the fault proxy's admin base URL (chaos only)
+	FaultProxyAdmin        string   // the fault proxy's admin base URL (the private rig, when a run needs it)
 	AdminToken             string
 	MySQLDSN               string // root-like DSN with no database: the checks read all three databases
 	OrderDB, CouponDB      string
 	PaymentDB              string
 	RedisAddr, RedisPass   string
 	NATSURL                string // with credentials that may read the streams' consumers; empty skips the JetStream check
+	NATSMonitor            string // the NATS server's monitoring endpoint (nats-server -m); empty leaves its figures out
 	SubjectPrefix          string
+}
+
+// The fault proxy's place in the private rig.
+const (
+	proxyNone   = iota // every service talks to MySQL directly
+	proxyCoupon        // in front of the coupon service's database (chaos)
+	proxyAll           // in front of every service's database (a database outage)
+)
+
+// proxied says where the run needs the fault proxy.
+func (c Config) proxied() int {
+	switch {
+	case newTimeline(c.Phases).faults(faultDBCut, faultDBBlackhole):
+		return proxyAll
+	case c.Chaos:
+		return proxyCoupon
+	}
+	return proxyNone
 }
 
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
@@ -131,7 +173,11 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "how long purchases are started")
 	fs.DurationVar(&c.Settle, "settle", 90*time.Second, "how long to wait after the load for payments, events and coupons to finish before the invariants are judged")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "bound of one HTTP request; a timeout is retried with the same Idempotency-Key")
-	fs.DurationVar(&c.RetryFor, "retry-for", 45*time.Second, "how long a client keeps retrying one request (timeouts, 5xx, 409 in progress) with its key")
+	fs.DurationVar(&c.RetryFor, "retry-for", 45*time.Second, "how long a client keeps retrying one request (timeouts, 503/429 refusals, 5xx, 409 in progress) with its key")
+	phases := fs.String("phases", "", "the load over time, instead of --rate and --duration: comma-separated RATE/s:DURATION[:FAULT], FAULT one of "+strings.Join(phaseFaults, ", ")+" (--own): 300/s:60s,75/s:30s")
+	fs.DurationVar(&c.Idle, "idle", 5*time.Second, "how long the programs are measured with no load before it: their idle CPU and counters are subtracted from the cost report")
+	fs.BoolVar(&c.RetryAtOnce, "retry-at-once", false, "the bad client: customers retry at once, ignoring Retry-After, with no retry budget (still within --retry-for)")
+	fs.Float64Var(&c.RetryBudget, "retry-budget", 0.2, "the customers' retries as a share of their first tries (a token bucket); a retry beyond it is not made")
 	fs.Int64Var(&c.Seed, "seed", 1, "seed of the purchase mix and of the chaos schedule: the same seed, the same choices")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress line")
@@ -153,6 +199,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Targets.RedisAddr, "redis", "127.0.0.1:6380", "the services' Redis (make run's), where the jobs claim their intervals; empty skips the job count")
 	fs.StringVar(&c.Targets.RedisPass, "redis-password", envOr("REDIS_PASSWORD", "dev-redis-password"), "its password")
 	fs.StringVar(&c.Targets.NATSURL, "nats", "nats://admin:"+envOr("NATS_ADMIN_PASSWORD", "dev-nats-admin-password")+"@127.0.0.1:4223", "NATS URL that may read the consumers (make run's, as admin); empty skips the JetStream check")
+	fs.StringVar(&c.Targets.NATSMonitor, "nats-monitor", "", "the NATS server's monitoring endpoint (http://host:port, nats-server -m) for the cost report's NATS figures; the private rig sets its own")
 	fs.StringVar(&c.Targets.SubjectPrefix, "subject-prefix", "", "the services' EVENT_SUBJECT_PREFIX")
 	fs.BoolVar(&c.Own, "own", false, "start a private rig (NATS, Redis, fault proxy, simulator, every service, fresh databases) instead of using make run's")
 	fs.BoolVar(&c.Chaos, "chaos", false, "private rig, and while the load runs: SIGKILL and restart services, restart NATS and Redis, lose COMMIT acknowledgements and platform answers")
@@ -175,6 +222,36 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if c.Rate < 0 || (c.Rate == 0 && c.Concurrency < 1) || c.Duration <= 0 {
 		return c, errors.New("want --rate > 0 or --concurrency ≥ 1, and --duration > 0")
+	}
+	if *phases == "" {
+		c.Phases = []Phase{{Rate: c.Rate, Duration: c.Duration}}
+	} else {
+		var set []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "rate" || f.Name == "duration" || f.Name == "concurrency" {
+				set = append(set, "--"+f.Name)
+			}
+		})
+		if len(set) > 0 {
+			return c, fmt.Errorf("--phases replaces %s", strings.Join(set, " and "))
+		}
+		var err error
+		if c.Phases, err = parsePhases(*phases); err != nil {
+			return c, fmt.Errorf("--phases: %w", err)
+		}
+		tl := newTimeline(c.Phases)
+		c.Rate, c.Duration = c.Phases[0].Rate, tl.total
+	}
+	if tl := newTimeline(c.Phases); tl.faults(phaseFaults...) {
+		if c.Chaos {
+			return c, errors.New("a phase's fault and --chaos cannot be combined: chaos restarts NATS and arms the proxy on its own schedule")
+		}
+		if !c.Own {
+			return c, errors.New("a phase's fault needs the private rig (--own): it is made there, never on make run's programs")
+		}
+	}
+	if c.RetryBudget < 0 || c.Idle < 0 {
+		return c, errors.New("want --retry-budget ≥ 0 and --idle ≥ 0")
 	}
 	if c.Products < 1 || c.StockPerItem < 100 {
 		return c, errors.New("want --products ≥ 1 and --stock ≥ 100")

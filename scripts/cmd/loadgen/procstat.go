@@ -4,35 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's CPU
 // times: 100 on every Linux this runs on.
 const clockTicks = 100
-
-// Usage is one group of processes' share of the machine during the load.
-type Usage struct {
-	Group string `json:"group"`
-	Procs int    `json:"processes"`
-	// CPUSeconds is user + system time spent during the load.
-	CPUSeconds float64 `json:"cpu_seconds"`
-	// Cores is CPUSeconds over the load's wall time: 1.0 is one core busy.
-	Cores float64 `json:"cores"`
-	// RSSMB is each process's resident memory after the run, in MiB.
-	RSSMB []float64 `json:"rss_mib_after"`
-}
-
-// Machine is the whole machine's CPU during the load, from /proc/stat: how
-// busy it was, whoever used it (other work shares it).
-type Machine struct {
-	CPUs     int     `json:"cpus"`
-	BusyPct  float64 `json:"busy_pct"`
-	Measured float64 `json:"measured_cores"` // the groups' cores together
-}
 
 // cpuOf returns a process's user + system time in seconds (0 when gone).
 func cpuOf(pid int) float64 {
@@ -148,61 +126,48 @@ func pidFiles(dir string) map[string][]int {
 	return out
 }
 
-// cpuWatch measures the groups' CPU between start and stop.
-type cpuWatch struct {
-	groups     func() map[string][]int
-	began      time.Time
-	startCPU   map[int]float64
-	busy, tot  float64
-	wall       time.Duration
-	endCPU     map[int]float64
-	mBusy, mTo float64
-	cpus       int
+// listening returns those of pids that hold a TCP socket listening on
+// port (IPv4 or IPv6), read from /proc/net/tcp{,6} and each process's
+// file descriptors: which of several MySQL servers on the machine is the
+// one the run talks to.
+func listening(pids []int, port int) []int {
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, inode := range listenInodes(string(b), port) {
+			inodes[inode] = true
+		}
+	}
+	var out []int
+	for _, pid := range pids {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+			if inode, ok := strings.CutPrefix(target, "socket:["); err == nil && ok && inodes[strings.TrimSuffix(inode, "]")] {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
 }
 
-func (w *cpuWatch) start() {
-	w.began = time.Now()
-	w.startCPU = map[int]float64{}
-	for _, pids := range w.groups() {
-		for _, p := range pids {
-			w.startCPU[p] = cpuOf(p)
+// listenInodes returns the inodes of the sockets a /proc/net/tcp table
+// lists as listening (state 0A) on port.
+func listenInodes(table string, port int) []string {
+	var out []string
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[3] != "0A" {
+			continue
+		}
+		_, hexPort, ok := strings.Cut(f[1], ":")
+		if p, err := strconv.ParseInt(hexPort, 16, 32); ok && err == nil && int(p) == port {
+			out = append(out, f[9])
 		}
 	}
-	w.busy, w.tot, w.cpus = machineTicks()
-}
-
-func (w *cpuWatch) stop() {
-	w.wall = time.Since(w.began)
-	w.endCPU = map[int]float64{}
-	for _, pids := range w.groups() {
-		for _, p := range pids {
-			w.endCPU[p] = cpuOf(p)
-		}
-	}
-	b, t, _ := machineTicks()
-	w.mBusy, w.mTo = b-w.busy, t-w.tot
-}
-
-// usage reports each group, with the RSS read now.
-func (w *cpuWatch) usage() ([]Usage, Machine) {
-	var out []Usage
-	m := Machine{CPUs: w.cpus}
-	if w.mTo > 0 {
-		m.BusyPct = 100 * w.mBusy / w.mTo
-	}
-	for g, pids := range w.groups() {
-		u := Usage{Group: g, Procs: len(pids)}
-		for _, p := range pids {
-			// A process restarted during the load counts from its start.
-			u.CPUSeconds += w.endCPU[p] - w.startCPU[p]
-			u.RSSMB = append(u.RSSMB, float64(int(rssOf(p)*10))/10)
-		}
-		if w.wall > 0 {
-			u.Cores = u.CPUSeconds / w.wall.Seconds()
-		}
-		m.Measured += u.Cores
-		out = append(out, u)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].CPUSeconds > out[j].CPUSeconds })
-	return out, m
+	return out
 }

@@ -19,12 +19,15 @@ import (
 	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 )
 
-// rig is the private set of programs --own and --chaos start: NATS and
-// Redis servers of its own on free ports (never the machine's shared
-// ones), the fault proxy in front of MySQL for the coupon service, the
-// platform simulator, and every service, each replica on its own port,
-// on databases made for the run. It owns them, so it can kill one and
-// start it again exactly as it was.
+// rig is the private set of programs --own and --chaos start: NATS (with
+// its monitoring endpoint) and Redis servers of its own on free ports
+// (never the machine's shared ones), the platform simulator, and every
+// service, each replica on its own port, on databases made for the run.
+// The services talk to MySQL directly, unless the run needs the fault
+// proxy: chaos puts it in front of the coupon service's database (it loses
+// COMMIT acknowledgements), a database outage in front of every service's
+// (it cuts them all). It owns its programs, so it can kill one and start
+// it again exactly as it was.
 type rig struct {
 	dir     string
 	ownDir  bool // dir was made for the run, and goes with it
@@ -111,7 +114,7 @@ func startRig(ctx context.Context, cfg Config, tag string, log io.Writer) (*rig,
 		}
 		return p
 	}
-	natsPort, redisPort, proxyPort, proxyAdmin, pspPort := port(), port(), port(), port(), port()
+	natsPort, natsMon, redisPort, proxyPort, proxyAdmin, pspPort := port(), port(), port(), port(), port(), port()
 	ports := map[string][]int{}
 	for _, s := range []string{"order", "coupon", "payment"} {
 		for range cfg.Replicas {
@@ -143,20 +146,34 @@ func startRig(ctx context.Context, cfg Config, tag string, log io.Writer) (*rig,
 		FaultProxyAdmin: url(proxyAdmin), AdminToken: adminToken,
 		MySQLDSN: envOr("LOADGEN_MYSQL_DSN", "root@tcp("+r.mysql+")/"),
 		OrderDB:  "lg_" + tag + "_order", CouponDB: "lg_" + tag + "_coupon", PaymentDB: "lg_" + tag + "_payment",
-		RedisAddr: fmt.Sprintf("127.0.0.1:%d", redisPort),
-		NATSURL:   fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
+		RedisAddr:   fmt.Sprintf("127.0.0.1:%d", redisPort),
+		NATSURL:     fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
+		NATSMonitor: url(natsMon),
+	}
+	proxied := cfg.proxied()
+	if proxied == proxyNone {
+		r.targets.FaultProxyAdmin = ""
 	}
 
 	r.add(&proc{name: "nats-server", kind: "nats", bin: filepath.Join(dir, "bin", "nats-server"),
-		args:  []string{"-a", "127.0.0.1", "-p", fmt.Sprint(natsPort), "-js", "-sd", filepath.Join(dir, "nats")},
+		args:  []string{"-a", "127.0.0.1", "-p", fmt.Sprint(natsPort), "-m", fmt.Sprint(natsMon), "-js", "-sd", filepath.Join(dir, "nats")},
 		ready: fmt.Sprintf("tcp://127.0.0.1:%d", natsPort)})
 	r.add(&proc{name: "redis-server", kind: "redis", bin: redisBin,
 		args:  []string{"--bind", "127.0.0.1", "--port", fmt.Sprint(redisPort), "--save", "", "--appendonly", "no", "--dir", dir},
 		ready: fmt.Sprintf("tcp://127.0.0.1:%d", redisPort)})
-	r.add(&proc{name: "faultproxy", kind: "faultproxy", bin: filepath.Join(dir, "bin", "faultproxy"),
-		env: []string{fmt.Sprintf("FAULTPROXY_ADDR=127.0.0.1:%d", proxyPort), fmt.Sprintf("FAULTPROXY_ADMIN_ADDR=127.0.0.1:%d", proxyAdmin),
-			"FAULTPROXY_UPSTREAM=" + r.mysql, "ADMIN_TOKEN=" + adminToken, "LOG_LEVEL=warn"},
-		ready: url(proxyAdmin) + "/healthz"})
+	if proxied != proxyNone {
+		r.add(&proc{name: "faultproxy", kind: "faultproxy", bin: filepath.Join(dir, "bin", "faultproxy"),
+			env: []string{fmt.Sprintf("FAULTPROXY_ADDR=127.0.0.1:%d", proxyPort), fmt.Sprintf("FAULTPROXY_ADMIN_ADDR=127.0.0.1:%d", proxyAdmin),
+				"FAULTPROXY_UPSTREAM=" + r.mysql, "ADMIN_TOKEN=" + adminToken, "LOG_LEVEL=warn"},
+			ready: url(proxyAdmin) + "/healthz"})
+	}
+	viaProxy := fmt.Sprintf("127.0.0.1:%d", proxyPort)
+	dbAddr := func(service string) string {
+		if proxied == proxyAll || (proxied == proxyCoupon && service == "coupon") {
+			return viaProxy
+		}
+		return r.mysql
+	}
 	lost := "0"
 	if cfg.Chaos {
 		// The platform loses the first 2xx answer of every charge's
@@ -187,13 +204,13 @@ func startRig(ctx context.Context, cfg Config, tag string, log io.Writer) (*rig,
 	for i := range cfg.Replicas {
 		o, c, p := ports["order"][i], ports["coupon"][i], ports["payment"][i]
 		r.add(&proc{name: fmt.Sprintf("order-%d", i), kind: "service", bin: filepath.Join(dir, "bin", "order"), ready: url(o) + "/readyz",
-			env: append(slicesClone(common), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", o), "MYSQL_ADDR="+r.mysql, "MYSQL_DATABASE="+r.targets.OrderDB,
+			env: append(slicesClone(common), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", o), "MYSQL_ADDR="+dbAddr("order"), "MYSQL_DATABASE="+r.targets.OrderDB,
 				"COUPON_URL="+url(c), "PAYMENT_URL="+url(p))})
 		r.add(&proc{name: fmt.Sprintf("coupon-%d", i), kind: "service", bin: filepath.Join(dir, "bin", "coupon"), ready: url(c) + "/readyz",
-			env: append(slicesClone(common), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", c), fmt.Sprintf("MYSQL_ADDR=127.0.0.1:%d", proxyPort), "MYSQL_DATABASE="+r.targets.CouponDB,
+			env: append(slicesClone(common), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", c), "MYSQL_ADDR="+dbAddr("coupon"), "MYSQL_DATABASE="+r.targets.CouponDB,
 				"ORDER_URL="+url(o), "COUPON_RETRY_SCHEDULE=@every 1s", "COUPON_RETRY_BACKOFF=200ms", "COUPON_RETRY_BATCH=500", "COUPON_RETRY_MAX=20")})
 		r.add(&proc{name: fmt.Sprintf("payment-%d", i), kind: "service", bin: filepath.Join(dir, "bin", "payment"), ready: url(p) + "/readyz",
-			env: append(slicesClone(common), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", p), "MYSQL_ADDR="+r.mysql, "MYSQL_DATABASE="+r.targets.PaymentDB,
+			env: append(slicesClone(common), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", p), "MYSQL_ADDR="+dbAddr("payment"), "MYSQL_DATABASE="+r.targets.PaymentDB,
 				"ORDER_URL="+url(o), "PSP_URL="+url(pspPort), "PAYMENT_QUERY_SCHEDULE=@every 2s", "PAYMENT_QUERY_AFTER=10s")})
 	}
 
@@ -349,6 +366,29 @@ func (r *rig) pids() map[string][]int {
 		p.mu.Unlock()
 	}
 	return out
+}
+
+// cutDB cuts every service's database off at the fault proxy, as outage
+// says ("refuse" or "blackhole"), until healDB.
+func (r *rig) cutDB(outage string) error {
+	if r.targets.FaultProxyAdmin == "" {
+		return errors.New("the rig has no fault proxy")
+	}
+	if st, body := post(r.targets.FaultProxyAdmin+"/cut", r.targets.AdminToken, `{"mode":"`+outage+`"}`); st != http.StatusOK {
+		return fmt.Errorf("cut the database: %d %s", st, body)
+	}
+	return nil
+}
+
+// healDB ends the cut.
+func (r *rig) healDB() error {
+	if r.targets.FaultProxyAdmin == "" {
+		return nil
+	}
+	if st, body := post(r.targets.FaultProxyAdmin+"/heal", r.targets.AdminToken, "{}"); st != http.StatusOK {
+		return fmt.Errorf("heal the database: %d %s", st, body)
+	}
+	return nil
 }
 
 // close stops every program, services first, and drops the run's

@@ -6,37 +6,92 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
-// stats collects what the clients saw: each request's latency per step,
-// failed tries by step and kind, retries, and the purchases' outcomes.
+// stats collects what the clients saw: every try (when it was sent, how
+// long it took, what it got), failed and refused tries by step and kind,
+// retries, the purchases' outcomes, and when each purchase started.
 type stats struct {
 	mu        sync.Mutex
-	latency   map[string][]time.Duration // step → every answered try
-	failures  map[string]int             // "step: kind" → tries
-	retries   map[string]int             // step → tries after the first
-	outcomes  map[string]int             // purchase outcome → purchases
-	anomalies []string                   // what a client saw that must never happen (kept: the first 20)
+	tries     []tryRec
+	failures  map[string]int // "step: kind" → tries that got no answer, or one a client retries (not a refusal)
+	refusals  map[string]int // "step: status" → tries refused (503, 429)
+	retries   map[string]int // step → tries after the first
+	outcomes  map[string]int // purchase outcome → purchases
+	anomalies []string       // what a client saw that must never happen (kept: the first 20)
 	anomalyN  int
+	purchases map[uint64]purchaseRec // purchase number → when and in which phase it started
+	// customerTries counts the customers' tries, for the cost meter.
+	customerTries int
+}
+
+// tryClass is what one try got.
+type tryClass uint8
+
+const (
+	// tryAnswered is an answer the client keeps (2xx, 4xx).
+	tryAnswered tryClass = iota
+	// tryRefused is a 503 or a 429: the server declined the work.
+	tryRefused
+	// tryRetried is another answer a client retries: 500, 502, 504, 409
+	// in progress, 409 price_changed.
+	tryRetried
+	// tryFailed is no answer: a timeout, a refused or cut connection.
+	tryFailed
+)
+
+// tryRec is one try as the client saw it.
+type tryRec struct {
+	sent     time.Time
+	took     time.Duration
+	step     string
+	class    tryClass
+	status   int    // the answer's status; 0 when there was none
+	kind     string // for no answer: timeout, connection, cancelled
+	customer bool   // a customer's request, not the operator's setup or checks
+}
+
+// what names the try's outcome: its status, or why there was none.
+func (t tryRec) what() string {
+	if t.status == 0 {
+		return t.kind
+	}
+	return strconv.Itoa(t.status)
+}
+
+// purchaseRec is when a purchase started, and in which phase.
+type purchaseRec struct {
+	at    time.Time
+	phase int
 }
 
 func newStats() *stats {
-	return &stats{latency: map[string][]time.Duration{}, failures: map[string]int{}, retries: map[string]int{}, outcomes: map[string]int{}}
+	return &stats{failures: map[string]int{}, refusals: map[string]int{}, retries: map[string]int{}, outcomes: map[string]int{}, purchases: map[uint64]purchaseRec{}}
 }
 
-func (s *stats) observe(step string, d time.Duration) {
+// observe records one try; kind names a failure or a refusal ("" for an
+// answer kept).
+func (s *stats) observe(step string, sent time.Time, took time.Duration, class tryClass, status int, customer bool, kind string) {
 	s.mu.Lock()
-	s.latency[step] = append(s.latency[step], d)
-	s.mu.Unlock()
-}
-
-func (s *stats) fail(step, kind string) {
-	s.mu.Lock()
-	s.failures[step+": "+kind]++
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	t := tryRec{sent: sent, took: took, step: step, class: class, status: status, customer: customer}
+	if status == 0 {
+		t.kind = kind
+	}
+	s.tries = append(s.tries, t)
+	if customer {
+		s.customerTries++
+	}
+	switch class {
+	case tryRefused:
+		s.refusals[step+": "+kind]++
+	case tryRetried, tryFailed:
+		s.failures[step+": "+kind]++
+	}
 }
 
 func (s *stats) retry(step string) {
@@ -48,6 +103,13 @@ func (s *stats) retry(step string) {
 func (s *stats) outcome(o string) {
 	s.mu.Lock()
 	s.outcomes[o]++
+	s.mu.Unlock()
+}
+
+// started records that purchase i started now, in phase.
+func (s *stats) started(i uint64, phase int) {
+	s.mu.Lock()
+	s.purchases[i] = purchaseRec{at: time.Now(), phase: phase}
 	s.mu.Unlock()
 }
 
@@ -63,11 +125,21 @@ func (s *stats) anomaly(format string, args ...any) {
 	s.mu.Unlock()
 }
 
+// clientTries returns the customers' tries so far.
+func (s *stats) clientTries() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return float64(s.customerTries)
+}
+
 // snapshot returns the counts the progress line shows.
 func (s *stats) snapshot() (outcomes map[string]int, failed int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range s.failures {
+		failed += n
+	}
+	for _, n := range s.refusals {
 		failed += n
 	}
 	return maps.Clone(s.outcomes), failed
@@ -115,7 +187,7 @@ func progress(w io.Writer, tty bool, st *stats, began time.Time, total time.Dura
 			out, failed := st.snapshot()
 			el := now.Sub(began)
 			started := out["started"]
-			line := fmt.Sprintf("[%3.0fs/%.0fs] started %d (%.1f/s)  paid %d  failed tries %d%s",
+			line := fmt.Sprintf("[%3.0fs/%.0fs] started %d (%.1f/s)  paid %d  failed or refused tries %d%s",
 				el.Seconds(), total.Seconds(), started, float64(started)/el.Seconds(), paid(), failed, topFailures(st))
 			if tty {
 				fmt.Fprintf(w, "\r\033[K%s", line)
@@ -131,9 +203,11 @@ func progress(w io.Writer, tty bool, st *stats, began time.Time, total time.Dura
 func topFailures(st *stats) string {
 	st.mu.Lock()
 	byKind := map[string]int{}
-	for k, n := range st.failures {
-		_, kind, _ := strings.Cut(k, ": ")
-		byKind[kind] += n
+	for _, m := range []map[string]int{st.failures, st.refusals} {
+		for k, n := range m {
+			_, kind, _ := strings.Cut(k, ": ")
+			byKind[kind] += n
+		}
 	}
 	st.mu.Unlock()
 	kinds := slices.Collect(maps.Keys(byKind))

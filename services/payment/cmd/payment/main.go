@@ -26,7 +26,10 @@ var service = platform.Service[config.Config]{
 	Port:       8083,
 	Migrations: []migrate.Source{migrations.Source, idempotency.Migrations},
 	Streams:    []string{"payment"}, // published; order.> is consumed from the order service's
-	Wire:       wire,
+	// The platform's notifications finish payments already charged: under
+	// overload they are admitted ahead of new payments.
+	PriorityRoutes: []string{"/payments/callback", "/payments/refunds/callback"},
+	Wire:           wire,
 }
 
 func wire(w *platform.Wiring, cfg config.Config) error {
