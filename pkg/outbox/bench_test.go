@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/testkit/sqlcount"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
@@ -100,6 +101,7 @@ func BenchmarkRelayThroughput(b *testing.B) {
 				var wg sync.WaitGroup
 				for _, r := range rs {
 					wg.Go(func() { _ = r.Run(ctx) })
+					r.Wake() // the rows are fresh: the claim path takes them on a Wake, as from a producer that does not Send
 				}
 				// Watch the stream (cheap, on the NATS side) rather than
 				// counting pending rows, which would load the database
@@ -204,6 +206,167 @@ func BenchmarkCommitToPublishLatency(b *testing.B) {
 		b.ReportMetric(pct(0.50), "p50-ms")
 		b.ReportMetric(pct(0.99), "p99-ms")
 		b.ReportMetric(pct(1.0), "max-ms")
+		b.StartTimer()
+	}
+}
+
+// BenchmarkPublishPaths compares the two ways a committed event reaches
+// JetStream: publish on commit (Send after each commit) and the claim path
+// (Wake after each commit, as the services' stores did before Send), with
+// the safety-net poll running every second as in production. Each
+// transaction is an order-like row and its one event, committed by 50
+// goroutines (requests): at rate=200, 200 transactions/s for 10 s, a
+// production-like load; at rate=max, 5,000 transactions as fast as they
+// commit. It reports events/s (from the first commit to the last event
+// seen by a subscriber), the SQL statements and commits the relay sent
+// per event (its own pool, counted by sqlcount; the business transactions
+// are not counted), and the latency from commit to subscriber.
+func BenchmarkPublishPaths(b *testing.B) {
+	for _, path := range []string{"claim", "eager"} {
+		for _, rate := range []int{200, 0} {
+			name := fmt.Sprintf("path=%s/rate=%d", path, rate)
+			if rate == 0 {
+				name = "path=" + path + "/rate=max"
+			}
+			b.Run(name, func(b *testing.B) { benchPublishPath(b, path == "eager", rate) })
+		}
+	}
+}
+
+func benchPublishPath(b *testing.B, eager bool, rate int) {
+	const producers = 50
+	total := 5000
+	if rate > 0 {
+		total = rate * 10
+	}
+	f := newFixture(b)
+	testenv.Must(b, f.db.Exec("CREATE TABLE bench_order (id BIGINT AUTO_INCREMENT PRIMARY KEY, no VARCHAR(64) NOT NULL, amount BIGINT NOT NULL) ENGINE=InnoDB").Error)
+	for range b.N {
+		b.StopTimer()
+		counted, n := sqlcount.Of(b, f.db)
+		r, reg := f.relayOn(counted, f.nc.JS, outbox.Config{})
+		ctx, cancel := context.WithCancel(context.Background())
+		var bg sync.WaitGroup
+		bg.Go(func() { _ = r.Run(ctx) })
+		bg.Go(func() {
+			tick := time.NewTicker(time.Second) // OUTBOX_POLL_SCHEDULE's default
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+					_ = r.Poll(ctx)
+				}
+			}
+		})
+		var mu sync.Mutex
+		committed := make(map[string]time.Time, total)
+		received := make(map[string]time.Time, total)
+		done := make(chan struct{})
+		sub, err := f.nc.NC.Subscribe(f.subject(), func(m *nats.Msg) {
+			now := time.Now()
+			id := m.Header.Get(jetstream.MsgIDHeader)
+			mu.Lock()
+			defer mu.Unlock()
+			if _, seen := received[id]; !seen {
+				received[id] = now
+				if len(received) == total {
+					close(done)
+				}
+			}
+		})
+		testenv.Must(b, err)
+		time.Sleep(100 * time.Millisecond) // Run's start-up poll has passed
+		before := n.Counts()
+		run := strings.ToLower(testenv.RandomSuffix(6))
+		b.StartTimer()
+
+		start := time.Now()
+		jobs := make(chan int, total)
+		if rate == 0 {
+			for i := range total {
+				jobs <- i
+			}
+			close(jobs)
+		} else {
+			go func() {
+				// Paced by the schedule, not a ticker: after a stall the
+				// missed transactions are offered at once, so the rate
+				// offered is the rate asked for.
+				every := time.Second / time.Duration(rate)
+				for i := range total {
+					time.Sleep(time.Until(start.Add(time.Duration(i) * every)))
+					jobs <- i
+				}
+				close(jobs)
+			}()
+		}
+		var wg sync.WaitGroup
+		for range producers {
+			wg.Go(func() {
+				for i := range jobs {
+					id := fmt.Sprintf("pp-%s-%d", run, i)
+					msgs := []outbox.Message{{ID: id, Subject: f.subject(), Body: benchBody}}
+					err := f.db.Transaction(func(tx *gorm.DB) error {
+						if err := tx.Exec("INSERT INTO bench_order (no, amount) VALUES (?, ?)", id, 129900).Error; err != nil {
+							return err
+						}
+						return outbox.Add(tx, msgs...)
+					})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					mu.Lock()
+					committed[id] = time.Now()
+					mu.Unlock()
+					if eager {
+						r.Send(msgs...)
+					} else {
+						r.Wake()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			mu.Lock()
+			b.Fatalf("only %d of %d events seen", len(received), total)
+		}
+		elapsed := time.Since(start)
+		b.StopTimer()
+		// Every row marked sent, so the statements of the marks are in.
+		for f.count("SELECT COUNT(*) FROM local_message WHERE status = 'pending'") > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		bg.Wait()
+		got := n.Counts().Sub(before)
+		_ = sub.Unsubscribe()
+		var latencies []time.Duration
+		mu.Lock()
+		for id, t0 := range committed {
+			latencies = append(latencies, max(0, received[id].Sub(t0)))
+		}
+		mu.Unlock()
+		slices.Sort(latencies)
+		pct := func(p float64) float64 {
+			return float64(latencies[int(p*float64(len(latencies)-1))].Microseconds()) / 1000
+		}
+		b.ReportMetric(float64(total)/elapsed.Seconds(), "events/s")
+		b.ReportMetric(float64(got.Statements)/float64(total), "stmts/event")
+		b.ReportMetric(float64(got.Commits)/float64(total), "commits/event")
+		b.ReportMetric(pct(0.50), "p50-ms")
+		b.ReportMetric(pct(0.99), "p99-ms")
+		// The share of the events the claim path published: all of them
+		// on its path; on Send's, those Send skipped or failed.
+		b.ReportMetric(testenv.Metric(b, reg, "outbox_claimed_total")/float64(total), "claimed/event")
+		b.Logf("%d events: the relay sent %s; Send skipped %v, failed %v", total, got,
+			testenv.MetricBy(b, reg, "outbox_eager_skipped_total", "reason"), testenv.Metric(b, reg, "outbox_eager_failed_total"))
+		testenv.Must(b, f.db.Exec("DELETE FROM local_message").Error)
 		b.StartTimer()
 	}
 }

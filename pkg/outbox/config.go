@@ -17,15 +17,23 @@ import (
 // same OUTBOX_* variables.
 type Config struct {
 	// BatchSize is how many rows one claim locks and publishes (default
-	// 1000). BatchSize × Workers messages are in flight at once per relay;
-	// keep it within the JetStream context's PublishAsyncMaxPending (4000 by
-	// default) or publishes stall.
+	// 1000). BatchSize × Workers messages of the claim path and up to 512
+	// of Send are in flight at once per relay; keep them within the
+	// JetStream context's PublishAsyncMaxPending (4000 by default) or
+	// publishes stall.
 	BatchSize int `env:"OUTBOX_BATCH_SIZE" default:"1000" usage:"outbox rows claimed and published per batch"`
 	// Workers is how many claim loops run in one relay (default 2), so one
 	// batch is published while the next is claimed.
 	Workers int `env:"OUTBOX_WORKERS" default:"2" usage:"outbox claim loops per relay"`
 	// PublishTimeout bounds the wait for a batch's PubAcks (default 5s).
 	PublishTimeout time.Duration `env:"OUTBOX_PUBLISH_TIMEOUT" default:"5s" usage:"wait for a batch's JetStream PubAcks"`
+	// Handoff is how long the poll leaves a new row, as Add wrote it, to
+	// Send before it publishes the row itself (default 10s): the rows of a
+	// commit whose Send was skipped, failed or never came (a crash) are
+	// published a hand-off after their commit. It must be at least twice
+	// PublishTimeout, so that the poll does not publish again what Send is
+	// still waiting a PubAck for, and it counts in RetrySpan.
+	Handoff time.Duration `env:"OUTBOX_HANDOFF" default:"10s" usage:"how long the safety-net poll leaves a new outbox row to the publish on commit (Send) before publishing it itself"`
 	// ClaimLease is how long a claimed batch is hidden from the other
 	// relays while it is published (default 30s). A relay that dies with a
 	// batch claimed leaves it to be published again after the lease, inside
@@ -41,8 +49,8 @@ type Config struct {
 	// a publish it cuts off is deferred, so an outage cannot exhaust it.
 	MaxRetries int `env:"OUTBOX_MAX_RETRIES" default:"8" usage:"failed publishes before a message is marked failed (redrive it)"`
 	// PollSchedule is the robfig/cron spec of the safety-net poll that
-	// catches rows whose backoff expired and commits Wake missed (default
-	// "@every 1s").
+	// publishes the rows whose hand-off, backoff or lease has passed
+	// (default "@every 1s").
 	PollSchedule string `env:"OUTBOX_POLL_SCHEDULE" default:"@every 1s" usage:"cron spec of the relay's safety-net poll"`
 	// CleanupSchedule, Retention and CleanupBatch drive the job that deletes
 	// sent rows older than Retention, CleanupBatch rows per statement
@@ -68,6 +76,7 @@ const (
 	DefaultBatchSize       = 1000
 	DefaultWorkers         = 2
 	DefaultPublishTimeout  = 5 * time.Second
+	DefaultHandoff         = 10 * time.Second
 	DefaultClaimLease      = 30 * time.Second
 	DefaultBaseBackoff     = time.Second
 	DefaultMaxBackoff      = time.Minute
@@ -95,6 +104,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.MaxRetries, DefaultMaxRetries)
 	def(&c.CleanupBatch, DefaultCleanupBatch)
 	defD(&c.PublishTimeout, DefaultPublishTimeout)
+	defD(&c.Handoff, DefaultHandoff)
 	defD(&c.ClaimLease, DefaultClaimLease)
 	defD(&c.BaseBackoff, DefaultBaseBackoff)
 	defD(&c.MaxBackoff, DefaultMaxBackoff)
@@ -108,9 +118,10 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports unusable settings. It also refuses a retry schedule whose
-// worst case outlasts JetStream's duplicate window: every automatic
-// republish must be droppable by the stream (see the package doc).
+// Validate reports unusable settings. It also refuses a hand-off and retry
+// schedule whose worst case outlasts JetStream's duplicate window: every
+// automatic republish must be droppable by the stream (see the package
+// doc).
 func (c Config) Validate() error {
 	var errs []error
 	pos := func(name string, ok bool) {
@@ -128,6 +139,9 @@ func (c Config) Validate() error {
 	errs = append(errs,
 		config.CheckSchedule("OUTBOX_POLL_SCHEDULE", c.PollSchedule),
 		config.CheckSchedule("OUTBOX_CLEANUP_SCHEDULE", c.CleanupSchedule))
+	if c.Handoff < 2*c.PublishTimeout {
+		errs = append(errs, errors.New("outbox: OUTBOX_HANDOFF must be at least twice OUTBOX_PUBLISH_TIMEOUT, or the poll would publish again what Send is still waiting a PubAck for"))
+	}
 	if c.ClaimLease < 2*c.PublishTimeout {
 		errs = append(errs, errors.New("outbox: OUTBOX_CLAIM_LEASE must be at least twice OUTBOX_PUBLISH_TIMEOUT, or a batch still publishing could be claimed again"))
 	}
@@ -135,16 +149,17 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("outbox: OUTBOX_MAX_BACKOFF must be at least OUTBOX_BASE_BACKOFF"))
 	}
 	if span := c.RetrySpan(); span > events.DuplicateWindow {
-		errs = append(errs, fmt.Errorf("outbox: retry span %s exceeds the JetStream duplicate window %s; lower OUTBOX_MAX_RETRIES or OUTBOX_MAX_BACKOFF", span, events.DuplicateWindow))
+		errs = append(errs, fmt.Errorf("outbox: retry span %s (hand-off included) exceeds the JetStream duplicate window %s; lower OUTBOX_HANDOFF, OUTBOX_MAX_RETRIES or OUTBOX_MAX_BACKOFF", span, events.DuplicateWindow))
 	}
 	return errors.Join(errs...)
 }
 
 // RetrySpan is the longest time between a row's first and last automatic
-// publish attempt that reached NATS: the sum of the un-jittered backoffs
-// plus one publish timeout per attempt. Outages come on top of it.
+// publish attempt that reached NATS: Send's at the commit, the poll's first
+// a hand-off later, then the un-jittered backoffs, plus one publish timeout
+// per attempt of the poll. Outages come on top of it.
 func (c Config) RetrySpan() time.Duration {
-	var span time.Duration
+	span := c.Handoff
 	for i := 1; i < c.MaxRetries; i++ {
 		span += c.backoffCeiling(i)
 	}

@@ -63,31 +63,71 @@ func (f *fixture) addMessages(n, per int) []string {
 	return ids
 }
 
+// commit commits one transaction of n messages and returns them as Add
+// filled them in: what a store hands to Send after its commit.
+func (f *fixture) commit(n int) []outbox.Message {
+	f.t.Helper()
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Subject: f.subject(), Body: []byte(`{}`), Headers: map[string]string{"X-Test": "1"}}
+	}
+	testenv.Must(f.t, f.db.Transaction(func(tx *gorm.DB) error { return outbox.Add(tx, msgs...) }))
+	return msgs
+}
+
 func (f *fixture) relay(js jetstream.JetStream, cfg outbox.Config) *outbox.Relay {
 	f.t.Helper()
-	r, err := outbox.NewRelay(f.db, js, cfg, testenv.Logger(f.t), prometheus.NewRegistry())
-	testenv.Must(f.t, err)
+	r, _ := f.relayOn(f.db, js, cfg)
 	return r
 }
 
-// run starts r until the test ends, woken every 50ms as a fast stand-in for
-// the cron safety net (cron cannot go below one second).
+// relayOn returns a relay over db (f.db, or a counted handle on it) and
+// the registry of its metrics.
+func (f *fixture) relayOn(db *gorm.DB, js jetstream.JetStream, cfg outbox.Config) (*outbox.Relay, *prometheus.Registry) {
+	f.t.Helper()
+	reg := prometheus.NewRegistry()
+	r, err := outbox.NewRelay(db, js, cfg, testenv.Logger(f.t), reg)
+	testenv.Must(f.t, err)
+	return r, reg
+}
+
+// run starts r until the test ends, woken every 50ms (Wake: every row due
+// by its next_retry_time, the hand-off ignored), as code that adds rows
+// without Send has its rows published.
 func run(t testing.TB, r *outbox.Relay) (stop func()) {
+	return runTicking(t, r, 50*time.Millisecond, r.Wake)
+}
+
+// runPolled starts r until the test ends, polled every 20ms: a fast
+// stand-in for the cron safety net (cron cannot go below one second),
+// which leaves the rows in their hand-off to Send.
+func runPolled(t testing.TB, r *outbox.Relay) (stop func()) {
+	return runTicking(t, r, 20*time.Millisecond, func() { outbox.PollNow(r) })
+}
+
+// runAlone starts r until the test ends with no poll but the one Run makes
+// as it starts: what it publishes after that, Send published.
+func runAlone(t testing.TB, r *outbox.Relay) (stop func()) { return runTicking(t, r, 0, nil) }
+
+// runTicking runs r and, unless tick is nil, calls tick every interval.
+func runTicking(t testing.TB, r *outbox.Relay, every time.Duration, tick func()) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = r.Run(ctx) })
-	wg.Go(func() {
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				r.Wake()
+	if tick != nil {
+		wg.Go(func() {
+			ticker := time.NewTicker(every)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					tick()
+				}
 			}
-		}
-	})
+		})
+	}
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
 	t.Cleanup(stop)

@@ -6,11 +6,13 @@ import (
 	"time"
 )
 
-// Poll is the safety-net poll: it wakes the relay, so rows whose backoff
-// expired and commits whose Wake was missed are published, and samples the
-// backlog gauges and the count of failed rows. A failed sample is logged and returned.
+// Poll is the safety-net poll: it makes the claim path publish the rows
+// that are due (their hand-off, backoff or lease has passed: a commit whose
+// Send was skipped, failed or never came, a retry, a crashed relay's batch),
+// and samples the backlog gauges and the count of failed rows. A failed
+// sample is logged and returned.
 func (r *Relay) Poll(ctx context.Context) error {
-	r.Wake()
+	r.pollNow()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	st, err := Stats(ctx, r.db)

@@ -7,18 +7,23 @@ import (
 )
 
 type metrics struct {
-	published   prometheus.Counter
-	duplicates  prometheus.Counter
-	retries     prometheus.Counter
-	failed      prometheus.Counter
-	deferred    prometheus.Counter
-	outageSkips prometheus.Counter
-	redriven    prometheus.Counter
-	cleaned     prometheus.Counter
-	pending     prometheus.Gauge
-	failedRows  prometheus.Gauge
-	oldestAge   prometheus.Gauge
-	batch       prometheus.Histogram
+	published        prometheus.Counter
+	claimed          prometheus.Counter
+	eagerPublished   prometheus.Counter
+	eagerSkipped     *prometheus.CounterVec
+	eagerFailed      prometheus.Counter
+	settleStatements prometheus.Counter
+	duplicates       prometheus.Counter
+	retries          prometheus.Counter
+	failed           prometheus.Counter
+	deferred         prometheus.Counter
+	outageSkips      prometheus.Counter
+	redriven         prometheus.Counter
+	cleaned          prometheus.Counter
+	pending          prometheus.Gauge
+	failedRows       prometheus.Gauge
+	oldestAge        prometheus.Gauge
+	batch            prometheus.Histogram
 }
 
 func counter(name, help string) prometheus.Counter {
@@ -31,7 +36,15 @@ func gauge(name, help string) prometheus.Gauge {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		published:   counter("outbox_published_total", "Outbox messages acknowledged by JetStream and marked sent (its rate is published/s)."),
+		published:        counter("outbox_published_total", "Outbox messages acknowledged by JetStream and marked sent, by Send or the claim path (its rate is published/s)."),
+		claimed:          counter("outbox_claimed_total", "Rows claimed by the claim path (the poll, Wake, PublishBatch): the safety net, near zero while Send publishes what is committed."),
+		eagerPublished:   counter("outbox_eager_published_total", "Messages Send published on commit and JetStream acknowledged."),
+		eagerFailed:      counter("outbox_eager_failed_total", "Publishes on commit that failed (no PubAck in time, an error from the stream); the rows stay as committed, and the poll publishes them after the hand-off."),
+		settleStatements: counter("outbox_eager_settle_statements_total", "UPDATE statements that marked messages Send published sent; over outbox_eager_published_total, the statements per event."),
+		eagerSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outbox_eager_skipped_total",
+			Help: "Messages Send did not publish, by reason: queue_full (Send's queue), late (waited in the queue until the poll may take them), unavailable (NATS or JetStream known down), stopped (the relay was not running), no_id. The poll publishes them after the hand-off.",
+		}, []string{"reason"}),
 		duplicates:  counter("outbox_publish_duplicates_total", "Publishes JetStream dropped as duplicates of a message already in its window (a republish after a crash)."),
 		retries:     counter("outbox_publish_retries_total", "Failed publish attempts rescheduled with backoff."),
 		failed:      counter("outbox_failed_total", "Messages that exhausted their retries and were marked failed (they wait for a redrive)."),
@@ -56,10 +69,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			*v, errs = registerOrReuse(reg, *v, errs)
 		case *prometheus.Histogram:
 			*v, errs = registerOrReuse(reg, *v, errs)
+		case **prometheus.CounterVec:
+			*v, errs = registerOrReuse(reg, *v, errs)
 		}
 	}
-	for _, p := range []any{&m.published, &m.duplicates, &m.retries, &m.failed, &m.deferred, &m.outageSkips, &m.redriven, &m.cleaned, &m.pending, &m.failedRows, &m.oldestAge, &m.batch} {
+	for _, p := range []any{&m.published, &m.claimed, &m.eagerPublished, &m.eagerSkipped, &m.eagerFailed, &m.settleStatements, &m.duplicates, &m.retries, &m.failed, &m.deferred, &m.outageSkips, &m.redriven, &m.cleaned, &m.pending, &m.failedRows, &m.oldestAge, &m.batch} {
 		reuse(p)
+	}
+	for _, reason := range []string{skipQueueFull, skipLate, skipUnavailable, skipStopped, skipNoID} {
+		m.eagerSkipped.WithLabelValues(reason)
 	}
 	return m, errors.Join(errs...)
 }

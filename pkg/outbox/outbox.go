@@ -1,91 +1,76 @@
 // Package outbox is the transactional outbox (the "local message table"): a
-// service writes its events into local_message in the same database
-// transaction as the business change, and a Relay publishes them to JetStream
-// afterwards with Nats-Msg-Id set to the message number.
+// service writes its events into local_message in the same transaction as
+// the business change (Add), hands them to its Relay once that committed
+// (Send), and the relay publishes them to JetStream with Nats-Msg-Id set to
+// the message number. The pattern, its traps and the figures are in
+// docs/patterns.md and docs/benchmarks/outbox.md.
 //
 // # Guarantees
 //
 // At least once, never lost: a row exists if and only if the business change
 // committed (Add runs in the caller's transaction and never publishes), and a
 // row leaves the pending state only after JetStream acknowledged storing it
-// (a PubAck) or after MaxRetries failed attempts, when it becomes failed and
-// waits for a redrive. Nothing is ever lost silently.
+// (a PubAck) or after MaxRetries failed attempts, when it becomes failed,
+// counted in outbox_failed_total and logged with its last_error, and waits
+// for a redrive (Redrive, RedriveHandler, the "outbox redrive" command).
 //
-// Duplicates are possible and bounded: a relay that dies between the PubAck
-// and the UPDATE that marks the row sent leaves the row pending, and the
-// first claim after its lease publishes it again. Two layers absorb that republish:
+// Send publishes on commit: no claim and no transaction; the rows it
+// published are marked sent in one UPDATE per batch of PubAcks. It is best
+// effort: what it skips (queue full, NATS known down, relay stopped) or
+// fails to publish keeps its row exactly as Add wrote it. The claim path is
+// the safety net: the poll (Poll) claims the rows Send left, once their
+// hand-off (Config.Handoff) has passed, and the rows whose backoff or lease
+// has; Wake claims every due row at once, for code that adds rows without
+// Send. A claim leases its batch in a short READ COMMITTED transaction
+// (SELECT … FOR UPDATE SKIP LOCKED, then an UPDATE writing the lease and the
+// batch's token), publishes with no transaction open, and settles in another
+// that changes only the rows still carrying its token, so replicas never
+// wait for one another and a stalled NATS holds no lock.
 //
-//  1. JetStream's duplicate window (events.DuplicateWindow, 10 minutes): a
-//     message with a Nats-Msg-Id already stored in the window is dropped and
-//     acknowledged with PubAck.Duplicate. A crash republish happens when the
-//     claim lease ends (30 seconds by default), well inside the window, and the default
-//     retry schedule (Config.Validate checks it) spans less than the window
-//     too, so the automatic republishes of a row that keeps failing are
-//     dropped by the stream.
-//  2. The consumers' processed_message table (package inbox) keyed by the same
-//     id. It covers what the window cannot: a redrive of a failed row hours
-//     later whose earlier attempt did reach the stream, a row whose attempt
-//     was stored without a PubAck and then waited out an outage longer than
-//     the window (outages are not bounded by the retry span), or a
-//     stream restored from backup. Consumers must therefore always dedup;
-//     the window is an optimisation that keeps the stream clean, not the
-//     guarantee.
+// Duplicates are possible and bounded: a relay that dies between a PubAck
+// and the mark leaves the row pending, and the poll publishes it again after
+// the hand-off or the lease. Two layers absorb that republish:
 //
-// No ordering: rows are claimed by next_retry_time, several relays publish
-// concurrently and a failed row is retried later, so consumers must not rely
-// on the order of events (state machines with conditional updates do not).
+//  1. JetStream's duplicate window (events.DuplicateWindow, 10 minutes)
+//     drops a message whose Nats-Msg-Id it stored in the window
+//     (PubAck.Duplicate, counted in outbox_publish_duplicates_total).
+//     Validate keeps the hand-off plus the retry schedule inside it, so
+//     every automatic republish is dropped.
+//  2. The consumers' processed_message table (package inbox), keyed by the
+//     same id, covers what the window cannot: a redrive hours later, an
+//     attempt stored without a PubAck that then waited out an outage longer
+//     than the window, a stream restored from backup. Consumers must always
+//     dedup; the window keeps the stream clean, it is not the guarantee.
 //
-// # Several replicas
+// No ordering: Send, the claims of several relays and the retries publish
+// concurrently, so consumers must not rely on the order of events.
 //
-// A relay claims a batch in a short READ COMMITTED transaction: SELECT …
-// FOR UPDATE SKIP LOCKED of due rows, then one UPDATE that leases them
-// (next_retry_time moves ClaimLease ahead, claim_token gets the batch's
-// token), and the commit. It publishes with no transaction open, then
-// settles in another short transaction that changes only the rows still
-// carrying its token. Relays never wait for one another and never publish
-// the same row at once; a relay that dies mid-batch leaves its rows to the
-// others when the lease ends (a republish inside the duplicate window, see
-// above). Holding the claim's transaction open across the publish instead
-// would keep row locks and a pooled connection for as long as NATS takes to
-// answer, and a stalled NATS would stall the database with it.
+// # Failures and outages
 //
-// # Failures
+// A failed claimed publish (no PubAck within PublishTimeout, an error from
+// the stream) leaves the row pending with retry_count+1 and next_retry_time
+// pushed out by a capped exponential backoff with jitter. An outage is not a
+// failure of the message, and the relay touches no row while it lasts:
+// while the NATS connection is down, or after a publish found JetStream not
+// answering and until a stream lookup is answered again, Send skips and the
+// poll claims nothing (outbox_outage_skips_total, a warning as it begins
+// and once a minute). The backlog keeps its retries and drains at the first
+// poll after NATS is back. Only a claimed batch in flight when the outage
+// begins sees it: its rows are deferred for the first backoff, retry_count
+// untouched (outbox_outage_deferrals_total). No responders on a subject no
+// stream captures is a configuration error, not an outage: it spends
+// retries and ends failed ("no stream captures subject …").
 //
-// A failed publish (no PubAck within PublishTimeout, an error from the
-// stream) leaves the row pending with retry_count+1 and next_retry_time
-// pushed out by a capped exponential backoff with jitter. After MaxRetries
-// the row becomes failed: counted in outbox_failed_total, logged at error
-// level with the reason, kept in last_error, and never retried again until a
-// redrive (Redrive, RedriveHandler, or the service's "outbox redrive"
-// command) puts it back to pending with a fresh budget.
+// # Wiring and shutdown
 //
-// An outage is not a failure of the message, and the relay touches no row
-// while it lasts. Before each claim it checks that the NATS connection is
-// up and, once a batch has found JetStream itself not answering, that a
-// stream lookup is answered again; until then the poll claims nothing,
-// counts in outbox_outage_skips_total, and warns when the outage begins and
-// then once a minute. The backlog stays pending as committed, its retries
-// unspent, however long the outage; it drains at the first poll after NATS
-// and JetStream answer again, and no redrive is needed. Only the batch in flight when an outage begins
-// sees it: the rows whose publish the client could not send (the
-// connection dropped mid-batch) or that got no responders while JetStream
-// did not answer are deferred with one UPDATE, for the first backoff only,
-// last_error set and retry_count untouched, counted in
-// outbox_outage_deferrals_total. No responders on a subject that JetStream
-// says no stream captures (a wrong prefix, a missing stream) is a
-// configuration error, not an outage: it spends retries like any failure,
-// the row ends failed with "no stream captures subject …" in last_error,
-// and a redrive publishes it once the stream exists.
-//
-// # Wiring
-//
-// A service on pkg/platform gets all of this from its declaration: the
-// platform applies Migrations, creates the relay, runs it, schedules its
-// poll and cleanup (Poll, Cleanup), mounts the redrive endpoint (POST
-// /admin/outbox/redrive behind the admin token), serves Command as the
-// "outbox" subcommand, and stops the consumers, then the jobs, then the
-// relay, so the last events committed are still published. The service's
-// stores call Add in their transactions and Wake after the commit. With
+// A service on pkg/platform gets the relay from its declaration (Wiring.Outbox):
+// the platform applies Migrations, runs the relay, schedules Poll and
+// Cleanup, mounts the redrive endpoint and the "outbox" command, and stops
+// the relay after the consumers and the jobs. A store calls Add in its
+// transaction and Send with the same messages after the commit (an inbox
+// handler through inbox.OnCommit). When Run's context ends, claimed batches
+// are published and settled and the PubAcks Send awaits are marked; messages
+// still queued for Send are left to the poll of the next start. With
 // Config.TracerProvider set, each publish is a span continuing the trace the
 // row was written in (see Add).
 package outbox
@@ -131,10 +116,11 @@ const (
 const maxIDLen = 64
 
 // Add writes msgs into local_message inside tx, the caller's business
-// transaction. It never publishes: call Relay.Wake after the commit.
-// A message without an ID gets a time-ordered UUID (v7), which keeps the
-// unique index append-mostly; the ID is written into msgs itself, so pass a
-// slice (Add(tx, msgs...)) to read the generated IDs back.
+// transaction. It never publishes: hand the same msgs to Relay.Send after
+// the commit. A message without an ID gets a time-ordered UUID (v7), which
+// keeps the unique index append-mostly. Add writes into msgs what their
+// rows hold, the IDs and the headers, so pass a slice (Add(tx, msgs...))
+// and Send that slice.
 //
 // When the transaction's context (tx.WithContext(ctx), as the stores pass
 // it) is in a trace, every row's headers also get that trace: traceparent
@@ -186,7 +172,8 @@ func insert(tx *gorm.DB, extra map[string]string, msgs []Message) error {
 			return errors.New("outbox: message without subject")
 		}
 		var headers any
-		if h := withHeaders(extra, m.Headers); len(h) > 0 {
+		m.Headers = withHeaders(extra, m.Headers)
+		if h := m.Headers; len(h) > 0 {
 			b, err := json.Marshal(h)
 			if err != nil {
 				return fmt.Errorf("outbox: headers of %s: %w", m.ID, err)

@@ -34,7 +34,9 @@ func Redrive(ctx context.Context, db *gorm.DB, ids ...string) (int64, error) {
 	return res.RowsAffected, nil
 }
 
-// Redrive is the package Redrive on the relay's database, followed by Wake.
+// Redrive is the package Redrive on the relay's database, followed by a
+// poll: a redriven row is due at once (it was written since Add, so no
+// hand-off applies to it).
 func (r *Relay) Redrive(ctx context.Context, ids ...string) (int64, error) {
 	n, err := Redrive(ctx, r.db, ids...)
 	if err != nil {
@@ -42,7 +44,7 @@ func (r *Relay) Redrive(ctx context.Context, ids ...string) (int64, error) {
 	}
 	r.m.redriven.Add(float64(n))
 	r.log.Info("outbox redrive", "redriven", n, "ids", ids)
-	r.Wake()
+	r.pollNow()
 	return n, nil
 }
 

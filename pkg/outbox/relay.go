@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,7 +25,9 @@ import (
 	"github.com/oncemall/oncemall/pkg/tracing"
 )
 
-// Relay publishes pending local_message rows to JetStream.
+// Relay publishes local_message rows to JetStream: the messages handed to
+// Send at once, and the rows Send did not publish through the claim path
+// (see the package doc).
 type Relay struct {
 	db  *gorm.DB
 	js  jetstream.JetStream
@@ -33,12 +36,21 @@ type Relay struct {
 	m   *metrics
 	// tracer starts the publish spans; nil when tracing is off.
 	tracer trace.Tracer
-	wake   chan struct{}
+	// wake and poll make a claim loop claim: wake every row due by its
+	// next_retry_time, poll only those whose hand-off has passed too.
+	wake, poll chan struct{}
+	// queue holds the messages Send handed over until a sender takes them.
+	queue chan queued
+	// stopped is set when Run has returned: Send then leaves every message
+	// to the poll of the next start.
+	stopped atomic.Bool
 	// outage is what the workers know of a NATS or JetStream outage.
 	outage outageState
+	// sendFailures spaces the warnings of failed publishes on commit.
+	sendFailures failureLog
 	// afterPublish, set only by the package's tests, runs after a batch's
-	// PubAcks and before it is settled; an error abandons the batch as a
-	// crash at that point would.
+	// PubAcks (claimed or sent) and before it is settled; an error abandons
+	// the batch as a crash at that point would.
 	afterPublish func(ctx context.Context, ids []string) error
 }
 
@@ -56,7 +68,8 @@ func NewRelay(db *gorm.DB, js jetstream.JetStream, cfg Config, log *slog.Logger,
 	if err != nil {
 		return nil, fmt.Errorf("outbox: metrics: %w", err)
 	}
-	r := &Relay{db: db, js: js, cfg: cfg, log: log, m: m, wake: make(chan struct{}, 1)}
+	r := &Relay{db: db, js: js, cfg: cfg, log: log, m: m,
+		wake: make(chan struct{}, 1), poll: make(chan struct{}, 1), queue: make(chan queued, sendQueue)}
 	if tracing.Enabled(cfg.TracerProvider) {
 		r.tracer = cfg.TracerProvider.Tracer(tracerScope)
 	}
@@ -66,39 +79,72 @@ func NewRelay(db *gorm.DB, js jetstream.JetStream, cfg Config, log *slog.Logger,
 // Config returns the relay's effective configuration (defaults filled).
 func (r *Relay) Config() Config { return r.cfg }
 
-// Wake makes the relay poll at once; call it after committing a transaction
-// that called Add. It never blocks.
-func (r *Relay) Wake() {
+// Wake makes the claim path claim at once every row whose next_retry_time
+// has come, the rows still in their hand-off included: for code that adds
+// rows and does not Send them (a bulk producer, say), after its commit. Code
+// that calls Send must not also Wake for the same rows: the claim would
+// race their publish on commit (the stream drops the copy, but the claim
+// costs two transactions). It never blocks.
+func (r *Relay) Wake() { signal(r.wake) }
+
+// pollNow makes the claim path claim the rows that are due, leaving to Send
+// those still in their hand-off: the safety net's step.
+func (r *Relay) pollNow() { signal(r.poll) }
+
+func signal(c chan struct{}) {
 	select {
-	case r.wake <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
 
-// Run publishes until ctx ends. It claims a batch whenever it is woken (by
-// Wake or the cron poll) and keeps claiming while batches come back full.
+// Run publishes until ctx ends: the messages handed to Send as they come,
+// and on the claim path a batch whenever it is woken (Wake) or polled
+// (Poll, and once at the start for rows committed while no relay ran),
+// claiming again while batches come back full.
+//
 // When ctx ends, batches already claimed are still published and committed
-// (bounded by PublishTimeout), so a shutdown does not turn into a
-// republish; then Run returns nil.
+// (bounded by PublishTimeout), and the messages Send published are still
+// awaited and marked sent, so a shutdown does not turn into a republish.
+// Messages still queued for Send are left as they are: the poll of the
+// next start publishes them after their hand-off. Then Run returns nil.
 func (r *Relay) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
+	r.stopped.Store(false)
+	acked := make(chan []string, senders)
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		r.settler(acked)
+	}()
+	var claims, sends sync.WaitGroup
 	for range r.cfg.Workers {
-		wg.Go(func() { r.loop(ctx) })
+		claims.Go(func() { r.loop(ctx) })
 	}
-	r.Wake() // rows committed while no relay was running
-	wg.Wait()
+	for range senders {
+		sends.Go(func() { r.sender(ctx, acked) })
+	}
+	r.pollNow()
+	sends.Wait()
+	close(acked)
+	r.stopped.Store(true)
+	r.leaveQueued()
+	claims.Wait()
+	<-settled
 	return nil
 }
 
 func (r *Relay) loop(ctx context.Context) {
 	for {
+		var handoff time.Duration
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
+		case <-r.poll:
+			handoff = r.cfg.Handoff
 		}
 		for ctx.Err() == nil {
-			n, err := r.PublishBatch(ctx)
+			n, err := r.publishBatch(ctx, handoff)
 			if err != nil {
 				r.log.Warn("outbox batch failed; rows stay pending", "err", err)
 				break
@@ -120,29 +166,57 @@ type claimed struct {
 	RetryCount int
 }
 
+// message is the row as the message Add wrote.
+func (c claimed) message() (Message, error) {
+	m := Message{ID: c.MessageNo, Subject: c.Topic, Body: c.Body}
+	if c.Headers.Valid && c.Headers.String != "" {
+		if err := json.Unmarshal([]byte(c.Headers.String), &m.Headers); err != nil {
+			return m, fmt.Errorf("decode stored headers: %w", err)
+		}
+	}
+	return m, nil
+}
+
 // claimSQL selects due rows and locks them, skipping rows another relay
-// holds. The values are formatted into the statement (they are ours: a
-// timestamp and an int) so the driver sends one text query instead of a
+// holds. The values are formatted into the statement (they are ours:
+// timestamps and an int) so the driver sends one text query instead of a
 // prepare, execute and close: three round trips on the hot path.
 const claimSQL = `SELECT id, message_no, topic, body, headers, retry_count
 FROM local_message
-WHERE status = 'pending' AND next_retry_time <= '%s'
+WHERE status = 'pending' AND next_retry_time <= '%s'%s
 ORDER BY next_retry_time
 LIMIT %d
 FOR UPDATE SKIP LOCKED`
 
+// handoffSQL is claimSQL's condition for a claim that leaves rows in their
+// hand-off to Send. A row as Add wrote it (never leased: no claim token;
+// never written since: updated_at is still its created_at) has its
+// creation time as next_retry_time and is due a hand-off after it; any
+// other row is due at next_retry_time (the end of a lease, a backoff or a
+// deferral, or a redrive). The rows in their hand-off are the few that Send
+// has not marked sent yet, so the range the claim steps over stays small.
+const handoffSQL = `
+  AND (next_retry_time <= '%s' OR claim_token IS NOT NULL OR updated_at <> created_at)`
+
 const sqlTime = "2006-01-02 15:04:05.000000"
 
-// PublishBatch claims up to BatchSize due rows, publishes them, waits for
-// the PubAcks and settles the outcome. It returns how many rows it claimed.
-// No transaction is open while the batch is on the wire: the claim is a
-// lease written in a short transaction of its own (claim), and the settle
-// another (settle), which changes only the rows that still carry this
-// batch's token. During an outage (NATS not connected, JetStream not
-// answering) it claims nothing and returns 0 without touching a row. Run
-// calls it; it is exported for tools and tests that drive a relay step by
-// step.
+// PublishBatch claims up to BatchSize rows due by their next_retry_time,
+// the rows still in their hand-off included (what Wake asks for),
+// publishes them, waits for the PubAcks and settles the outcome. It returns
+// how many rows it claimed. No transaction is open while the batch is on
+// the wire: the claim is a lease written in a short transaction of its own
+// (claim), and the settle another (settle), which changes only the rows
+// that still carry this batch's token. During an outage (NATS not
+// connected, JetStream not answering) it claims nothing and returns 0
+// without touching a row. Run calls it; it is exported for tools and tests
+// that drive a relay step by step.
 func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
+	return r.publishBatch(ctx, 0)
+}
+
+// publishBatch is PublishBatch leaving the rows younger than handoff that
+// no relay has touched to Send (handoff 0 leaves none).
+func (r *Relay) publishBatch(ctx context.Context, handoff time.Duration) (int, error) {
 	// A batch claimed during an outage could only be written back with an
 	// error and a delay, batch after batch for as long as it lasts, and the
 	// delay would hold the rows back once it is over. Left untouched, they
@@ -158,18 +232,28 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ClaimLease)
 	defer cancel()
 	start := time.Now()
-	rows, token, err := r.claim(bctx)
+	rows, token, err := r.claim(bctx, handoff)
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
+	r.m.claimed.Add(float64(len(rows)))
 	claimedAt := time.Now()
 	if len(rows) == r.cfg.BatchSize {
 		// More is probably due: let another worker claim the next batch
 		// while this one is on the wire.
-		r.Wake()
+		if handoff == 0 {
+			r.Wake()
+		} else {
+			r.pollNow()
+		}
 	}
 
-	pubErrs := r.publish(bctx, rows)
+	msgs := make([]Message, len(rows))
+	pubErrs := make([]error, len(rows))
+	for i, row := range rows {
+		msgs[i], pubErrs[i] = row.message()
+	}
+	r.publish(bctx, msgs, pubErrs)
 	publishedAt := time.Now()
 
 	// Each row was sent, or its publish was cut off by an outage (deferred,
@@ -222,13 +306,15 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	return len(rows), nil
 }
 
-// claim locks up to BatchSize due rows and leases them to this batch: their
-// next_retry_time moves to the end of the lease and claim_token to a fresh
-// token, so the other relays' claims skip them until the lease ends, and
-// the transaction commits at once. READ COMMITTED matters: under REPEATABLE
-// READ the locking read would also take gap locks and block the business
-// transactions inserting new rows at the end of the index.
-func (r *Relay) claim(ctx context.Context) ([]claimed, string, error) {
+// claim locks up to BatchSize due rows, leaving the rows younger than
+// handoff that no relay has touched (see handoffSQL), and leases them to
+// this batch: their next_retry_time moves to the end of the lease and
+// claim_token to a fresh token, so the other relays' claims skip them until
+// the lease ends, and the transaction commits at once. READ COMMITTED
+// matters: under REPEATABLE READ the locking read would also take gap locks
+// and block the business transactions inserting new rows at the end of the
+// index.
+func (r *Relay) claim(ctx context.Context, handoff time.Duration) ([]claimed, string, error) {
 	token, err := newToken()
 	if err != nil {
 		return nil, "", err
@@ -236,7 +322,11 @@ func (r *Relay) claim(ctx context.Context) ([]claimed, string, error) {
 	var rows []claimed
 	err = r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		now := time.Now().UTC()
-		if err := tx.Raw(fmt.Sprintf(claimSQL, now.Format(sqlTime), r.cfg.BatchSize)).Scan(&rows).Error; err != nil {
+		var untouched string
+		if handoff > 0 {
+			untouched = fmt.Sprintf(handoffSQL, now.Add(-handoff).Format(sqlTime))
+		}
+		if err := tx.Raw(fmt.Sprintf(claimSQL, now.Format(sqlTime), untouched, r.cfg.BatchSize)).Scan(&rows).Error; err != nil {
 			return err
 		}
 		if len(rows) == 0 {
@@ -339,7 +429,7 @@ func (r *Relay) settle(ctx context.Context, token string, out settlement) (retri
 		return 0, 0, fmt.Errorf("settle batch: %w", err)
 	}
 	if lost > 0 {
-		r.log.Warn("outbox batch outlived its claim lease; another relay owns some of its rows", "rows", lost, "lease", r.cfg.ClaimLease)
+		r.log.Warn("rows of an outbox batch changed under it: its claim lease ran out and another relay claimed them, or Send marked them sent", "rows", lost, "lease", r.cfg.ClaimLease)
 	}
 	return retried, failed, nil
 }
@@ -366,45 +456,50 @@ func idList(ids []uint64) string {
 	return sb.String()
 }
 
-// publish sends rows asynchronously and waits for their PubAcks; the result
-// has one error (nil = stored) per row. With tracing on, each row is
-// published in a span of its own, which ends with its PubAck.
-func (r *Relay) publish(ctx context.Context, rows []claimed) (errs []error) {
-	errs = make([]error, len(rows))
+// publish sends msgs asynchronously with Nats-Msg-Id set to each ID and
+// waits for their PubAcks, filling errs (one per message: nil = stored). A
+// message whose error is already set is not sent. With tracing on, each
+// message is published in a span of its own, continuing the trace of its
+// headers, which ends with its PubAck. The claim path and Send both publish
+// through it.
+func (r *Relay) publish(ctx context.Context, msgs []Message, errs []error) {
 	if nc := r.js.Conn(); nc != nil && !nc.IsConnected() {
-		// The connection dropped since PublishBatch looked. Publishing now
+		// The connection dropped since the caller looked. Publishing now
 		// would only fill the client's reconnect buffer and time out; fail
-		// the batch fast: it is deferred, and the next polls pause.
+		// fast: a claimed batch is deferred and the next polls pause, and
+		// Send skips until the connection is back.
 		for i := range errs {
-			errs[i] = fmt.Errorf("%w (%s)", errNotConnected, nc.Status())
-		}
-		return errs
-	}
-	futures := make([]jetstream.PubAckFuture, len(rows))
-	// spans[i] is row i's publish span; none when tracing is off.
-	var spans []trace.Span
-	if r.tracer != nil {
-		spans = make([]trace.Span, len(rows))
-		defer func() { endPublishSpans(spans, errs) }()
-	}
-	for i, row := range rows {
-		subject := r.cfg.SubjectPrefix + row.Topic
-		msg := nats.NewMsg(subject)
-		msg.Data = row.Body
-		var h map[string]string
-		if row.Headers.Valid && row.Headers.String != "" {
-			if err := json.Unmarshal([]byte(row.Headers.String), &h); err != nil {
-				errs[i] = fmt.Errorf("decode stored headers: %w", err)
-				continue
+			if errs[i] == nil {
+				errs[i] = fmt.Errorf("%w (%s)", errNotConnected, nc.Status())
 			}
 		}
-		if spans != nil {
-			h, spans[i] = r.startPublishSpan(ctx, subject, row.MessageNo, h)
+		return
+	}
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	// spans[i] is message i's publish span; none when tracing is off.
+	var spans []trace.Span
+	if r.tracer != nil {
+		spans = make([]trace.Span, len(msgs))
+		defer func() { endPublishSpans(spans, errs) }()
+	}
+	for i, m := range msgs {
+		if errs[i] != nil {
+			continue
 		}
-		for k, v := range h {
+		subject := r.cfg.SubjectPrefix + m.Subject
+		msg := nats.NewMsg(subject)
+		msg.Data = m.Body
+		for k, v := range m.Headers {
 			msg.Header.Set(k, v)
 		}
-		msg.Header.Set(jetstream.MsgIDHeader, row.MessageNo)
+		if spans != nil {
+			var carrier map[string]string
+			carrier, spans[i] = r.startPublishSpan(ctx, subject, m.ID, m.Headers)
+			for k, v := range carrier {
+				msg.Header.Set(k, v)
+			}
+		}
+		msg.Header.Set(jetstream.MsgIDHeader, m.ID)
 		f, err := r.js.PublishMsgAsync(msg)
 		if err != nil {
 			errs[i] = fmt.Errorf("publish: %w", err)
@@ -451,7 +546,6 @@ func (r *Relay) publish(ctx context.Context, rows []claimed) (errs []error) {
 			errs[i] = ctx.Err()
 		}
 	}
-	return errs
 }
 
 // backoff is the delay before the attempt after failed attempt number

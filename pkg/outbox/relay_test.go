@@ -603,35 +603,43 @@ func TestConfigRefusesRetrySpanBeyondDuplicateWindow(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "duplicate window") {
 		t.Fatalf("30 retries of up to a minute span %s > %s; Validate said %v", cfg.RetrySpan(), events.DuplicateWindow, err)
 	}
+	// The hand-off comes before the poll's first attempt: it counts in the
+	// span, and it must leave Send the time to get its PubAcks.
+	cfg = outbox.Config{Handoff: 8 * time.Minute}.WithDefaults()
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "duplicate window") || cfg.RetrySpan() <= 8*time.Minute {
+		t.Fatalf("a hand-off of 8 minutes before the default retries spans %s > %s; Validate said %v", cfg.RetrySpan(), events.DuplicateWindow, err)
+	}
+	cfg = outbox.Config{Handoff: 3 * time.Second, PublishTimeout: 2 * time.Second}.WithDefaults()
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "OUTBOX_HANDOFF must be at least twice OUTBOX_PUBLISH_TIMEOUT") {
+		t.Fatalf("a hand-off of 3s with a publish timeout of 2s; Validate said %v", err)
+	}
 }
 
-// Rows committed without a Wake (a replica that crashed right after its
-// commit, say) are published by the safety-net poll alone, which also
-// reports the backlog through Stats.
-func TestPollPublishesWithoutWake(t *testing.T) {
+// Rows committed without Send or Wake (a replica that crashed right after
+// its commit, say) are published by the safety-net poll alone, once their
+// hand-off has passed; the backlog shows in Stats until then.
+func TestPollPublishesWithoutSendOrWake(t *testing.T) {
 	f := newFixture(t)
-	r, err := outbox.NewRelay(f.db, f.nc.JS, outbox.Config{PollSchedule: "@every 1s"}, testenv.Logger(t), newRegistry())
+	r, err := outbox.NewRelay(f.db, f.nc.JS, shortHandoff, testenv.Logger(t), newRegistry())
 	testenv.Must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	time.Sleep(100 * time.Millisecond) // Run's own start-up wake has passed
 
 	f.addMessages(30, 10)
-	time.Sleep(300 * time.Millisecond)
-	if s := f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'"); s != 0 {
-		t.Fatalf("%d rows sent without a wake or a poll; the test cannot tell the poll worked", s)
-	}
 	st, err := outbox.Stats(context.Background(), f.db)
 	testenv.Must(t, err)
 	if st.Pending != 30 || st.Failed != 0 || st.OldestPendingAge <= 0 {
 		t.Fatalf("stats before the poll: %+v", st)
 	}
-	testenv.Must(t, r.Poll(context.Background())) // what the platform's outbox-poll job runs
-	testenv.WaitFor(t, 5*time.Second, "poll publishes the rows", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "polls to publish the rows", func() bool {
+		testenv.Must(t, r.Poll(context.Background())) // what the platform's outbox-poll job runs
 		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == 30
 	})
+	if early := f.count("SELECT COUNT(*) FROM local_message WHERE sent_at < created_at + INTERVAL 1 SECOND"); early != 0 {
+		t.Fatalf("%d rows were published inside their hand-off, which is Send's", early)
+	}
 	if got := f.streamMsgs(); got != 30 {
 		t.Fatalf("stream has %d messages, want 30", got)
 	}

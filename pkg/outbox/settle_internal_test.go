@@ -19,7 +19,7 @@ func TestSettleChangesOnlyTheRowsOfItsClaim(t *testing.T) {
 		testenv.Must(t, Add(db, Message{ID: "m" + string(rune('0'+i)), Subject: "s.x", Body: []byte(`{}`)}))
 	}
 	r := &Relay{db: db, cfg: Config{BatchSize: 10}.WithDefaults(), log: testenv.Logger(t), m: mustMetrics(t)}
-	rows, token, err := r.claim(context.Background())
+	rows, token, err := r.claim(context.Background(), 0)
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("claim: %d rows, %v", len(rows), err)
 	}

@@ -114,6 +114,38 @@ func TestRelayPublishesInAChildOfTheRowsTrace(t *testing.T) {
 	}
 }
 
+// TestSendPublishesInAChildOfTheRowsTrace: Add writes the trace of its
+// transaction into the messages as into their rows, so a message handed to
+// Send is published in a producer span under the request's, as the claim
+// path publishes it, and the message carries that span.
+func TestSendPublishesInAChildOfTheRowsTrace(t *testing.T) {
+	f := newFixture(t)
+	rec := spantest.NewRecorder(t)
+	r := f.relay(f.nc.JS, outbox.Config{TracerProvider: rec.Provider, Handoff: 5 * time.Minute})
+	runAlone(t, r)
+	ctx, end := inRequest(rec, "req-4")
+	msgs := []outbox.Message{{Subject: f.subject(), Body: []byte(`{}`), Headers: map[string]string{"X-Test": "1"}}}
+	testenv.Must(t, f.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return outbox.Add(tx, msgs...) }))
+	end()
+	if msgs[0].Headers["traceparent"] == "" || msgs[0].Headers["X-Test"] != "1" {
+		t.Fatalf("Add left the message with headers %v, want its row's: the trace and X-Test", msgs[0].Headers)
+	}
+	r.Send(msgs...)
+	testenv.WaitFor(t, 10*time.Second, "the row sent", func() bool {
+		return f.count("SELECT COUNT(*) FROM local_message WHERE status = 'sent'") == 1
+	})
+	spans := rec.Spans()
+	publish := spantest.Find(t, spans, "publish "+f.subject())
+	spantest.ChildOf(t, publish, spantest.Find(t, spans, "request"))
+	if publish.Kind != "producer" || publish.Attrs["messaging.message.id"] != msgs[0].ID || publish.Failed {
+		t.Fatalf("publish span %s, want a successful producer span naming message %s", publish, msgs[0].ID)
+	}
+	h := f.lastMessage()
+	if tp := h.Get("traceparent"); !strings.Contains(tp, publish.TraceID+"-"+publish.SpanID) || !strings.Contains(h.Get("baggage"), "request_id=req-4") || h.Get("X-Test") != "1" {
+		t.Fatalf("the message carries %v, want the publish span %s, the request id and X-Test", h, publish)
+	}
+}
+
 // TestRepublishIsASpanOfItsOwnMarkedDuplicate: a row published again after
 // a crash between the PubAck and the mark-sent (inside the stream's
 // duplicate window) is a second publish span under the same parent, marked

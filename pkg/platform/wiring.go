@@ -52,7 +52,8 @@ type Wiring struct {
 	NATS     *natsjs.Conn
 	Registry *prometheus.Registry
 	// Outbox is the service's relay. Use cases write rows with outbox.Add
-	// inside their transactions and call Outbox.Wake after the commit.
+	// inside their transactions and hand the same messages to Outbox.Send
+	// after the commit.
 	Outbox *outbox.Relay
 	// Admin guards operator routes with the ADMIN_TOKEN bearer token.
 	Admin gin.HandlerFunc

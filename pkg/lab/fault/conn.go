@@ -1,32 +1,17 @@
 package fault
 
 import (
-	"context"
 	"database/sql/driver"
 	"sync/atomic"
+
+	"github.com/oncemall/oncemall/pkg/database/sqlhook"
 )
 
-// baseConn is the set of optional database/sql interfaces a go-sql-driver/mysql
-// connection implements. The wrapper forwards every one of them, so
-// database/sql takes the same paths (context cancellation, the driver's own
-// value conversion, session reset, validation) with or without the injector.
-type baseConn interface {
-	driver.Conn
-	driver.ConnBeginTx
-	driver.ConnPrepareContext
-	driver.ExecerContext
-	driver.QueryerContext
-	driver.Pinger
-	driver.SessionResetter
-	driver.Validator
-	driver.NamedValueChecker
-}
-
-// conn forwards to the driver's connection and wraps the transactions it
-// begins.
+// conn is the injector's view of one connection (see sqlhook.ConnHooks).
 type conn struct {
-	inj  *Injector
-	base baseConn
+	inj *Injector
+	// closeConn closes the driver's connection, as a dead socket would.
+	closeConn func() error
 	// broken is set once a commit's acknowledgement was dropped; the
 	// connection then behaves like one whose socket died.
 	broken atomic.Bool
@@ -40,120 +25,51 @@ type conn struct {
 // maxTxStmts bounds the statements remembered per transaction.
 const maxTxStmts = 1024
 
-func (c *conn) record(query string) {
-	if c.inTx && len(c.stmts) < maxTxStmts {
-		c.stmts = append(c.stmts, query)
-	}
-}
+var _ sqlhook.ConnHooks = (*conn)(nil)
 
-var _ baseConn = (*conn)(nil)
-
-func (c *conn) Prepare(query string) (driver.Stmt, error) {
+func (c *conn) Err() error {
 	if c.broken.Load() {
-		return nil, driver.ErrBadConn
+		return driver.ErrBadConn
 	}
-	c.record(query)
-	return c.base.Prepare(query)
+	return nil
 }
 
-func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	if c.broken.Load() {
-		return nil, driver.ErrBadConn
+// Statement remembers the statements of a transaction. A statement run
+// with Exec outside one committed by itself, and its reply is its
+// acknowledgement: an arming that names it applies it, closes the
+// connection and reports it failed, as for a COMMIT.
+func (c *conn) Statement(query string, kind sqlhook.Kind, err error) error {
+	if c.inTx {
+		if len(c.stmts) < maxTxStmts {
+			c.stmts = append(c.stmts, query)
+		}
+		return err
 	}
-	c.record(query)
-	return c.base.PrepareContext(ctx, query)
-}
-
-func (c *conn) Close() error { return c.base.Close() }
-
-// Begin is the pre-context entry point; database/sql only uses it when
-// BeginTx is missing, but it is kept for completeness.
-func (c *conn) Begin() (driver.Tx, error) {
-	return c.BeginTx(context.Background(), driver.TxOptions{})
-}
-
-func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	if c.broken.Load() {
-		return nil, driver.ErrBadConn
+	if err != nil || kind != sqlhook.Exec || !c.inj.takeAutocommitTurn(query) {
+		return err
 	}
-	t, err := c.base.BeginTx(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	c.inTx, c.stmts = true, c.stmts[:0]
-	return &tx{conn: c, base: t}, nil
-}
-
-func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	if c.broken.Load() {
-		return nil, driver.ErrBadConn
-	}
-	c.record(query)
-	res, err := c.base.ExecContext(ctx, query, args)
-	if err != nil || c.inTx {
-		return res, err
-	}
-	// Outside a transaction the statement committed by itself, and its
-	// reply is its acknowledgement.
-	inj := c.inj
-	if !inj.takeAutocommitTurn(query) {
-		return res, nil
-	}
-	inj.commits.Add(1)
-	inj.acksLost.Add(1)
+	c.inj.commits.Add(1)
+	c.inj.acksLost.Add(1)
 	c.broken.Store(true)
-	_ = c.base.Close()
-	return nil, commitAckLostError{}
+	_ = c.closeConn()
+	return commitAckLostError{}
 }
 
-func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if c.broken.Load() {
-		return nil, driver.ErrBadConn
-	}
-	c.record(query)
-	return c.base.QueryContext(ctx, query, args)
+func (c *conn) Begin(driver.TxOptions) {
+	c.inTx, c.stmts = true, c.stmts[:0]
 }
 
-func (c *conn) Ping(ctx context.Context) error {
-	if c.broken.Load() {
-		return driver.ErrBadConn
-	}
-	return c.base.Ping(ctx)
-}
-
-func (c *conn) ResetSession(ctx context.Context) error {
-	if c.broken.Load() {
-		return driver.ErrBadConn
-	}
-	return c.base.ResetSession(ctx)
-}
-
-// IsValid reports false after a dropped acknowledgement, which makes
-// database/sql close the connection instead of pooling it.
-func (c *conn) IsValid() bool {
-	return !c.broken.Load() && c.base.IsValid()
-}
-
-func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
-	return c.base.CheckNamedValue(nv)
-}
-
-// tx is where the fault happens.
-type tx struct {
-	conn *conn
-	base driver.Tx
-}
-
-// Commit runs the real COMMIT. When the server accepted it and the injector
-// is armed, the connection is closed and the caller gets the error the driver
-// gives for a connection lost while waiting for a reply. A COMMIT the server
-// refused is returned as is and does not use up an armed failure: an
-// acknowledgement can only be lost for a transaction that committed.
-func (t *tx) Commit() error {
-	inj := t.conn.inj
-	stmts := t.conn.stmts
-	t.conn.inTx = false
-	if err := t.base.Commit(); err != nil {
+// Commit is where the fault happens. It runs the real COMMIT. When the
+// server accepted it and the injector is armed, the connection is closed
+// and the caller gets the error the driver gives for a connection lost
+// while waiting for a reply. A COMMIT the server refused is returned as is
+// and does not use up an armed failure: an acknowledgement can only be lost
+// for a transaction that committed.
+func (c *conn) Commit(commit func() error) error {
+	inj := c.inj
+	stmts := c.stmts
+	c.inTx = false
+	if err := commit(); err != nil {
 		inj.commitErrors.Add(1)
 		return err
 	}
@@ -162,14 +78,13 @@ func (t *tx) Commit() error {
 		return nil
 	}
 	inj.acksLost.Add(1)
-	t.conn.broken.Store(true)
+	c.broken.Store(true)
 	// Closing the socket now, as the driver does when a read fails, makes the
 	// server see the client go away, exactly as after a real network cut.
-	_ = t.conn.base.Close()
+	_ = c.closeConn()
 	return commitAckLostError{}
 }
 
-func (t *tx) Rollback() error {
-	t.conn.inTx = false
-	return t.base.Rollback()
+func (c *conn) Rollback(error) {
+	c.inTx = false
 }

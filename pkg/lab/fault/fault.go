@@ -8,8 +8,9 @@
 // treats that error as "nothing happened" and retries the work (a local
 // message left pending, say) applies the effect twice.
 //
-// An Injector wraps the go-sql-driver/mysql driver. Register it under a name
-// and open the database with that driver name (database.Config.DriverName, or
+// An Injector wraps the go-sql-driver/mysql driver with the hooks of
+// pkg/database/sqlhook. Register it under a name and open the database with
+// that driver name (database.Config.DriverName, or
 // gormmysql.Config.DriverName):
 //
 //	inj, err := fault.Register("mysql-fault-coupon")
@@ -34,8 +35,6 @@
 package fault
 
 import (
-	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -45,6 +44,8 @@ import (
 	"sync/atomic"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/oncemall/oncemall/pkg/database/sqlhook"
 )
 
 // ErrCommitAckLost marks an error injected by an Injector: the transaction
@@ -96,7 +97,6 @@ type Injector struct {
 	commits      atomic.Int64
 	acksLost     atomic.Int64
 	commitErrors atomic.Int64
-	base         mysql.MySQLDriver
 }
 
 // New returns an unarmed Injector. Use Driver or Connector to put it in front
@@ -109,16 +109,11 @@ func New() *Injector {
 // sql.Open(name, dsn) and gorm's mysql dialector with DriverName: name open
 // pools that go through it. The DSN is go-sql-driver/mysql's. Names are
 // process-wide and cannot be unregistered: tests use a unique name each.
-func Register(name string) (inj *Injector, err error) {
-	inj = New()
-	// sql.Register panics on a name already taken; that is a caller's
-	// mistake worth an error, not a crash.
-	defer func() {
-		if r := recover(); r != nil {
-			inj, err = nil, fmt.Errorf("fault: register database/sql driver %q: %v", name, r)
-		}
-	}()
-	sql.Register(name, inj.Driver())
+func Register(name string) (*Injector, error) {
+	inj := New()
+	if err := sqlhook.Register(name, hooks{inj}); err != nil {
+		return nil, fmt.Errorf("fault: %w", err)
+	}
 	return inj, nil
 }
 
@@ -196,68 +191,20 @@ func (i *Injector) takeAutocommitTurn(query string) bool {
 	return match != "" && i.takeTurn([]string{query})
 }
 
+// hooks puts an injector in front of each connection (sqlhook.Hooks).
+type hooks struct{ inj *Injector }
+
+func (h hooks) NewConn(closeConn func() error) sqlhook.ConnHooks {
+	return &conn{inj: h.inj, closeConn: closeConn}
+}
+
 // Driver returns a database/sql driver that opens go-sql-driver/mysql
 // connections through the injector.
 func (i *Injector) Driver() driver.Driver {
-	return &faultDriver{inj: i}
+	return sqlhook.Driver(hooks{i})
 }
 
 // Connector returns a connector for dsn, for sql.OpenDB.
 func (i *Injector) Connector(dsn string) (driver.Connector, error) {
-	base, err := i.base.OpenConnector(dsn)
-	if err != nil {
-		return nil, err
-	}
-	return &connector{inj: i, base: base}, nil
-}
-
-type faultDriver struct {
-	inj *Injector
-}
-
-var (
-	_ driver.Driver        = (*faultDriver)(nil)
-	_ driver.DriverContext = (*faultDriver)(nil)
-)
-
-func (d *faultDriver) Open(dsn string) (driver.Conn, error) {
-	c, err := d.OpenConnector(dsn)
-	if err != nil {
-		return nil, err
-	}
-	return c.Connect(context.Background())
-}
-
-func (d *faultDriver) OpenConnector(dsn string) (driver.Connector, error) {
-	base, err := d.inj.base.OpenConnector(dsn)
-	if err != nil {
-		return nil, err
-	}
-	return &connector{inj: d.inj, base: base, drv: d}, nil
-}
-
-type connector struct {
-	inj  *Injector
-	base driver.Connector
-	drv  *faultDriver
-}
-
-func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
-	raw, err := c.base.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	bc, ok := raw.(baseConn)
-	if !ok {
-		_ = raw.Close()
-		return nil, fmt.Errorf("fault: driver connection %T lacks the interfaces go-sql-driver/mysql provides", raw)
-	}
-	return &conn{inj: c.inj, base: bc}, nil
-}
-
-func (c *connector) Driver() driver.Driver {
-	if c.drv == nil {
-		return c.inj.Driver()
-	}
-	return c.drv
+	return sqlhook.Connector(hooks{i}, dsn)
 }

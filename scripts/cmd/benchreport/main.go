@@ -102,7 +102,7 @@ var suites = []Suite{
 	{
 		Name: "outbox", Title: "Outbox relay (pkg/outbox)", Dir: "pkg", Pkg: "./outbox/", Bench: ".", Benchtime: "1x", Count: 2,
 		Doc:   "docs/benchmarks/outbox.md",
-		About: "Raw JetStream async publish (the ceiling); relay throughput, committed rows → PubAck → marked sent, for 100,000 rows with 1 and 3 relays; commit→publish latency while committing 1,000 orders/s for 5 s.",
+		About: "Raw JetStream async publish (the ceiling); relay throughput, committed rows → PubAck → marked sent, for 100,000 rows with 1 and 3 relays; commit→publish latency while committing 1,000 orders/s for 5 s; publish on commit (Send) against the claim path at 200 events/s and unpaced, with the relay's SQL statements and commits per event.",
 	},
 	{
 		Name: "outbox-nats", Title: "Outbox relay on the NATS version compose runs, JetStream defaults", Dir: "pkg", Pkg: "./outbox/", Bench: ".", Benchtime: "1x", Count: 2,
