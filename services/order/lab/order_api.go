@@ -478,9 +478,9 @@ func (g *arrivalGate) hold(c *gin.Context) {
 	c.Next()
 }
 
-// noRelay stands in for the outbox relay's Wake, which the lab does not run
+// noRelay stands in for the outbox relay's Send, which the lab does not run
 // (see StartOrderAPI).
-func noRelay() {}
+func noRelay(...outbox.Message) {}
 
 // serviceConfig is the order service's configuration when nothing is set,
 // with modes: what cmd/order runs with in the lab.

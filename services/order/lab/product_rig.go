@@ -102,12 +102,12 @@ func StartProductRig(ctx context.Context, env lab.Env, suffix string, cfg Produc
 	if err != nil {
 		return nil, err
 	}
-	r.Store = store.NewProducts(db, relay.Wake)
+	r.Store = store.NewProducts(db, relay.Send)
 	// The catalog calls neither the coupon nor the payment service; stand-ins
 	// answer if an order is ever placed on the rig.
 	coupons, payments := stubs.NewCouponService(InternalToken), stubs.NewPaymentService(InternalToken)
 	r.stops = append(r.stops, coupons.Close, payments.Close)
-	if r.App, err = app.New(store.New(db, relay.Wake), r.Store,
+	if r.App, err = app.New(store.New(db, relay.Send), r.Store,
 		couponclient.New(coupons.URL, InternalToken, http.DefaultClient), paymentclient.New(payments.URL, InternalToken, http.DefaultClient),
 		svc.App(), env.Log, reg); err != nil {
 		return nil, err

@@ -92,7 +92,7 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 	}
 	reg := prometheus.NewRegistry()
 	r := &Rig{DB: db, Registry: reg, stop: func() {}}
-	wake := func() {}
+	send := func(...outbox.Message) {}
 	if cfg.JS != nil {
 		relay, err := outbox.NewRelay(db, cfg.JS, outbox.Config{SubjectPrefix: cfg.SubjectPrefix}, log, reg)
 		if err != nil {
@@ -102,7 +102,7 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 		done := make(chan struct{})
 		go func() { _ = relay.Run(ctx); close(done) }()
 		r.stop = func() { cancel(); <-done }
-		wake = relay.Wake
+		send = relay.Send
 	}
 	// The server starts first, so that its URL can be the notify_url sent
 	// with charges; its handler is set below, before any request can come.
@@ -124,7 +124,7 @@ func NewRig(db *gorm.DB, cfg RigConfig, log *slog.Logger) (*Rig, error) {
 	acfg := cfg.App
 	acfg.NotifyURL, acfg.RefundNotifyURL = r.CallbackURL, r.RefundCallbackURL
 	acfg.Callback, acfg.CallbackLock = cfg.Mode, cfg.Lock != nil
-	r.Store = store.New(db, wake)
+	r.Store = store.New(db, send)
 	a, err := app.New(r.Store, orders, charges, cfg.Lock, acfg, log, reg)
 	if err == nil {
 		err = a.Check(context.Background())

@@ -30,7 +30,7 @@ var service = platform.Service[config.Config]{
 }
 
 func wire(w *platform.Wiring, cfg config.Config) error {
-	orders, products := store.New(w.DB, w.Outbox.Wake), store.NewProducts(w.DB, w.Outbox.Wake)
+	orders, products := store.New(w.DB, w.Outbox.Send), store.NewProducts(w.DB, w.Outbox.Send)
 	coupons := couponclient.New(cfg.Peers.CouponURL, w.InternalToken, w.HTTPClient(cfg.Peers.CouponTimeout))
 	payments := paymentclient.New(cfg.Peers.PaymentURL, w.InternalToken, w.HTTPClient(cfg.Peers.PaymentTimeout))
 	a, err := app.New(orders, products, coupons, payments, cfg.App(), w.Log, w.Registry)

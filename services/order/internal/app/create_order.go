@@ -124,11 +124,13 @@ func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook)
 
 // placeInTx writes o, priced in tx: the order, its reservations and
 // units, then the hooks. (No event: nothing needs to hear of an order
-// until it is paid or cancelled.) The rows are inserted before any
-// unit is taken: an insert may wait on the gap a cancel or a payment of a
-// neighbouring order locks, and waiting there while holding a product's
-// stock row, which that cancel needs next to give units back, was a
-// deadlock (TestPlacingAnOrderBesideACancelDoesNotDeadlock).
+// until it is paid or cancelled.) The rows are inserted before any unit is
+// taken: under REPEATABLE READ an insert may wait on the gap a cancel or a
+// payment of a neighbouring order locks, and waiting there while holding a
+// product's stock row, which that cancel needs next to give units back, was
+// a deadlock. The pool's READ COMMITTED takes no such gap lock
+// (TestPlacingAnOrderBesideACancelWaitsForNothing); the order keeps a pool
+// opened some other way safe.
 func (a *App) placeInTx(ctx context.Context, tx order.Tx, o order.Order, hooks []TxHook) error {
 	lines := make([]order.Line, len(o.Items))
 	for i, it := range o.Items {

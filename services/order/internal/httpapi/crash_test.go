@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/database"
+	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/couponclient"
@@ -117,7 +118,7 @@ func TestCrashChild(t *testing.T) {
 	db, err := database.Open(context.Background(), testenv.Config(t).MySQL, dbName, testenv.Logger(t))
 	testenv.Must(t, err)
 	hc := &http.Client{Timeout: 3 * time.Second}
-	a, err := app.New(store.New(db, func() {}), store.NewProducts(db, func() {}),
+	a, err := app.New(store.New(db, func(...outbox.Message) {}), store.NewProducts(db, func(...outbox.Message) {}),
 		couponclient.New(os.Getenv(crashCouponsVar), ordertest.InternalToken, hc),
 		paymentclient.New(os.Getenv(crashPaymentsVar), ordertest.InternalToken, hc),
 		ordertest.Config(), testenv.Logger(t), prometheus.NewRegistry())

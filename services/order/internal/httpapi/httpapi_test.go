@@ -184,8 +184,8 @@ func TestCreateOrderPricesFromTheCatalog(t *testing.T) {
 	// the relay is not woken.
 	var queued int64
 	testenv.Must(t, s.db.Raw("SELECT COUNT(*) FROM local_message").Row().Scan(&queued))
-	if queued != 0 || s.Wakes.Load() != 0 {
-		t.Fatalf("%d outbox rows, relay woken %d times; want none", queued, s.Wakes.Load())
+	if queued != 0 || s.Sends.Load() != 0 {
+		t.Fatalf("%d outbox rows, events sent %d times; want none", queued, s.Sends.Load())
 	}
 	if s.Stock(t, kettle) != 8 || s.Stock(t, lamp) != 4 || s.Reservations(t, o.OrderNo, order.Reserved) != 2 {
 		t.Fatalf("stock %d and %d, %d reservations; want 8, 4 and 2", s.Stock(t, kettle), s.Stock(t, lamp), s.Reservations(t, o.OrderNo, order.Reserved))
@@ -297,7 +297,7 @@ func TestCreateOrderBadInputWritesNothing(t *testing.T) {
 	if _, releases := s.Coupons.Calls(); len(releases) != 1 {
 		t.Fatalf("%d release calls, want 1 (the out-of-stock order with a coupon)", len(releases))
 	}
-	if s.Wakes.Load() != 0 {
+	if s.Sends.Load() != 0 {
 		t.Fatal("relay woken without a commit")
 	}
 	if rec := s.do(http.MethodGet, "/orders/nope", "1", ""); rec.Code != http.StatusNotFound {
@@ -401,8 +401,8 @@ func TestCreateOrderCompleteInTxSharesTheTransaction(t *testing.T) {
 	if o, m, r := s.count(t, "orders"), s.count(t, "local_message"), s.count(t, "stock_reservation"); o != 1 || m != 1 || r != 1 {
 		t.Fatalf("a failing hook left %d orders, %d outbox rows and %d reservations, want 1, 1 and 1", o, m, r)
 	}
-	if w := s.Wakes.Load(); w != 1 {
-		t.Fatalf("relay woken %d times, want once, after the one commit", w)
+	if w := s.Sends.Load(); w != 1 {
+		t.Fatalf("events sent %d times, want once, after the one commit", w)
 	}
 }
 

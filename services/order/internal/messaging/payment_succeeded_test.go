@@ -115,8 +115,8 @@ func TestPaymentSucceededFiftyConcurrentDeliveries(t *testing.T) {
 	if n := f.Reservations(t, no, order.Confirmed); n != 1 {
 		t.Fatalf("%d reservations CONFIRMED, want 1", n)
 	}
-	if w := f.Wakes.Load(); w != 1 { // for order.paid, once its transaction committed
-		t.Fatalf("relay woken %d times, want 1", w)
+	if w := f.Sends.Load(); w != 1 { // for order.paid, once its transaction committed
+		t.Fatalf("events sent %d times, want 1", w)
 	}
 }
 

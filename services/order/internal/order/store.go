@@ -12,8 +12,8 @@ import (
 type Store interface {
 	// InTx runs fn in one transaction and commits it when fn returns nil;
 	// an error from fn rolls everything back and is returned as is, and so
-	// is a failed commit. After a commit that added events it wakes the
-	// outbox relay.
+	// is a failed commit. After a commit that added events it hands them to
+	// the outbox relay.
 	InTx(ctx context.Context, fn func(Tx) error) error
 	// Get returns the order numbered no with its items, or ErrNotFound.
 	Get(ctx context.Context, no string) (Order, error)

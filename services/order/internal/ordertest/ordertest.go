@@ -50,8 +50,9 @@ type Env struct {
 	Coupons  *stubs.CouponService
 	Payments *stubs.PaymentService
 	Registry *prometheus.Registry
-	// Wakes counts the outbox relay's wake-ups (commits that added events).
-	Wakes *atomic.Int64
+	// Sends counts the events handed to the outbox relay, one count per
+	// committed transaction that added some.
+	Sends *atomic.Int64
 
 	cfg app.Config
 }
@@ -65,9 +66,9 @@ func New(t testing.TB, cfg *app.Config) *Env {
 	if cfg != nil {
 		c = *cfg
 	}
-	e := &Env{DB: db, Wakes: &atomic.Int64{}, cfg: c, Registry: prometheus.NewRegistry()}
-	wake := func() { e.Wakes.Add(1) }
-	e.Orders, e.Products = store.New(db, wake), store.NewProducts(db, wake)
+	e := &Env{DB: db, Sends: &atomic.Int64{}, cfg: c, Registry: prometheus.NewRegistry()}
+	send := func(...outbox.Message) { e.Sends.Add(1) }
+	e.Orders, e.Products = store.New(db, send), store.NewProducts(db, send)
 	e.Coupons = stubs.NewCouponService(InternalToken)
 	t.Cleanup(e.Coupons.Close)
 	e.Payments = stubs.NewPaymentService(InternalToken)

@@ -15,7 +15,7 @@ import (
 // Products is the gorm implementation of product.Store.
 type Products struct {
 	db   *gorm.DB
-	wake func()
+	send Send
 	now  func() time.Time
 }
 
@@ -24,22 +24,23 @@ var (
 	_ product.Tx    = (*productTx)(nil)
 )
 
-// NewProducts returns the catalog's store over db; wake (the outbox relay's
-// Wake) is called after every commit that added events.
-func NewProducts(db *gorm.DB, wake func()) *Products {
-	return &Products{db: db, wake: wake, now: func() time.Time { return time.Now().UTC() }}
+// NewProducts returns the catalog's store over db; send (the outbox relay's
+// Send) gets the events of every transaction that added some, once it
+// committed.
+func NewProducts(db *gorm.DB, send Send) *Products {
+	return &Products{db: db, send: send, now: func() time.Time { return time.Now().UTC() }}
 }
 
 // InTx runs fn in one transaction (see product.Store).
 func (s *Products) InTx(ctx context.Context, fn func(product.Tx) error) error {
-	return inTx(ctx, s.db, s.wake, func(t *txBase) error { return fn(&productTx{txBase: t, now: s.now}) })
+	return inTx(ctx, s.db, s.send, func(t *txBase) error { return fn(&productTx{txBase: t, now: s.now}) })
 }
 
 // InboxTx returns the product.Tx of tx, the transaction an inbox handler
 // runs in (inbox.Handler): the inbox commits it, and the relay is woken once
 // it has, if it added events.
 func (s *Products) InboxTx(ctx context.Context, tx *gorm.DB) product.Tx {
-	return &productTx{txBase: inboxBase(ctx, tx, s.wake), now: s.now}
+	return &productTx{txBase: inboxBase(ctx, tx, s.send), now: s.now}
 }
 
 // productColumns are the columns of a product read: the product and its

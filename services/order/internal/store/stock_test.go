@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 	"github.com/oncemall/oncemall/services/order/internal/ordertest"
@@ -85,7 +86,7 @@ func TestStateUpdatesReadByKey(t *testing.T) {
 	testenv.Must(t, env.DB.Exec("UPDATE stock_reservation SET status = 'RELEASED'").Error)
 	o := env.PlaceOrder(t, 2, line)
 	db, rec := testenv.RecordSQL(env.DB)
-	s := store.New(db, func() {})
+	s := store.New(db, func(...outbox.Message) {})
 	now := time.Now().UTC()
 	testenv.Must(t, s.InTx(ctx, func(tx order.Tx) error {
 		err := tx.UpdateOrder(ctx, o.No, func(o *order.Order) error {

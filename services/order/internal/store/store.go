@@ -21,7 +21,7 @@ import (
 // Store is the gorm implementation of order.Store.
 type Store struct {
 	db   *gorm.DB
-	wake func()
+	send Send
 }
 
 var (
@@ -29,20 +29,20 @@ var (
 	_ order.Tx    = (*orderTx)(nil)
 )
 
-// New returns the orders' store over db; wake (the outbox relay's Wake) is
-// called after every commit that added events.
-func New(db *gorm.DB, wake func()) *Store { return &Store{db: db, wake: wake} }
+// New returns the orders' store over db; send (the outbox relay's Send)
+// gets the events of every transaction that added some, once it committed.
+func New(db *gorm.DB, send Send) *Store { return &Store{db: db, send: send} }
 
 // InTx runs fn in one transaction (see order.Store).
 func (s *Store) InTx(ctx context.Context, fn func(order.Tx) error) error {
-	return inTx(ctx, s.db, s.wake, func(t *txBase) error { return fn(&orderTx{t}) })
+	return inTx(ctx, s.db, s.send, func(t *txBase) error { return fn(&orderTx{t}) })
 }
 
 // InboxTx returns the order.Tx of tx, the transaction an inbox handler runs
-// in (inbox.Handler): the inbox commits it, and the relay is woken once it
-// has, if it added events.
+// in (inbox.Handler): the inbox commits it, and the events it added are
+// sent once it has.
 func (s *Store) InboxTx(ctx context.Context, tx *gorm.DB) order.Tx {
-	return &orderTx{inboxBase(ctx, tx, s.wake)}
+	return &orderTx{inboxBase(ctx, tx, s.send)}
 }
 
 // CompleteInTx is idempotency.CompleteInTx for a transaction of this store:

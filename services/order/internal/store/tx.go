@@ -11,15 +11,19 @@ import (
 	"github.com/oncemall/oncemall/pkg/outbox"
 )
 
+// Send hands committed outbox messages to the relay (outbox.Relay.Send),
+// which publishes them at once; what it cannot publish the relay's poll
+// does.
+type Send func(msgs ...outbox.Message)
+
 // txBase is what a transaction of either store shares: the gorm transaction
 // and the events it wrote to the outbox.
 type txBase struct {
 	db *gorm.DB
-	// added is set by the first AddEvent.
-	added bool
+	// msgs are the messages AddEvent wrote, as outbox.Add filled them in.
+	msgs []outbox.Message
 	// onFirstEvent, when set, runs at the first AddEvent: a transaction
-	// owned by the inbox registers the relay's wake-up there (see
-	// inboxBase).
+	// owned by the inbox registers the send there (see inboxBase).
 	onFirstEvent func()
 }
 
@@ -29,34 +33,39 @@ func (t *txBase) AddEvent(ctx context.Context, e events.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := outbox.Add(t.db.WithContext(ctx), msg); err != nil {
+	msgs := []outbox.Message{msg}
+	if err := outbox.Add(t.db.WithContext(ctx), msgs...); err != nil {
 		return fmt.Errorf("add event %s: %w", e.ID, err)
 	}
-	if !t.added && t.onFirstEvent != nil {
+	if len(t.msgs) == 0 && t.onFirstEvent != nil {
 		t.onFirstEvent()
 	}
-	t.added = true
+	t.msgs = append(t.msgs, msgs...)
 	return nil
 }
 
 // inTx runs fn in a transaction of db (gorm's Transaction returns a failed
-// commit as an error) and calls wake after a commit that added events, so
-// the relay publishes them now rather than at its next poll.
-func inTx(ctx context.Context, db *gorm.DB, wake func(), fn func(*txBase) error) error {
+// commit as an error) and, once it has committed, sends the events it
+// added, so the relay publishes them now rather than at its next poll. A
+// failed commit sends nothing: it may have committed all the same (a lost
+// acknowledgement), and then the poll publishes its events.
+func inTx(ctx context.Context, db *gorm.DB, send Send, fn func(*txBase) error) error {
 	t := &txBase{}
 	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		t.db = tx
+		t.db, t.msgs = tx, nil
 		return fn(t)
 	})
-	if err == nil && t.added {
-		wake()
+	if err == nil && len(t.msgs) > 0 {
+		send(t.msgs...)
 	}
 	return err
 }
 
 // inboxBase is the txBase of tx, an inbox handler's transaction (see
-// inbox.Handler): the inbox commits it, so the relay is woken through
-// inbox.OnCommit once the transaction has added an event.
-func inboxBase(ctx context.Context, tx *gorm.DB, wake func()) *txBase {
-	return &txBase{db: tx, onFirstEvent: func() { inbox.OnCommit(ctx, wake) }}
+// inbox.Handler): the inbox commits it, so the events are sent through
+// inbox.OnCommit once the transaction has added one.
+func inboxBase(ctx context.Context, tx *gorm.DB, send Send) *txBase {
+	t := &txBase{db: tx}
+	t.onFirstEvent = func() { inbox.OnCommit(ctx, func() { send(t.msgs...) }) }
+	return t
 }

@@ -35,7 +35,7 @@ var service = platform.Service[config.Config]{
 func wire(w *platform.Wiring, cfg config.Config) error {
 	orders := orderclient.New(cfg.OrderURL, w.InternalToken, w.HTTPClient(cfg.OrderTimeout))
 	charges := psp.NewClient(cfg.PSPURL, w.HTTPClient(cfg.PSPTimeout))
-	st := store.New(w.DB, w.Outbox.Wake)
+	st := store.New(w.DB, w.Outbox.Send)
 	a, err := app.New(st, orders, charges, w.Locks, cfg.App(), w.Log, w.Registry)
 	if err != nil {
 		return err

@@ -27,7 +27,7 @@ func TestReconcileJobExportsFindings(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, migrations.Source, outbox.Migrations)
 	reg := prometheus.NewRegistry()
-	a, err := app.New(store.New(db, func() {}), nil, nil, nil, app.Config{Callback: variant.Fixed}, testenv.Logger(t), reg)
+	a, err := app.New(store.New(db, func(...outbox.Message) {}), nil, nil, nil, app.Config{Callback: variant.Fixed}, testenv.Logger(t), reg)
 	testenv.Must(t, err)
 	findings := func() map[string]float64 {
 		t.Helper()

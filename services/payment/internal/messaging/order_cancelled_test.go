@@ -15,6 +15,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/natsjs"
+	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
@@ -67,7 +68,7 @@ func TestOrderCancelledIsRecordedOnce(t *testing.T) {
 	testenv.DeleteStreamAtCleanup(t, conn.JS, ev.StreamName(events.OrderCancelled))
 
 	db := testenv.DB(t, paymentlab.Migrations...)
-	st := store.New(db, func() {})
+	st := store.New(db, func(...outbox.Message) {})
 	a, err := app.New(st, orders{}, platform{t}, nil, app.Config{Callback: variant.Fixed}, testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	existing, _, err := st.Create(ctx, payment.Payment{OutTradeNo: "P-existing", OrderNo: "O-1", UserID: 9, Amount: 100, Status: payment.StatusWaitPay})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 	"github.com/oncemall/oncemall/services/payment/internal/store"
@@ -21,7 +22,7 @@ func TestStateUpdatesReadByKey(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, paymentlab.Migrations...)
 	rdb, rec := testenv.RecordSQL(db)
-	s := store.New(rdb, func() {})
+	s := store.New(rdb, func(...outbox.Message) {})
 	for _, no := range []string{"P1", "P2", "P3"} {
 		_, _, err := s.Create(ctx, payment.Payment{OutTradeNo: no, OrderNo: "O" + no, UserID: 1, Amount: 100, Status: payment.StatusWaitPay})
 		testenv.Must(t, err)

@@ -21,9 +21,9 @@ import (
 // Store is the gorm implementation of payment.Store.
 type Store struct {
 	db *gorm.DB
-	// wake tells the outbox relay that rows were committed, so that it
-	// publishes them at once rather than at its next poll.
-	wake func()
+	// send hands committed outbox messages to the relay (outbox.Relay.Send),
+	// which publishes them at once; what it cannot, its poll does.
+	send func(msgs ...outbox.Message)
 	now  func() time.Time
 }
 
@@ -32,10 +32,11 @@ var (
 	_ payment.Tx    = (*tx)(nil)
 )
 
-// New returns a store over db. wake is called after every commit that added
-// events (the relay's Wake; platform.Wiring.Outbox.Wake).
-func New(db *gorm.DB, wake func()) *Store {
-	return &Store{db: db, wake: wake, now: func() time.Time { return time.Now().UTC() }}
+// New returns a store over db. send gets the events of every transaction
+// that added some, once it committed (the relay's Send;
+// platform.Wiring.Outbox.Send).
+func New(db *gorm.DB, send func(msgs ...outbox.Message)) *Store {
+	return &Store{db: db, send: send, now: func() time.Time { return time.Now().UTC() }}
 }
 
 // paymentRow is the payments table.
@@ -109,15 +110,18 @@ func (s *Store) toDBTransaction(t payment.Transaction) transactionRow {
 }
 
 // addEvent writes e to the outbox through db, a transaction or the pool.
-func addEvent(db *gorm.DB, e events.Event) error {
+func addEvent(db *gorm.DB, e events.Event) (outbox.Message, error) {
 	msg, err := outbox.JSON(e.ID, e.Subject, e.Payload)
-	if err == nil {
-		err = outbox.Add(db, msg)
-	}
 	if err != nil {
-		return fmt.Errorf("add %s to outbox: %w", e.Subject, err)
+		return outbox.Message{}, fmt.Errorf("add %s to outbox: %w", e.Subject, err)
 	}
-	return nil
+	// Add fills in what it writes (the trace headers) on the slice's
+	// element, which is what the relay must publish.
+	msgs := []outbox.Message{msg}
+	if err := outbox.Add(db, msgs...); err != nil {
+		return outbox.Message{}, fmt.Errorf("add %s to outbox: %w", e.Subject, err)
+	}
+	return msgs[0], nil
 }
 
 // Create inserts p; the unique key on order_no turns a second create for the
@@ -212,39 +216,42 @@ func (s *Store) MarkQueried(ctx context.Context, outTradeNo string, at time.Time
 }
 
 // InTx runs fn in one transaction and checks the commit; after a commit
-// that added events it wakes the relay.
+// that added events it sends them. A failed commit sends nothing: it may
+// have committed all the same (a lost acknowledgement), and then the
+// relay's poll publishes its events.
 func (s *Store) InTx(ctx context.Context, fn func(payment.Tx) error) error {
 	t := &tx{s: s}
 	err := s.db.WithContext(ctx).Transaction(func(db *gorm.DB) error {
-		t.db = db
+		t.db, t.msgs = db, nil
 		return fn(t)
 	})
 	if err != nil {
 		return err
 	}
-	if t.events > 0 {
-		s.wake()
+	if len(t.msgs) > 0 {
+		s.send(t.msgs...)
 	}
 	return nil
 }
 
 // BindTx returns the payment.Tx view of the inbox consumer's transaction,
-// which the consumer commits: an event added in it wakes the relay after
-// that commit (inbox.OnCommit).
+// which the consumer commits: the events added in it are sent after that
+// commit (inbox.OnCommit).
 func (s *Store) BindTx(ctx context.Context, db *gorm.DB) payment.Tx {
-	return &tx{s: s, db: db, onEvent: func() { inbox.OnCommit(ctx, s.wake) }}
+	t := &tx{s: s, db: db}
+	t.onFirstEvent = func() { inbox.OnCommit(ctx, func() { s.send(t.msgs...) }) }
+	return t
 }
 
 // tx is the Store inside one transaction.
 type tx struct {
 	s  *Store
 	db *gorm.DB
-	// events counts the outbox rows added, so that InTx wakes the relay
-	// only when there is something to publish.
-	events int
-	// onEvent, when set, arranges the wake-up with whoever commits a
+	// msgs are the outbox messages added, as outbox.Add filled them in.
+	msgs []outbox.Message
+	// onFirstEvent, when set, arranges the send with whoever commits a
 	// transaction InTx does not own (BindTx).
-	onEvent func()
+	onFirstEvent func()
 }
 
 func (t *tx) InsertTransaction(ctx context.Context, tr payment.Transaction) error {
@@ -329,13 +336,14 @@ func (t *tx) Get(ctx context.Context, outTradeNo string) (payment.Payment, error
 }
 
 func (t *tx) AddEvent(ctx context.Context, e events.Event) error {
-	if err := addEvent(t.db.WithContext(ctx), e); err != nil {
+	msg, err := addEvent(t.db.WithContext(ctx), e)
+	if err != nil {
 		return err
 	}
-	t.events++
-	if t.onEvent != nil {
-		t.onEvent()
+	if len(t.msgs) == 0 && t.onFirstEvent != nil {
+		t.onFirstEvent()
 	}
+	t.msgs = append(t.msgs, msg)
 	return nil
 }
 
@@ -395,11 +403,13 @@ func (s *Store) hasBrokenRecords(db *gorm.DB) (bool, error) {
 }
 
 // AddEvent writes an outbox row on its own, outside any business
-// transaction (the broken handler's last step), and wakes the relay.
+// transaction (the broken handler's last step), and sends it: the insert
+// committed by itself.
 func (s *Store) AddEvent(ctx context.Context, e events.Event) error {
-	if err := addEvent(s.db.WithContext(ctx), e); err != nil {
+	msg, err := addEvent(s.db.WithContext(ctx), e)
+	if err != nil {
 		return err
 	}
-	s.wake()
+	s.send(msg)
 	return nil
 }
