@@ -44,7 +44,7 @@ func (h *API) fail(c *gin.Context, err error) {
 			return
 		}
 	}
-	if httpserver.Ended(c, h.opts.Log, err) {
+	if httpserver.Ended(c, h.opts.Log, err) || httpserver.Unreachable(c, h.opts.Log, err) {
 		return
 	}
 	h.opts.Log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)

@@ -33,9 +33,6 @@ func conflictCode(err error) string {
 	return CodeStateConflict
 }
 
-// retryAfterSeconds is the Retry-After of a 503 caused by another service.
-const retryAfterSeconds = "2"
-
 // fail answers c with the status err means, as problem+json: the one place
 // where the use cases' errors become HTTP statuses. Only what becomes a 500
 // is logged.
@@ -70,9 +67,8 @@ func (h *Handler) fail(c *gin.Context, err error) {
 		// The cause names another service's address, so it is logged, not
 		// sent.
 		h.opts.Log.WarnContext(c.Request.Context(), "request failed on a service it depends on", "path", c.FullPath(), "err", err)
-		c.Header("Retry-After", retryAfterSeconds)
-		problem.Abort(c, http.StatusServiceUnavailable, "a service this request depends on is unavailable; retry")
-	case httpserver.Ended(c, h.opts.Log, err):
+		httpserver.Unavailable(c, "a service this request depends on is unavailable; retry")
+	case httpserver.Ended(c, h.opts.Log, err), httpserver.Unreachable(c, h.opts.Log, err):
 	default:
 		h.opts.Log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
 		problem.Abort(c, http.StatusInternalServerError, "internal error")

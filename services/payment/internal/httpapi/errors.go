@@ -27,16 +27,15 @@ func (api *API) writeError(c *gin.Context, err error) {
 	case errors.Is(err, payment.ErrPlatformRejected), errors.Is(err, payment.ErrPlatformUnavailable):
 		status = http.StatusBadGateway
 	case errors.Is(err, app.ErrBusy):
-		c.Header("Retry-After", "1")
-		status = http.StatusServiceUnavailable
+		httpserver.Unavailable(c, err.Error())
+		return
 	case errors.Is(err, payment.ErrOrderServiceUnavailable):
 		// Nothing was decided; the cause names another service's address,
 		// so it is logged, not sent.
 		api.opts.Log.WarnContext(c.Request.Context(), "request failed on the order service", "path", c.FullPath(), "err", err)
-		c.Header("Retry-After", "1")
-		problem.Abort(c, http.StatusServiceUnavailable, "the order service is unavailable; retry")
+		httpserver.Unavailable(c, "the order service is unavailable; retry")
 		return
-	case httpserver.Ended(c, api.opts.Log, err):
+	case httpserver.Ended(c, api.opts.Log, err), httpserver.Unreachable(c, api.opts.Log, err):
 		return
 	default:
 		api.opts.Log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
