@@ -158,6 +158,24 @@ func DecodeJSON(msg Message, v any) error {
 	return nil
 }
 
+// JSON returns a handler, typed on the caller's transaction T, that decodes
+// a message's body as E and hands it with the message id to apply. A body
+// that cannot be decoded is Permanent, and so is an error of apply that
+// permanent reports (a domain refusal no retry changes; nil: none is).
+func JSON[T, E any](apply func(ctx context.Context, tx T, messageID string, e E) error, permanent func(error) bool) func(context.Context, T, Message) error {
+	return func(ctx context.Context, tx T, msg Message) error {
+		var e E
+		if err := DecodeJSON(msg, &e); err != nil {
+			return err
+		}
+		err := apply(ctx, tx, msg.ID, e)
+		if err != nil && permanent != nil && permanent(err) {
+			return Permanent(err)
+		}
+		return err
+	}
+}
+
 // Migrations creates processed_message, refused_message and dead_message.
 var Migrations = migrate.Source{Name: "inbox", FS: migrations.Files}
 

@@ -444,3 +444,40 @@ func TestRunStopsAfterInFlightHandlerCommits(t *testing.T) {
 		return info.NumAckPending == 0 && info.AckFloor.Stream == 1
 	})
 }
+
+// TestJSONDecodesAndMarksRefusalsPermanent: the body is decoded into the
+// event type and applied in the caller's transaction; an unreadable body, or
+// an error the domain calls permanent, is Permanent; any other error is
+// returned as it is (redelivered).
+func TestJSONDecodesAndMarksRefusalsPermanent(t *testing.T) {
+	type event struct{ OrderNo string `json:"order_no"` }
+	refused, transient := errors.New("refused"), errors.New("transient")
+	var applied []string
+	h := inbox.JSON(func(_ context.Context, tx string, id string, e event) error {
+		applied = append(applied, tx+"/"+id+"/"+e.OrderNo)
+		switch e.OrderNo {
+		case "refuse":
+			return refused
+		case "later":
+			return transient
+		}
+		return nil
+	}, func(err error) bool { return errors.Is(err, refused) })
+	ctx := context.Background()
+	msg := func(id, body string) inbox.Message { return inbox.Message{ID: id, Subject: "order.paid", Body: []byte(body)} }
+	if err := h(ctx, "tx", msg("m1", `{"order_no":"O1"}`)); err != nil {
+		t.Fatalf("a good event: %v", err)
+	}
+	if err := h(ctx, "tx", msg("m2", `{not json`)); !inbox.IsPermanent(err) {
+		t.Fatalf("an unreadable body: %v, want permanent", err)
+	}
+	if err := h(ctx, "tx", msg("m3", `{"order_no":"refuse"}`)); !inbox.IsPermanent(err) || !errors.Is(err, refused) {
+		t.Fatalf("a refusal: %v, want it permanent", err)
+	}
+	if err := h(ctx, "tx", msg("m4", `{"order_no":"later"}`)); inbox.IsPermanent(err) || !errors.Is(err, transient) {
+		t.Fatalf("a transient error: %v, want it as it is", err)
+	}
+	if want := []string{"tx/m1/O1", "tx/m3/refuse", "tx/m4/later"}; !slices.Equal(applied, want) {
+		t.Fatalf("applied %v, want %v", applied, want)
+	}
+}

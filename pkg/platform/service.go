@@ -102,21 +102,37 @@ func Run[C Settings](ctx context.Context, s Service[C], args []string, stdout io
 	case "outbox":
 		return outbox.Command(ctx, shared.MySQL, shared.Database, log, args[1:], stdout)
 	}
-	rt, err := Start(ctx, shared, opts)
+	w, err := build(ctx, s, shared, opts)
 	if err != nil {
 		return err
 	}
-	w, err := newWiring(s.Name, rt, shared)
-	if err == nil {
-		err = s.Wire(w, cfg)
+	if err := s.Wire(w, cfg); err != nil {
+		return errors.Join(err, w.rt.Shutdown(context.WithoutCancel(ctx)))
 	}
-	if err == nil {
-		err = w.start()
-	}
+	return w.Serve(ctx)
+}
+
+// Build starts s's runtime with cfg, logging to log: its connections open,
+// its migrations applied, its streams declared. It returns the Wiring that
+// Wire builds on, with nothing declared yet. Run is Load, Build, Wire and
+// Serve; a test that assembles the service itself, with substitutions,
+// calls Build, then the service's assembly on the Wiring, then Serve, so
+// that it runs exactly what production runs.
+func Build[C Settings](ctx context.Context, s Service[C], cfg C, log *slog.Logger) (*Wiring, error) {
+	shared := cfg.Shared()
+	return build(ctx, s, shared, s.options(shared, log))
+}
+
+func build[C Settings](ctx context.Context, s Service[C], shared Config, opts Options) (*Wiring, error) {
+	rt, err := Start(ctx, shared, opts)
 	if err != nil {
-		return errors.Join(err, rt.Shutdown(context.WithoutCancel(ctx)))
+		return nil, err
 	}
-	return rt.Serve(ctx)
+	w, err := newWiring(s.Name, rt, shared)
+	if err != nil {
+		return nil, errors.Join(err, rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+	return w, nil
 }
 
 // Load reads s's configuration from lookup (the environment), with s's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -40,6 +41,31 @@ type Consumer struct {
 	Workers int
 	// Backoff overrides the inbox's redelivery delays (nil: its defaults).
 	Backoff []time.Duration
+}
+
+// ConsumerOf declares a consumer as a messaging package writes it: its
+// handler works on T, the service's own view of the inbox's transaction
+// (the domain's Tx), so the package needs to know nothing of the database
+// behind it. Bind turns it into a Consumer with the store that makes that
+// view.
+type ConsumerOf[T any] struct {
+	Name    string
+	Subject string
+	// Handle applies one message inside the transaction it is given (see
+	// inbox.Consumer.Process for the contract; inbox.JSON decodes).
+	Handle  func(ctx context.Context, tx T, msg inbox.Message) error
+	Workers int
+	Backoff []time.Duration
+}
+
+// Bind is c with its transaction made by bind: every store's InboxTx(ctx,
+// tx), which views the inbox's transaction as the domain's Tx.
+func Bind[T any](bind func(ctx context.Context, tx *gorm.DB) T, c ConsumerOf[T]) Consumer {
+	return Consumer{Name: c.Name, Subject: c.Subject, Workers: c.Workers, Backoff: c.Backoff,
+		Handle: func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
+			return c.Handle(ctx, bind(ctx, tx), msg)
+		},
+	}
 }
 
 // Wiring is what a service's Wire function builds on: the started
@@ -132,6 +158,53 @@ func newWiring(name string, rt *Runtime, cfg Config) (*Wiring, error) {
 		Internal: httpserver.AdminAuth(cfg.InternalToken), InternalToken: cfg.InternalToken,
 		TracerProvider: tp, rt: rt, cfg: cfg, sched: sched,
 	}, nil
+}
+
+// Serve starts what was declared on w (the relay, the jobs, the components,
+// the consumers, the routes) and serves until ctx ends, then shuts it all
+// down in reverse order. If something declared cannot start, everything is
+// shut down and the error returned.
+func (w *Wiring) Serve(ctx context.Context) error {
+	if err := w.start(); err != nil {
+		return errors.Join(err, w.rt.Shutdown(context.WithoutCancel(ctx)))
+	}
+	return w.rt.Serve(ctx)
+}
+
+// Declarations is what a Wire function declared, in a form two assemblies
+// can be compared by: each entry one string, sorted.
+type Declarations struct {
+	Routes     []string // "POST /orders"
+	Consumers  []string // "coupon-order-paid order.paid"
+	Jobs       []string // "coupon-sweep @every 1m"
+	Components []string // the names of what Go declared
+}
+
+// Declared lists what has been declared on w so far. The routes are those
+// the Routes functions register on a router of their own, so listing them
+// mounts nothing.
+func (w *Wiring) Declared() Declarations {
+	var d Declarations
+	e := gin.New()
+	for _, register := range w.routes {
+		register(e)
+	}
+	for _, r := range e.Routes() {
+		d.Routes = append(d.Routes, r.Method+" "+r.Path)
+	}
+	for _, c := range w.consumers {
+		d.Consumers = append(d.Consumers, c.Name+" "+c.Subject)
+	}
+	for _, j := range w.jobs {
+		d.Jobs = append(d.Jobs, j.Name+" "+j.Schedule)
+	}
+	for _, g := range w.goes {
+		d.Components = append(d.Components, g.name)
+	}
+	for _, l := range [][]string{d.Routes, d.Consumers, d.Jobs, d.Components} {
+		slices.Sort(l)
+	}
+	return d
 }
 
 // Routes declares HTTP routes: register is called with the server's router.
