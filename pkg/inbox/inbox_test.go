@@ -450,7 +450,9 @@ func TestRunStopsAfterInFlightHandlerCommits(t *testing.T) {
 // an error the domain calls permanent, is Permanent; any other error is
 // returned as it is (redelivered).
 func TestJSONDecodesAndMarksRefusalsPermanent(t *testing.T) {
-	type event struct{ OrderNo string `json:"order_no"` }
+	type event struct {
+		OrderNo string `json:"order_no"`
+	}
 	refused, transient := errors.New("refused"), errors.New("transient")
 	var applied []string
 	h := inbox.JSON(func(_ context.Context, tx string, id string, e event) error {
@@ -464,7 +466,9 @@ func TestJSONDecodesAndMarksRefusalsPermanent(t *testing.T) {
 		return nil
 	}, func(err error) bool { return errors.Is(err, refused) })
 	ctx := context.Background()
-	msg := func(id, body string) inbox.Message { return inbox.Message{ID: id, Subject: "order.paid", Body: []byte(body)} }
+	msg := func(id, body string) inbox.Message {
+		return inbox.Message{ID: id, Subject: "order.paid", Body: []byte(body)}
+	}
 	if err := h(ctx, "tx", msg("m1", `{"order_no":"O1"}`)); err != nil {
 		t.Fatalf("a good event: %v", err)
 	}
