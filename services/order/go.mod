@@ -8,7 +8,6 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/oncemall/oncemall/pkg v0.0.0
 	github.com/oncemall/oncemall/services/coupon v0.0.0
-	github.com/oncemall/oncemall/services/payment v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel/trace v1.47.0

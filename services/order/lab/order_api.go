@@ -31,6 +31,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/redisclient"
 	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/pkg/variant"
@@ -38,6 +39,7 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/couponclient"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
+	"github.com/oncemall/oncemall/services/order/internal/messaging"
 	"github.com/oncemall/oncemall/services/order/internal/paymentclient"
 	"github.com/oncemall/oncemall/services/order/internal/store"
 	"github.com/oncemall/oncemall/services/order/internal/stubs"
@@ -157,10 +159,13 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 	api.Registry = prometheus.NewRegistry()
 	traced := tracing.Transport(cfg.TracerProvider, http.DefaultTransport)
 	api.orders = store.New(db, noRelay)
+	var payments app.Payments = paymentclient.New(paymentURL, InternalToken, &http.Client{Timeout: svc.Peers.PaymentTimeout, Transport: traced})
+	if o := Variants(svc.Modes); o.Charges != nil {
+		payments = o.Charges
+	}
 	a, err := app.New(api.orders, store.NewProducts(db, noRelay),
 		couponclient.New(couponURL, InternalToken, &http.Client{Timeout: svc.Peers.CouponTimeout, Transport: traced}),
-		paymentclient.New(paymentURL, InternalToken, &http.Client{Timeout: svc.Peers.PaymentTimeout, Transport: traced}),
-		svc.App(), env.Log, api.Registry)
+		payments, choices(svc.Modes), svc.App(), env.Log, api.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +194,11 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 	// The gate goes in front of every route registered after it, so it is
 	// the first thing a POST /orders meets.
 	srv.Engine().Use(api.gate.hold)
-	httpapi.New(a, opts).Register(srv.Engine())
+	handlers, err := httpapi.New(a, opts)
+	if err != nil {
+		return nil, err
+	}
+	handlers.Register(srv.Engine())
 	api.Handler = srv.Handler()
 	ts := httptest.NewServer(api.Handler)
 	api.close = append(api.close, ts.Close)
@@ -478,6 +487,20 @@ func (g *arrivalGate) hold(c *gin.Context) {
 	c.Next()
 }
 
+// choices are the use cases' variants for modes.
+func choices(modes config.Modes) app.Choices {
+	o := Variants(modes)
+	return app.Choices{Stock: o.Stock, Products: o.Products}
+}
+
+// copyWorkers is how many batch-copy workers modes run with configured.
+func copyWorkers(modes config.Modes, configured int) int {
+	if o := Variants(modes); o.CopyWorkers > 0 {
+		return o.CopyWorkers
+	}
+	return configured
+}
+
 // noRelay stands in for the outbox relay's Send, which the lab does not run
 // (see StartOrderAPI).
 func noRelay(...outbox.Message) {}
@@ -501,4 +524,28 @@ func deleteKeys(rdb *redis.Client, prefix string) {
 	for iter.Next(ctx) {
 		rdb.Del(ctx, iter.Val())
 	}
+}
+
+// UserIDHeader is the header that names the customer of a request.
+const UserIDHeader = httpapi.UserIDHeader
+
+// AddCoupon makes a coupon known to the coupon stand-in, UNUSED: id for
+// user, discount cents off an order of at least minOrder cents.
+func (a *OrderAPI) AddCoupon(id, user uint64, discount, minOrder int64) {
+	a.Coupons.Add(stubs.Coupon{ID: id, UserID: user, Discount: discount, MinOrderAmount: minOrder})
+}
+
+// CloseExpired runs one pass of the order-close job and returns how many
+// orders it cancelled and how many it found paid.
+func (a *OrderAPI) CloseExpired(ctx context.Context) (cancelled, paid int, err error) {
+	rep, err := a.app.CloseExpired(ctx)
+	return rep.Cancelled, rep.Paid, err
+}
+
+// HandPaymentSucceeded hands m, a payment.succeeded, to the service's
+// consumer in a transaction of its own, as the inbox would; an error that
+// inbox.IsPermanent reports is a refusal for good.
+func (a *OrderAPI) HandPaymentSucceeded(ctx context.Context, m inbox.Message) error {
+	consumer := platform.Bind(a.orders.InboxTx, messaging.PaymentSucceeded(a.app))
+	return a.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return consumer.Handle(ctx, tx, m) })
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/config"
@@ -109,12 +110,12 @@ func StartProductRig(ctx context.Context, env lab.Env, suffix string, cfg Produc
 	r.stops = append(r.stops, coupons.Close, payments.Close)
 	if r.App, err = app.New(store.New(db, relay.Send), r.Store,
 		couponclient.New(coupons.URL, InternalToken, http.DefaultClient), paymentclient.New(payments.URL, InternalToken, http.DefaultClient),
-		svc.App(), env.Log, reg); err != nil {
+		choices(modes), svc.App(), env.Log, reg); err != nil {
 		return nil, err
 	}
 	// The consumer as the platform builds it from the declaration, with
 	// short redelivery delays.
-	c := messaging.ProductCopy(r.App, r.Store, modes.CopyWorkers(cfg.Workers))
+	c := platform.Bind(r.Store.InboxTx, messaging.ProductCopy(r.App, copyWorkers(modes, cfg.Workers)))
 	r.Consumer, err = inbox.NewConsumer(db, conn.JS, inbox.Config{
 		Name: c.Name, Stream: ev.StreamName(c.Subject), FilterSubjects: []string{ev.Subject(c.Subject)},
 		Workers: c.Workers, Backoff: []time.Duration{50 * time.Millisecond, 200 * time.Millisecond},
@@ -144,7 +145,11 @@ func StartProductRig(ctx context.Context, env lab.Env, suffix string, cfg Produc
 	r.stops = append(r.stops, func() { cancel(); wg.Wait() })
 
 	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 4 << 20}, Logger: env.Log, Registry: reg})
-	httpapi.New(r.App, httpapi.Options{Log: env.Log, Admin: httpserver.AdminAuth(AdminToken)}).Register(srv.Engine())
+	handlers, err := httpapi.New(r.App, httpapi.Options{Log: env.Log, Admin: httpserver.AdminAuth(AdminToken)})
+	if err != nil {
+		return nil, err
+	}
+	handlers.Register(srv.Engine())
 	ts := httptest.NewServer(srv.Handler())
 	r.URL = ts.URL
 	r.stops = append(r.stops, ts.Close)

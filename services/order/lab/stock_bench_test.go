@@ -15,7 +15,6 @@ import (
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 )
 
@@ -48,7 +47,7 @@ func BenchmarkHotProductStock(b *testing.B) {
 	)
 	ctx := context.Background()
 	const spread variant.Mode = "spread"
-	modes := []variant.Mode{variant.Fixed, variant.Broken, app.Optimistic, spread}
+	modes := []variant.Mode{variant.Fixed, variant.Broken, Optimistic, spread}
 	apis := make([]*OrderAPI, len(modes))
 	// products[i] are case i's products: one hot product, or one per
 	// client when spread.

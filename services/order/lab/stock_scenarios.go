@@ -16,7 +16,6 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 )
 
@@ -39,7 +38,7 @@ func StockScenarios() []lab.Scenario {
 	return []lab.Scenario{
 		{Incident: 5, Variant: lab.Broken, WantHolds: false, Run: oversellScenario(lab.Broken, "i5b", variant.Broken)},
 		{Incident: 5, Variant: lab.Fixed, WantHolds: true, WantCount: OversellStock, Run: oversellScenario(lab.Fixed, "i5f", variant.Fixed)},
-		{Incident: 5, Variant: VariantOptimistic, WantHolds: true, WantCount: OversellStock, Run: oversellScenario(VariantOptimistic, "i5o", app.Optimistic)},
+		{Incident: 5, Variant: VariantOptimistic, WantHolds: true, WantCount: OversellStock, Run: oversellScenario(VariantOptimistic, "i5o", Optimistic)},
 	}
 }
 
@@ -141,7 +140,7 @@ func oversellScenario(name, suffix string, mode variant.Mode) func(context.Conte
 		env.Timeline.MarkDuplicates(OversellStock)
 		res.Count = f.Sold
 		res.Effect = fmt.Sprintf("units sold (%d orders, stock left %d; %d×201, %d×409 out of stock", f.Orders, f.Available, f.Created, f.OutOfStock)
-		if mode == app.Optimistic {
+		if mode == Optimistic {
 			res.Effect += fmt.Sprintf(", %d×409 gave up; %d lost compare-and-sets retried", f.Contention, f.Conflicts)
 		}
 		if f.Other > 0 {

@@ -3,29 +3,30 @@
 // Orders:
 //
 //	create_order.go       price from the catalog, lock the coupon, then in one transaction: insert the order, reserve its stock
-//	reserve_stock.go      incident 5: the stock of an order taken the fixed way (reserve_stock_fixed.go), the broken one (reserve_stock_broken.go) or the optimistic one (reserve_stock_optimistic.go)
+//	reserve_stock.go      incident 5: the stock of an order, taken by a StockReserver (the fix: reserve_stock_fixed.go)
 //	get_order.go          read one order: its owner's view, and the services' view
 //	mark_order_paid.go    apply payment.succeeded in the consumer's transaction: WAIT_PAY → PAID, reservations CONFIRMED, order.paid
 //	cancel_order.go       the owner's cancel: close the order
-//	close_order.go        close one order: close its charge (close_charge_fixed.go, or not: close_charge_broken.go), then WAIT_PAY → CANCELLED, reservations RELEASED, order.cancelled
+//	close_order.go        close one order: close its charge (Payments), then WAIT_PAY → CANCELLED, reservations RELEASED, order.cancelled
 //	close_expired.go      the order-close job's pass over orders unpaid past Config.PayTimeout
 //	reconcile.go          list what breaks the order side's invariants (GET /admin/reconcile, the order-reconcile job)
 //
 // Products (incident 3; services/order/PRODUCTS.md):
 //
-//	create_product.go   POST /admin/products, the fixed way (create_product_fixed.go) or the broken one (create_product_broken.go)
+//	create_product.go   POST /admin/products through a ProductCreator (the fix: create_product_fixed.go)
 //	get_products.go     a live product, and a brand's live products by page
 //	set_stock.go        PUT /admin/products/{id}/stock
 //	delete_product.go   logical deletion that frees the product's key
 //	create_templates.go the default product data batch copies start from
 //	start_copy.go       accept a batch copy: job, chunks and their events in one transaction
-//	copy_chunk.go       a worker's share of a batch copy in the message's transaction, fixed (copy_chunk_fixed.go) or broken (copy_chunk_broken.go)
+//	copy_chunk.go       a worker's share of a batch copy in the message's transaction (the fix: copy_chunk_fixed.go)
 //	copy_progress.go    a job's counters and completion
 //
 // The use cases see the database only through the order and product
 // Store and Tx interfaces, and the coupon and payment services through
-// Coupons and Payments; which way each incident's step runs is a
-// variant.Mode of Config.
+// Coupons and Payments. Each incident's choice is an interface of this
+// package with its fix here (Choices); the broken and optimistic variants
+// live in services/order/lab, which plugs them in only in the lab.
 package app
 
 import (
@@ -40,32 +41,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncemall/oncemall/pkg/metrics"
-	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
-// Optimistic is the third value of ORDER_STOCK_MODE, a lab variant: stock
-// taken by a compare-and-set on the stock row's version, the whole order
-// transaction retried a bounded number of times when it loses.
-const Optimistic variant.Mode = "optimistic"
-
 // Config tunes the use cases.
 type Config struct {
-	// ProductCopy is how products are created: variant.Fixed, the dedup
-	// keys (create_product_fixed.go, copy_chunk_fixed.go), or any lab
-	// variant, which creates them with incident 3's check-then-insert
-	// (create_product_broken.go, copy_chunk_broken.go). The lab's orderly
-	// variant is that broken code consumed by one worker, which the
-	// service's wiring decides, not the use cases.
-	ProductCopy variant.Mode
-	// Stock is how an order takes its stock (incident 5): variant.Fixed,
-	// the conditional decrement; variant.Broken, read then write back the
-	// value computed from the read; Optimistic, a version compare-and-set.
-	Stock variant.Mode
-	// Close is how an order is closed (incident 6): variant.Fixed asks the
-	// payment service to close the charge first; variant.Broken does not.
-	Close variant.Mode
 	// PayTimeout is how long an order may wait for its payment before the
 	// order-close job closes it (ORDER_PAY_TIMEOUT).
 	PayTimeout time.Duration
@@ -89,15 +70,6 @@ type Config struct {
 // Validate reports every unusable setting.
 func (c Config) Validate() error {
 	var errs []error
-	if c.ProductCopy == "" {
-		errs = append(errs, errors.New("app: ProductCopy is required"))
-	}
-	if c.Stock != variant.Fixed && c.Stock != variant.Broken && c.Stock != Optimistic {
-		errs = append(errs, fmt.Errorf("app: Stock must be fixed, broken or optimistic, got %q", c.Stock))
-	}
-	if c.Close != variant.Fixed && c.Close != variant.Broken {
-		errs = append(errs, fmt.Errorf("app: Close must be fixed or broken, got %q", c.Close))
-	}
 	if c.PayTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("app: PayTimeout must be positive, got %s", c.PayTimeout))
 	}
@@ -132,7 +104,8 @@ type Coupons interface {
 }
 
 // Payments is the payment service as closing an order needs it
-// (internal/paymentclient).
+// (internal/paymentclient): incident 6's fix is to ask it before an order
+// is closed.
 type Payments interface {
 	// CloseCharge closes the order's charge so that no payment can land
 	// after the order closes, and answers order.ChargeClosed, or
@@ -141,12 +114,27 @@ type Payments interface {
 	CloseCharge(ctx context.Context, orderNo string) (order.ChargeOutcome, error)
 }
 
+// Choices are the incidents' choices and the clock: nil is the fix (the
+// service's production), anything else a lab's or a test's substitution.
+type Choices struct {
+	// Stock takes an order's units (incident 5); nil: FixedStock.
+	Stock StockReserver
+	// Products creates products, one or a batch-copy chunk at a time
+	// (incident 3); nil: KeyedProducts.
+	Products ProductCreator
+	// Clock is the use cases' time; nil: the system clock in UTC. What it
+	// returns is truncated to the millisecond the database keeps.
+	Clock func() time.Time
+}
+
 // App is the set of use cases.
 type App struct {
 	orders   order.Store
 	products product.Store
 	coupons  Coupons
 	payments Payments
+	stock    StockReserver
+	creator  ProductCreator
 	cfg      Config
 	log      *slog.Logger
 	now      func() time.Time
@@ -172,8 +160,9 @@ type appMetrics struct {
 }
 
 // New returns the use cases over the orders' and the catalog's stores and
-// the coupon and payment services, registering their metrics on reg.
-func New(orders order.Store, products product.Store, coupons Coupons, payments Payments, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*App, error) {
+// the coupon and payment services, with ch's choices, registering their
+// metrics on reg.
+func New(orders order.Store, products product.Store, coupons Coupons, payments Payments, ch Choices, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -203,16 +192,25 @@ func New(orders order.Store, products product.Store, coupons Coupons, payments P
 	for _, k := range order.AnomalyKinds {
 		m.findings.WithLabelValues(string(k))
 	}
+	if ch.Stock == nil {
+		ch.Stock = FixedStock{}
+	}
+	if ch.Products == nil {
+		ch.Products = KeyedProducts{}
+	}
+	clock := time.Now
+	if ch.Clock != nil {
+		clock = ch.Clock
+	}
 	return &App{
 		orders: orders, products: products, coupons: coupons, payments: payments, cfg: cfg, log: log, m: m,
-		now: now,
+		stock: ch.Stock, creator: ch.Products,
+		// UTC, to the millisecond the database keeps (DATETIME(3)), so that
+		// an answer built from a value just written says what a later read
+		// of it says.
+		now: func() time.Time { return clock().UTC().Truncate(time.Millisecond) },
 	}, nil
 }
-
-// now is the use cases' clock: UTC, to the millisecond the database keeps
-// (DATETIME(3)), so that an answer built from a value just written says
-// what a later read of it says.
-func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
 // newOrderNo returns a unique, roughly time-ordered order number:
 // "O" + UTC time to the millisecond + 8 random hex digits.

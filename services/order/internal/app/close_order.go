@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/oncemall/oncemall/pkg/events"
-	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
 
@@ -20,7 +19,7 @@ func OrderCancelledEventID(orderNo string) string { return "order-cancelled-" + 
 //
 //  1. an order already CANCELLED is returned as it is; a PAID one is
 //     order.ErrConflict;
-//  2. the payment service closes the order's charge (closeCharge), so that
+//  2. the payment service closes the order's charge (Payments), so that
 //     no payment can land after the order closes. "paid" means the
 //     customer paid first: the order is not closed (order.ErrConflict;
 //     payment.succeeded is on its way). No answer is order.ErrUnavailable
@@ -44,7 +43,7 @@ func (a *App) closeOrder(ctx context.Context, o order.Order, reason string) (ord
 		a.m.closes.WithLabelValues(reason, "paid").Inc()
 		return order.Order{}, false, fmt.Errorf("%w: order %s is paid", order.ErrConflict, o.No)
 	}
-	outcome, err := a.closeCharge(ctx, o.No)
+	outcome, err := a.payments.CloseCharge(ctx, o.No)
 	if err != nil {
 		a.m.closes.WithLabelValues(reason, "failed").Inc()
 		return order.Order{}, false, fmt.Errorf("close order %s: %w", o.No, err)
@@ -94,14 +93,6 @@ func (a *App) closeOrder(ctx context.Context, o order.Order, reason string) (ord
 		a.m.closes.WithLabelValues(reason, "already_cancelled").Inc()
 	}
 	return closed, cancelled, nil
-}
-
-// closeCharge closes the order's charge the way Config.Close says.
-func (a *App) closeCharge(ctx context.Context, orderNo string) (order.ChargeOutcome, error) {
-	if a.cfg.Close == variant.Broken {
-		return a.closeChargeBroken(ctx, orderNo)
-	}
-	return a.closeChargeFixed(ctx, orderNo)
 }
 
 // orderCancelled is the order.cancelled event of o, just cancelled.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
@@ -12,8 +11,7 @@ import (
 // transaction of the message that carries the chunk, so the products it
 // creates, the chunk's counters and the message's processed-message row
 // commit together. It locks the chunk, leaves one that an earlier delivery
-// processed alone (false), creates the products the way Config.ProductCopy
-// says, and records the chunk's result (true). A chunk whose job does not
+// processed alone (false), creates the products with the ProductCreator, and records the chunk's result (true). A chunk whose job does not
 // exist is product.ErrNotFound, one with an unknown duplicate policy
 // product.ErrInvalid: no redelivery will change either.
 func (a *App) CopyChunk(ctx context.Context, tx product.Tx, c product.CopyChunk) (bool, error) {
@@ -35,12 +33,7 @@ func (a *App) CopyChunk(ctx context.Context, tx product.Tx, c product.CopyChunk)
 	}
 	items, missing := c.Items(templates)
 	plan := product.PlanChunk(items)
-	var res product.ChunkResult
-	if a.cfg.ProductCopy == variant.Fixed {
-		res, err = copyChunkFixed(ctx, tx, plan, onDup)
-	} else {
-		res, err = copyChunkBroken(ctx, tx, plan, onDup)
-	}
+	res, err := a.creator.CopyChunk(ctx, tx, plan, onDup)
 	if err != nil {
 		return false, fmt.Errorf("copy chunk %s/%d: %w", c.JobID, c.Seq, err)
 	}

@@ -12,12 +12,12 @@ import (
 // chunk that still loses is redelivered.
 const copyAttempts = 5
 
-// copyChunkFixed is the fix of incident 3: the chunk's missing products are
+// CopyChunk is the fix of incident 3 for a batch copy: the chunk's missing products are
 // inserted with their keys (Tx.InsertKeyed), whose unique index admits one
 // live product per (name, model) whatever the concurrency. A chunk that
 // loses a race for a key has its insert undone, reads the keys again and
 // skips the winners.
-func copyChunkFixed(ctx context.Context, tx product.Tx, plan product.ChunkPlan, onDup product.OnDuplicate) (product.ChunkResult, error) {
+func (KeyedProducts) CopyChunk(ctx context.Context, tx product.Tx, plan product.ChunkPlan, onDup product.OnDuplicate) (product.ChunkResult, error) {
 	keys := plan.Keys()
 	for attempt := range copyAttempts {
 		// The first look is a plain read. After a lost race the winner has

@@ -10,16 +10,20 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/product"
 )
 
-// createProductFixed is the fix of incident 3: the product and its key are
+// KeyedProducts is the fix of incident 3: each product and its key are
 // inserted together (Tx.InsertKeyed), and the key's unique index admits one
 // live product per (name, model) whatever the concurrency or the entry
 // point (a batch copy inserts keys the same way). The loser of a race gets
 // the duplicate key once the winner commits, reads the winner with a
-// locking read, which sees it, and answers with its id.
-func (a *App) createProductFixed(ctx context.Context, p product.Product) (product.Product, error) {
+// locking read, which sees it, and answers with its id. A batch copy's
+// chunk does the same (copy_chunk_fixed.go).
+type KeyedProducts struct{}
+
+// Create inserts p with its key.
+func (KeyedProducts) Create(ctx context.Context, products product.Store, p product.Product) (product.Product, error) {
 	var created product.Product
 	err := retry(ctx, func() error {
-		return a.products.InTx(ctx, func(tx product.Tx) error {
+		return products.InTx(ctx, func(tx product.Tx) error {
 			ps, err := tx.InsertKeyed(ctx, []product.Product{p})
 			if !errors.Is(err, product.ErrKeyTaken) {
 				if err == nil {

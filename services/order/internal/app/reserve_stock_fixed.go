@@ -6,7 +6,8 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
 
-// reserveFixed takes l's units with one conditional decrement,
+// FixedStock is incident 5's fix. It takes a line's units with one
+// conditional decrement,
 //
 //	UPDATE product_stock SET available = available - n
 //	WHERE product_id = ? AND available >= n
@@ -18,7 +19,13 @@ import (
 // the last 10 units, 10 find available >= 1 and 90 find 0. The lock is held
 // until the order's transaction ends, and that is what serialises the
 // orders of one hot product.
-func (a *App) reserveFixed(ctx context.Context, tx order.Tx, l order.Line) error {
+type FixedStock struct{}
+
+// Mode is "fixed".
+func (FixedStock) Mode() string { return "fixed" }
+
+// Reserve takes l's units with the conditional decrement.
+func (FixedStock) Reserve(ctx context.Context, tx order.Tx, l order.Line) error {
 	took, err := tx.DecrementStock(ctx, l.ProductID, l.Quantity)
 	if err != nil {
 		return err
@@ -28,3 +35,6 @@ func (a *App) reserveFixed(ctx context.Context, tx order.Tx, l order.Line) error
 	}
 	return nil
 }
+
+// RunTx runs the transaction once: the decrement never loses a race.
+func (FixedStock) RunTx(_ context.Context, run func() error) error { return run() }

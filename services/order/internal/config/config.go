@@ -49,14 +49,11 @@ func (c Config) Validate() error {
 	)
 }
 
-// App is the use cases' configuration: the modes, the payment deadline
+// App is the use cases' configuration: the payment deadline
 // and the close job's batch, the batch copy's sizes, and the reconciler
 // looking back as far as sent outbox rows are kept (OUTBOX_RETENTION).
 func (c Config) App() app.Config {
 	return app.Config{
-		ProductCopy:       c.Modes.ProductCopy,
-		Stock:             c.Modes.Stock,
-		Close:             c.Modes.Close,
 		PayTimeout:        c.Orders.PayTimeout,
 		CloseBatch:        c.Orders.CloseBatch,
 		ChunkSize:         c.Products.ChunkSize,

@@ -58,13 +58,3 @@ func TestModesAndProductsNameTheirVariable(t *testing.T) {
 		}
 	}
 }
-
-// TestOrderlyRunsOneWorker: the orderly variant consumes with one worker
-// whatever PRODUCT_COPY_WORKERS says; the others run what it says.
-func TestOrderlyRunsOneWorker(t *testing.T) {
-	for mode, want := range map[variant.Mode]int{config.Orderly: 1, variant.Fixed: 16, variant.Broken: 16} {
-		if got := (config.Modes{ProductCopy: mode}).CopyWorkers(16); got != want {
-			t.Errorf("%s: %d workers, want %d", mode, got, want)
-		}
-	}
-}

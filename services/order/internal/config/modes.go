@@ -5,7 +5,6 @@ import (
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/order/internal/app"
 )
 
 // Modes are the order service's lab variants, one per incident; each is
@@ -38,8 +37,10 @@ type Modes struct {
 	Close variant.Mode `env:"ORDER_CLOSE_MODE" default:"fixed" usage:"how an unpaid order is closed: fixed (close the charge at the payment service first) or broken (close without asking, incident 6's broken variant, lab only)"`
 }
 
-// Optimistic is the third value of ORDER_STOCK_MODE (app.Optimistic).
-const Optimistic = app.Optimistic
+// Optimistic is the third value of ORDER_STOCK_MODE, a lab variant: stock
+// taken by a compare-and-set on the stock row's version, the whole order
+// transaction retried a bounded number of times when it loses.
+const Optimistic variant.Mode = "optimistic"
 
 // Orderly is the third value of PRODUCT_COPY_MODE, a lab variant: the
 // story's first fix, incident 3's broken check-then-insert consumed by one
@@ -56,13 +57,4 @@ func (m Modes) Validate() error {
 		pkgconfig.CheckOneOf("ORDER_STOCK_MODE", m.Stock, variant.Fixed, variant.Broken, Optimistic),
 		pkgconfig.CheckOneOf("ORDER_CLOSE_MODE", m.Close, variant.Fixed, variant.Broken),
 	)
-}
-
-// CopyWorkers is how many batch-copy workers run: one in the orderly mode,
-// configured (PRODUCT_COPY_WORKERS) in the others.
-func (m Modes) CopyWorkers(configured int) int {
-	if m.ProductCopy == Orderly {
-		return 1
-	}
-	return configured
 }

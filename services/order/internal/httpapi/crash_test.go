@@ -121,11 +121,11 @@ func TestCrashChild(t *testing.T) {
 	a, err := app.New(store.New(db, func(...outbox.Message) {}), store.NewProducts(db, func(...outbox.Message) {}),
 		couponclient.New(os.Getenv(crashCouponsVar), ordertest.InternalToken, hc),
 		paymentclient.New(os.Getenv(crashPaymentsVar), ordertest.InternalToken, hc),
-		ordertest.Config(), testenv.Logger(t), prometheus.NewRegistry())
+		app.Choices{}, ordertest.Config(), testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
-	httpapi.New(a, httpapi.Options{Log: testenv.Logger(t), CompleteInTx: func(ctx context.Context, tx order.Tx, status int, body []byte) error {
+	api, err := httpapi.New(a, httpapi.Options{Log: testenv.Logger(t), CompleteInTx: func(ctx context.Context, tx order.Tx, status int, body []byte) error {
 		// The last step inside the order's transaction: report, then wait
 		// to be killed.
 		no := ""
@@ -135,7 +135,9 @@ func TestCrashChild(t *testing.T) {
 		fmt.Println(inTxLine + no)
 		time.Sleep(time.Hour)
 		return nil
-	}}).Register(e)
+	}})
+	testenv.Must(t, err)
+	api.Register(e)
 	req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(os.Getenv(crashBodyVar)))
 	req.Header.Set(httpapi.UserIDHeader, "1")
 	req.Header.Set("Content-Type", "application/json")

@@ -36,7 +36,7 @@ func conflictCode(err error) string {
 // fail answers c with the status err means, as problem+json: the one place
 // where the use cases' errors become HTTP statuses. Only what becomes a 500
 // is logged.
-func (h *Handler) fail(c *gin.Context, err error) {
+func (h *API) fail(c *gin.Context, err error) {
 	var dup *product.DuplicateError
 	var refused *order.CouponRefusedError
 	switch {

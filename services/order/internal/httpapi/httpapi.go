@@ -7,6 +7,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -52,30 +53,33 @@ type Options struct {
 	Tokens *formtoken.Store
 }
 
-// Handler serves the order service's routes.
-type Handler struct {
+// API serves the order service's routes.
+type API struct {
 	app  *app.App
 	opts Options
 }
 
 // New returns the handlers over a.
-func New(a *app.App, opts Options) *Handler {
-	if opts.Log == nil {
-		opts.Log = slog.Default()
+func New(a *app.App, o Options) (*API, error) {
+	if a == nil {
+		return nil, errors.New("httpapi: the app is required")
 	}
-	if opts.Admin == nil {
-		opts.Admin = func(c *gin.Context) { problem.Abort(c, http.StatusUnauthorized, "operator routes are not configured") }
+	if o.Log == nil {
+		o.Log = slog.Default()
 	}
-	if opts.Internal == nil {
-		opts.Internal = func(c *gin.Context) { problem.Abort(c, http.StatusUnauthorized, "internal routes are not configured") }
+	if o.Admin == nil {
+		o.Admin = func(c *gin.Context) { problem.Abort(c, http.StatusUnauthorized, "operator routes are not configured") }
 	}
-	return &Handler{app: a, opts: opts}
+	if o.Internal == nil {
+		o.Internal = func(c *gin.Context) { problem.Abort(c, http.StatusUnauthorized, "internal routes are not configured") }
+	}
+	return &API{app: a, opts: o}, nil
 }
 
 // Register mounts every route on r: the customer's orders, the catalog's
 // reads, the internal routes behind Options.Internal and the operator
 // routes behind Options.Admin.
-func (h *Handler) Register(r gin.IRouter) {
+func (h *API) Register(r gin.IRouter) {
 	var entry []gin.HandlerFunc
 	if h.opts.Guard != nil {
 		entry = append(entry, h.opts.Guard)

@@ -83,7 +83,9 @@ func serve(t *testing.T, env *ordertest.Env, a *app.App, opts httpapi.Options) *
 	if opts.Internal == nil {
 		opts.Internal = httpserver.AdminAuth(internalToken)
 	}
-	httpapi.New(a, opts).Register(e)
+	api, err := httpapi.New(a, opts)
+	testenv.Must(t, err)
+	api.Register(e)
 	return &server{Env: env, db: env.DB, e: spec.Handler(t, e), app: a, orders: env.Orders}
 }
 
@@ -91,7 +93,9 @@ func serve(t *testing.T, env *ordertest.Env, a *app.App, opts httpapi.Options) *
 // guards.
 func (s *server) unguarded(t *testing.T) *server {
 	e := gin.New()
-	httpapi.New(s.app, httpapi.Options{Log: testenv.Logger(t)}).Register(e)
+	api, err := httpapi.New(s.app, httpapi.Options{Log: testenv.Logger(t)})
+	testenv.Must(t, err)
+	api.Register(e)
 	return &server{Env: s.Env, db: s.db, e: spec.Handler(t, e), app: s.app, orders: s.orders}
 }
 

@@ -74,7 +74,7 @@ func toOrderResponse(o order.Order) OrderResponse {
 }
 
 // createOrder serves POST /orders.
-func (h *Handler) createOrder(c *gin.Context) {
+func (h *API) createOrder(c *gin.Context) {
 	user, ok := userID(c)
 	if !ok {
 		return
@@ -113,7 +113,7 @@ func (h *Handler) createOrder(c *gin.Context) {
 }
 
 // getOrder serves GET /orders/:no for the order's owner.
-func (h *Handler) getOrder(c *gin.Context) {
+func (h *API) getOrder(c *gin.Context) {
 	user, ok := userID(c)
 	if !ok {
 		return
@@ -130,7 +130,7 @@ func (h *Handler) getOrder(c *gin.Context) {
 // with the cancelled order (also when it was cancelled before), 409 when it
 // is paid, 503 with Retry-After when the payment service could not close
 // its charge.
-func (h *Handler) cancelOrder(c *gin.Context) {
+func (h *API) cancelOrder(c *gin.Context) {
 	user, ok := userID(c)
 	if !ok {
 		return
@@ -154,7 +154,7 @@ type InternalOrderResponse struct {
 }
 
 // lookupOrder serves GET /internal/orders/:no.
-func (h *Handler) lookupOrder(c *gin.Context) {
+func (h *API) lookupOrder(c *gin.Context) {
 	o, err := h.app.LookupOrder(c.Request.Context(), c.Param("no"))
 	if err != nil {
 		h.fail(c, err)
@@ -187,7 +187,7 @@ func toAnomalyResponse(a order.Anomaly) AnomalyResponse {
 }
 
 // reconcile serves GET /admin/reconcile.
-func (h *Handler) reconcile(c *gin.Context) {
+func (h *API) reconcile(c *gin.Context) {
 	as, err := h.app.Reconcile(c.Request.Context())
 	if err != nil {
 		h.fail(c, err)

@@ -44,7 +44,7 @@ func (in productInput) toApp() (app.CreateProduct, error) {
 	return app.CreateProduct{Brand: in.Brand, Name: in.Name, Model: in.Model, Price: *in.Price}, nil
 }
 
-func (h *Handler) createProduct(c *gin.Context) {
+func (h *API) createProduct(c *gin.Context) {
 	var in productInput
 	if !httpserver.DecodeJSON(c, &in) {
 		return
@@ -71,7 +71,7 @@ type StockJSON struct {
 
 // setStock serves PUT /admin/products/:id/stock: {"available":n} sets the
 // units that can be ordered.
-func (h *Handler) setStock(c *gin.Context) {
+func (h *API) setStock(c *gin.Context) {
 	id, ok := h.productID(c)
 	if !ok {
 		return
@@ -94,7 +94,7 @@ func (h *Handler) setStock(c *gin.Context) {
 	c.JSON(http.StatusOK, StockJSON{ProductID: s.ProductID, Available: s.Available})
 }
 
-func (h *Handler) getProduct(c *gin.Context) {
+func (h *API) getProduct(c *gin.Context) {
 	id, ok := h.productID(c)
 	if !ok {
 		return
@@ -109,7 +109,7 @@ func (h *Handler) getProduct(c *gin.Context) {
 
 // listProducts pages through a brand's live products by id:
 // ?brand=&after=&limit=.
-func (h *Handler) listProducts(c *gin.Context) {
+func (h *API) listProducts(c *gin.Context) {
 	after, err := optionalUint(c.Query("after"))
 	if err != nil {
 		h.fail(c, product.Invalidf("after must be a product id"))
@@ -139,7 +139,7 @@ func optionalUint(s string) (uint64, error) {
 	return strconv.ParseUint(s, 10, 64)
 }
 
-func (h *Handler) deleteProduct(c *gin.Context) {
+func (h *API) deleteProduct(c *gin.Context) {
 	id, ok := h.productID(c)
 	if !ok {
 		return
@@ -151,7 +151,7 @@ func (h *Handler) deleteProduct(c *gin.Context) {
 	c.Status(http.StatusNoContent)
 }
 
-func (h *Handler) createTemplates(c *gin.Context) {
+func (h *API) createTemplates(c *gin.Context) {
 	var in struct {
 		Templates []productInput `json:"templates"`
 	}
@@ -187,7 +187,7 @@ type copyRequestJSON struct {
 	OnDuplicate string   `json:"on_duplicate"` // "skip" (default) or "fail"
 }
 
-func (h *Handler) startCopy(c *gin.Context) {
+func (h *API) startCopy(c *gin.Context) {
 	var in copyRequestJSON
 	if !httpserver.DecodeJSON(c, &in) {
 		return
@@ -223,7 +223,7 @@ type CopyProgressJSON struct {
 	Duplicates  []product.Duplicate `json:"duplicates,omitempty"`
 }
 
-func (h *Handler) copyProgress(c *gin.Context) {
+func (h *API) copyProgress(c *gin.Context) {
 	p, err := h.app.CopyProgress(c.Request.Context(), c.Param("job"))
 	if err != nil {
 		h.fail(c, err)
@@ -236,7 +236,7 @@ func (h *Handler) copyProgress(c *gin.Context) {
 	})
 }
 
-func (h *Handler) productID(c *gin.Context) (uint64, bool) {
+func (h *API) productID(c *gin.Context) (uint64, bool) {
 	id, err := strconv.ParseUint(c.Param("id"), 10, 64)
 	if err != nil || id == 0 {
 		problem.Abort(c, http.StatusNotFound, "no such product")

@@ -16,6 +16,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/natsjs"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
 	"github.com/oncemall/oncemall/services/order/internal/order"
@@ -40,7 +41,7 @@ func newFixture(t *testing.T) *fixture {
 	testenv.DeleteStreamAtCleanup(t, nc.JS, stream)
 	// The consumer as the platform builds it from the declaration, on the
 	// test's stream.
-	c := messaging.PaymentSucceeded(env.App, env.Orders)
+	c := platform.Bind(env.Orders.InboxTx, messaging.PaymentSucceeded(env.App))
 	cons, err := inbox.NewConsumer(env.DB, nc.JS, inbox.Config{Name: c.Name, Stream: stream, FilterSubjects: []string{stream + ".succeeded"}, Workers: 8, Backoff: []time.Duration{50 * time.Millisecond}}, c.Handle, testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	return &fixture{Env: env, t: t, db: env.DB, nc: nc, stream: stream, cons: cons}

@@ -57,18 +57,6 @@ type Tx interface {
 	// (available >= n) and reports whether it did; false means there were
 	// fewer than n (or no stock row), and nothing changed. Incident 5's fix.
 	DecrementStock(ctx context.Context, productID uint64, n int) (bool, error)
-	// ReadStock reads a product's stock with a plain, non-locking read (a
-	// product without a stock row has none: zero available, version 0).
-	// Incident 5's broken and optimistic variants decide on what it returns.
-	ReadStock(ctx context.Context, productID uint64) (Stock, error)
-	// WriteStock sets a product's available units to a value the caller
-	// computed, whatever the row holds now: the write of incident 5's
-	// broken read-modify-write.
-	WriteStock(ctx context.Context, productID uint64, available int) error
-	// SwapStock sets a product's available units if its version is still
-	// the one read in s, and reports whether it did: the compare-and-set
-	// of the optimistic variant.
-	SwapStock(ctx context.Context, s Stock, available int) (bool, error)
 
 	// AddReservations writes one RESERVED reservation per line of order
 	// orderNo.

@@ -19,7 +19,6 @@ import (
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/couponclient"
 	"github.com/oncemall/oncemall/services/order/internal/order"
@@ -35,7 +34,6 @@ const InternalToken = "ordertest-internal-token"
 // Config is the use cases' configuration in tests: the service's defaults.
 func Config() app.Config {
 	return app.Config{
-		ProductCopy: variant.Fixed, Stock: variant.Fixed, Close: variant.Fixed,
 		PayTimeout: 15 * time.Minute, CloseBatch: 100,
 		ChunkSize: 100, MaxAllOrNothing: 5000, ReconcileLookback: outbox.DefaultRetention,
 	}
@@ -55,18 +53,25 @@ type Env struct {
 	Sends *atomic.Int64
 
 	cfg app.Config
+	ch  app.Choices
 }
 
 // New returns an Env on a database of its own with cfg (Config() when
 // nil), dropped when the test ends.
 func New(t testing.TB, cfg *app.Config) *Env {
 	t.Helper()
+	return NewWith(t, cfg, app.Choices{})
+}
+
+// NewWith is New with the incidents' choices ch (a lab's variants).
+func NewWith(t testing.TB, cfg *app.Config, ch app.Choices) *Env {
+	t.Helper()
 	db := testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations, idempotency.Migrations)
 	c := Config()
 	if cfg != nil {
 		c = *cfg
 	}
-	e := &Env{DB: db, Sends: &atomic.Int64{}, cfg: c, Registry: prometheus.NewRegistry()}
+	e := &Env{DB: db, Sends: &atomic.Int64{}, cfg: c, ch: ch, Registry: prometheus.NewRegistry()}
 	send := func(...outbox.Message) { e.Sends.Add(1) }
 	e.Orders, e.Products = store.New(db, send), store.NewProducts(db, send)
 	e.Coupons = stubs.NewCouponService(InternalToken)
@@ -91,7 +96,17 @@ func (e *Env) NewAppOn(t testing.TB, orders order.Store, cfg app.Config) *app.Ap
 	hc := &http.Client{Timeout: 3 * time.Second}
 	a, err := app.New(orders, e.Products,
 		couponclient.New(e.Coupons.URL, InternalToken, hc), paymentclient.New(e.Payments.URL, InternalToken, hc),
-		cfg, testenv.Logger(t), e.Registry)
+		e.ch, cfg, testenv.Logger(t), e.Registry)
+	testenv.Must(t, err)
+	return a
+}
+
+// NewAppPaying is NewApp with payments in place of the payment service.
+func (e *Env) NewAppPaying(t testing.TB, payments app.Payments) *app.App {
+	t.Helper()
+	hc := &http.Client{Timeout: 3 * time.Second}
+	a, err := app.New(e.Orders, e.Products, couponclient.New(e.Coupons.URL, InternalToken, hc), payments,
+		e.ch, e.cfg, testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	return a
 }

@@ -38,27 +38,19 @@ type Store interface {
 	CopyProgress(ctx context.Context, jobID string) (CopyProgress, error)
 }
 
-// Tx is what a transaction of the catalog does. The two ways of creating
-// products (incident 3) are built from it: the fix inserts with keys
-// (KeyOwners, InsertKeyed), the broken way checks then inserts (LiveOwners,
-// InsertProducts). Any method that reads or writes products or keys
+// Tx is what a transaction of the catalog does. Incident 3's fix inserts
+// with keys (KeyOwners, InsertKeyed); the lab's check-then-insert uses
+// methods of the store's transaction this interface does not carry. Any
+// method that reads or writes products or keys
 // returns an error wrapping ErrDeadlock when the database rolled the
 // transaction back as a deadlock victim.
 type Tx interface {
-	// LiveOwners returns, for each key that has live products, the oldest
-	// one's id. It is a plain read of the products: it takes no lock, and a
-	// product another transaction is inserting at the same time is not
-	// there.
-	LiveOwners(ctx context.Context, keys []Key) (map[Key]uint64, error)
 	// KeyOwners returns the product holding each key in the dedup table,
 	// where every live product of the fixed mode has its key. With latest it
 	// is a locking read, which sees the latest committed keys rather than
 	// the transaction's snapshot: what a transaction that lost a key to
 	// another must read to name the winner.
 	KeyOwners(ctx context.Context, keys []Key, latest bool) (map[Key]uint64, error)
-	// InsertProducts inserts ps without keys and returns them with their
-	// ids.
-	InsertProducts(ctx context.Context, ps []Product) ([]Product, error)
 	// InsertKeyed inserts ps and their keys, all or none, and returns them
 	// with their ids. The keys are unique among live products: when one is
 	// taken it returns ErrKeyTaken with nothing of ps written and the

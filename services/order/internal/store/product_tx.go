@@ -24,7 +24,8 @@ type productTx struct {
 }
 
 // LiveOwners returns a live product for each key that has one (the oldest,
-// when the broken mode has let several in), with a plain read.
+// when the broken mode has let several in), with a plain read: the check
+// of the lab's check-then-insert (services/order/lab).
 func (t *productTx) LiveOwners(ctx context.Context, keys []product.Key) (map[product.Key]uint64, error) {
 	owners := make(map[product.Key]uint64, len(keys))
 	if len(keys) == 0 {
@@ -76,7 +77,8 @@ func (t *productTx) KeyOwners(ctx context.Context, keys []product.Key, latest bo
 	return owners, nil
 }
 
-// InsertProducts inserts ps without their keys.
+// InsertProducts inserts ps without their keys: the insert of the lab's
+// check-then-insert.
 func (t *productTx) InsertProducts(ctx context.Context, ps []product.Product) ([]product.Product, error) {
 	created, err := t.insertProducts(ctx, ps)
 	return created, deadlock(err)

@@ -76,7 +76,8 @@ type stockRow struct {
 
 func (stockRow) TableName() string { return "product_stock" }
 
-// ReadStock reads a product's stock without a lock (see order.Tx).
+// ReadStock reads a product's stock without a lock: the read of the
+// lab's broken and optimistic stock variants (services/order/lab).
 func (t *orderTx) ReadStock(ctx context.Context, productID uint64) (order.Stock, error) {
 	var row stockRow
 	err := t.db.WithContext(ctx).Where("product_id = ?", productID).Take(&row).Error
@@ -89,7 +90,8 @@ func (t *orderTx) ReadStock(ctx context.Context, productID uint64) (order.Stock,
 	return order.Stock{ProductID: productID, Available: row.Available, Version: row.Version}, nil
 }
 
-// WriteStock overwrites a product's available units (see order.Tx).
+// WriteStock overwrites a product's available units: the write of the
+// lab's broken read-modify-write.
 func (t *orderTx) WriteStock(ctx context.Context, productID uint64, available int) error {
 	res := t.db.WithContext(ctx).Exec(`UPDATE product_stock SET available = ?, version = version + 1, updated_at = ? WHERE product_id = ?`,
 		available, time.Now().UTC(), productID)
@@ -103,7 +105,7 @@ func (t *orderTx) WriteStock(ctx context.Context, productID uint64, available in
 }
 
 // SwapStock writes a product's available units if its version is the one
-// in s (see order.Tx). The UPDATE reads the row's latest committed version
+// in s: the lab's optimistic compare-and-set. The UPDATE reads the row's latest committed version
 // under its row lock, so of two transactions that read the same version
 // only the first to write changes the row.
 func (t *orderTx) SwapStock(ctx context.Context, s order.Stock, available int) (bool, error) {

@@ -2,7 +2,7 @@ package lab
 
 // Incident 6, paid after close: a customer pays at the last second of the
 // order's payment window while the order-close job closes it. The order
-// service (this package's OrderAPI, with ORDER_CLOSE_MODE set to the
+// service (services/order/lab's OrderAPI, with ORDER_CLOSE_MODE set to the
 // variant), the payment service (services/payment/lab's Rig) and the
 // platform simulator run in process and talk over real HTTP; each on its
 // own throwaway database. The customer's payment is paid at the platform
@@ -31,9 +31,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/order/internal/httpapi"
-	"github.com/oncemall/oncemall/services/order/internal/messaging"
-	"github.com/oncemall/oncemall/services/order/internal/stubs"
+	orderlab "github.com/oncemall/oncemall/services/order/lab"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 	"github.com/oncemall/oncemall/services/payment/psp"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
@@ -176,7 +174,7 @@ func paidAfterCloseScenario(name, suffix string, mode variant.Mode, plan, wantSt
 // simulator wired to one another in process, each order service call to
 // the payment service and back over real HTTP.
 type PurchaseRig struct {
-	Orders   *OrderAPI
+	Orders   *orderlab.OrderAPI
 	Payments *paymentlab.Rig
 	Sim      *pspsim.Simulator
 	close    []func()
@@ -226,7 +224,7 @@ func StartPurchaseRig(ctx context.Context, env lab.Env, suffix string, mode vari
 	}
 	r.close = append(r.close, r.Payments.Close)
 
-	r.Orders, err = StartOrderAPI(ctx, env, suffix+"_ord", OrderAPIConfig{Guard: variant.Fixed, Close: mode, PaymentURL: r.Payments.Server.URL, Clients: 4})
+	r.Orders, err = orderlab.StartOrderAPI(ctx, env, suffix+"_ord", orderlab.OrderAPIConfig{Guard: variant.Fixed, Close: mode, PaymentURL: r.Payments.Server.URL, Clients: 4})
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +257,7 @@ func (r *PurchaseRig) PayWhileClosing(ctx context.Context, plan string, tl *lab.
 	if err != nil {
 		return c, err
 	}
-	r.Orders.Coupons.Add(stubs.Coupon{ID: closeCouponID, UserID: closeUser, Discount: closeDiscount, MinOrderAmount: 1000})
+	r.Orders.AddCoupon(closeCouponID, closeUser, closeDiscount, 1000)
 	body := fmt.Sprintf(`{"items":[{"product_id":%d,"quantity":%d}],"coupon_id":%d}`, product, closeQuantity, closeCouponID)
 	reply, err := r.Orders.PostOrder(ctx, fmt.Sprint(closeUser), "late-pay-order", body)
 	if err != nil {
@@ -295,15 +293,14 @@ func (r *PurchaseRig) PayWhileClosing(ctx context.Context, plan string, tl *lab.
 		return c, err
 	}
 	step = time.Now()
-	rep, err := r.Orders.app.CloseExpired(ctx)
+	c.Closed, c.ClosePaid, err = r.Orders.CloseExpired(ctx)
 	if err != nil {
 		return c, err
 	}
-	c.Closed, c.ClosePaid = rep.Cancelled, rep.Paid
 	switch {
-	case rep.Paid > 0:
+	case c.ClosePaid > 0:
 		tl.Span("close job", lab.KindAbsorbed, "platform says paid: order kept, payment applied", step)
-	case rep.Cancelled > 0:
+	case c.Closed > 0:
 		tl.Span("close job", lab.KindStep, "order CANCELLED, stock released", step)
 	}
 	if err := r.handOverCancellations(ctx); err != nil {
@@ -361,7 +358,7 @@ func (r *PurchaseRig) pay(ctx context.Context, orderNo string) (string, error) {
 		return "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(httpapi.UserIDHeader, fmt.Sprint(closeUser))
+	req.Header.Set(orderlab.UserIDHeader, fmt.Sprint(closeUser))
 	req.Header.Set("Idempotency-Key", "late-pay-"+orderNo)
 	resp, err := r.Orders.Client.Do(req)
 	if err != nil {
@@ -425,10 +422,9 @@ func (r *PurchaseRig) handOverPayments(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	consumer := messaging.PaymentSucceeded(r.Orders.app, r.Orders.orders)
 	refused := 0
 	for _, m := range msgs {
-		err := r.Orders.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return consumer.Handle(ctx, tx, m) })
+		err := r.Orders.HandPaymentSucceeded(ctx, m)
 		switch {
 		case inbox.IsPermanent(err):
 			refused++

@@ -1,0 +1,56 @@
+package lab
+
+import (
+	"github.com/gin-gonic/gin"
+
+	"github.com/oncemall/oncemall/pkg/idempotency"
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
+	"github.com/oncemall/oncemall/services/order/internal/assembly"
+	"github.com/oncemall/oncemall/services/order/internal/config"
+)
+
+// Optimistic and Orderly are the order service's lab variants beside
+// broken (config.Optimistic, config.Orderly).
+const (
+	Optimistic = config.Optimistic
+	Orderly    = config.Orderly
+)
+
+// Plug sets on o the broken and optimistic variants cfg's modes name, and
+// only in the lab (ONCEMALL_ENV=lab; the configuration refuses any other
+// mode outside it). A fork deletes this package and the one line of
+// cmd/order's wire() that calls Plug.
+func Plug(o *assembly.Options, cfg config.Config) {
+	if cfg.Env != platform.EnvLab {
+		return
+	}
+	m := cfg.Modes
+	if m.OrderIdempotency == variant.Broken {
+		o.Guard = func(m *idempotency.Middleware) gin.HandlerFunc { return m.BrokenCheckThenAct() }
+	}
+	switch m.ProductCopy {
+	case variant.Broken:
+		o.Products = CheckThenInsert{}
+	case Orderly:
+		o.Products, o.CopyWorkers = CheckThenInsert{}, 1
+	}
+	switch m.Stock {
+	case variant.Broken:
+		o.Stock = BrokenStock{}
+	case Optimistic:
+		o.Stock = OptimisticStock{}
+	}
+	if m.Close == variant.Broken {
+		o.Charges = NoChargeClose{}
+	}
+}
+
+// Variants is what Plug sets for modes in the lab.
+func Variants(modes config.Modes) assembly.Options {
+	var cfg config.Config
+	cfg.Env, cfg.Modes = platform.EnvLab, modes
+	var o assembly.Options
+	Plug(&o, cfg)
+	return o
+}
