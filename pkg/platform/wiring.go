@@ -331,6 +331,11 @@ func (w *Wiring) cleanInbox(ctx context.Context) error {
 	return err
 }
 
+// Handler is the service's HTTP handler, every middleware included, for a
+// benchmark that serves requests in process; the routes are mounted once
+// Serve has started.
+func (w *Wiring) Handler() http.Handler { return w.rt.HTTP.Handler() }
+
 // Events is the service's event namespace (EVENT_SUBJECT_PREFIX).
 func (w *Wiring) Events() events.Config { return w.cfg.Events }
 

@@ -1,9 +1,8 @@
 package lab
 
-// The order API rig of incidents 4 and 5 and of the order benchmarks: the
-// order service's HTTP API wired as cmd/order wires it, on a throwaway
-// database and Redis prefix, with stand-ins for the coupon and payment
-// services, served by an in-process HTTP server.
+// The order API rig of incidents 4 to 6 and of the order benchmarks: the
+// order service as cmd/order runs it in the lab (StartService), with
+// stand-ins for the coupon and payment services and a client for its API.
 
 import (
 	"bytes"
@@ -12,54 +11,35 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
-	pkgconfig "github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/pkg/formtoken"
-	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
-	"github.com/oncemall/oncemall/pkg/redisclient"
-	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/order/internal/app"
-	"github.com/oncemall/oncemall/services/order/internal/config"
-	"github.com/oncemall/oncemall/services/order/internal/couponclient"
+	"github.com/oncemall/oncemall/services/order/internal/assembly"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
-	"github.com/oncemall/oncemall/services/order/internal/paymentclient"
-	"github.com/oncemall/oncemall/services/order/internal/store"
 	"github.com/oncemall/oncemall/services/order/internal/stubs"
-	"github.com/oncemall/oncemall/services/order/migrations"
-)
-
-// The tokens of the lab's operator and internal routes.
-const (
-	AdminToken    = "lab-admin-token"
-	InternalToken = "lab-internal-token"
 )
 
 // NoGuard is OrderAPIConfig.Guard for none: POST /orders without the
-// Idempotency-Key middleware.
+// Idempotency-Key middleware (a benchmark's baseline).
 const NoGuard variant.Mode = ""
 
-// OrderAPIConfig is how one order API rig is wired.
+// OrderAPIConfig is how one order API rig runs.
 type OrderAPIConfig struct {
 	// Guard is ORDER_IDEMPOTENCY_MODE (variant.Fixed or variant.Broken), or
-	// NoGuard for none (the benchmark's baseline).
+	// NoGuard for none.
 	Guard variant.Mode
 	// Stock is ORDER_STOCK_MODE; empty is variant.Fixed.
 	Stock variant.Mode
@@ -75,14 +55,14 @@ type OrderAPIConfig struct {
 	// and releases coupons at (the benchmark's real one); empty uses the
 	// Coupons stand-in.
 	CouponURL string
-	// TracerProvider traces the API as cmd/order does with TRACING_*: its
-	// server and its clients of the peers. Nil: tracing off.
-	TracerProvider trace.TracerProvider
+	// Vars are more of the service's variables (TRACING_*, ...).
+	Vars map[string]string
 }
 
-// OrderAPI is the order service's HTTP API on a throwaway database, wired
-// as OrderAPIConfig says.
+// OrderAPI is the order service (StartService) with stand-ins for the
+// coupon and payment services, and a client for its HTTP API.
 type OrderAPI struct {
+	*Service
 	URL    string
 	Client *http.Client
 	// Handler is the server's handler, every middleware included, for
@@ -95,21 +75,13 @@ type OrderAPI struct {
 	Coupons  *stubs.CouponService
 	Payments *stubs.PaymentService
 	close    []func()
-	// app and orders are the service's use cases and order store, for the
-	// scenarios that run its jobs and consumers (incident 6).
-	app    *app.App
-	orders *store.Store
 	// gate holds Race's requests at the server until all of them have
 	// arrived (see arrivalGate).
 	gate arrivalGate
 }
 
-// StartOrderAPI wires the order API as cmd/order does, with the service's
-// defaults and cfg's modes, and serves it on an in-process HTTP server. The
-// outbox relay is not run: its rows would be published to the shared ORDER
-// subjects, which a running order service consumes; they stay in the
-// throwaway database, where the scenarios count them. Close drops
-// everything.
+// StartOrderAPI starts the order service as cmd/order runs it in the lab,
+// with cfg's modes and peers. Close stops it and drops everything.
 func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPIConfig) (_ *OrderAPI, err error) {
 	api := &OrderAPI{}
 	defer func() {
@@ -117,92 +89,42 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 			api.Close()
 		}
 	}()
-	if cfg.Stock == "" {
-		cfg.Stock = variant.Fixed
-	}
-	if cfg.Close == "" {
-		cfg.Close = variant.Fixed
-	}
 	if cfg.Clients == 0 {
 		cfg.Clients = DoubleSubmitClients
 	}
-	svc, err := serviceConfig(config.Modes{OrderIdempotency: cfg.Guard, ProductCopy: variant.Fixed, Stock: cfg.Stock, Close: cfg.Close})
-	if err != nil {
-		return nil, err
-	}
-	db, drop, err := env.OpenDB(ctx, suffix, migrations.Source, outbox.Migrations, inbox.Migrations, idempotency.Migrations)
-	if err != nil {
-		return nil, err
-	}
-	api.close = append(api.close, drop)
-	api.DB = db
-
-	rdb := redisclient.New(env.Redis)
-	api.close = append(api.close, func() { _ = rdb.Close() })
-	redisPrefix := env.Name(suffix) + ":"
-	api.close = append(api.close, func() { deleteKeys(rdb, redisPrefix) })
-
 	api.Coupons = stubs.NewCouponService(InternalToken)
 	api.close = append(api.close, api.Coupons.Close)
 	api.Payments = stubs.NewPaymentService(InternalToken)
 	api.close = append(api.close, api.Payments.Close)
-
-	couponURL := api.Coupons.URL
+	vars := map[string]string{"COUPON_URL": api.Coupons.URL, "PAYMENT_URL": api.Payments.URL,
+		"ORDER_IDEMPOTENCY_MODE": string(cfg.Guard), "ORDER_STOCK_MODE": string(cfg.Stock), "ORDER_CLOSE_MODE": string(cfg.Close)}
 	if cfg.CouponURL != "" {
-		couponURL = cfg.CouponURL
+		vars["COUPON_URL"] = cfg.CouponURL
 	}
-	paymentURL := api.Payments.URL
 	if cfg.PaymentURL != "" {
-		paymentURL = cfg.PaymentURL
+		vars["PAYMENT_URL"] = cfg.PaymentURL
 	}
-
-	api.Registry = prometheus.NewRegistry()
-	traced := tracing.Transport(cfg.TracerProvider, http.DefaultTransport)
-	api.orders = store.New(db, noRelay)
-	var payments app.Payments = paymentclient.New(paymentURL, InternalToken, &http.Client{Timeout: svc.Peers.PaymentTimeout, Transport: traced})
-	if o := Variants(svc.Modes); o.Charges != nil {
-		payments = o.Charges
-	}
-	a, err := app.New(api.orders, store.NewProducts(db, noRelay),
-		couponclient.New(couponURL, InternalToken, &http.Client{Timeout: svc.Peers.CouponTimeout, Transport: traced}),
-		payments, choices(svc.Modes), svc.App(), env.Log, api.Registry)
-	if err != nil {
-		return nil, err
-	}
-	api.app = a
-	tokensCfg := svc.FormTokens()
-	tokensCfg.Prefix = redisPrefix + "formtoken:"
-	tokens, err := formtoken.New(rdb, tokensCfg)
-	if err != nil {
-		return nil, err
-	}
-	opts := httpapi.Options{
-		Log: env.Log, Tokens: tokens, CompleteInTx: store.CompleteInTx,
-		Admin: httpserver.AdminAuth(AdminToken), Internal: httpserver.AdminAuth(InternalToken),
-	}
-	if cfg.Guard != NoGuard {
-		idemCfg := svc.Idempotency
-		idemCfg.EntryPrefix = redisPrefix + "idem:"
-		idem, err := idempotency.New(db, rdb, idemCfg, env.Log, api.Registry)
-		if err != nil {
-			return nil, err
+	for k, v := range vars {
+		if v == "" {
+			delete(vars, k)
 		}
-		opts.Guard = idem.HandlerInTxFor(string(cfg.Guard))
 	}
-	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 20}, Logger: env.Log, Registry: api.Registry,
-		TracerProvider: cfg.TracerProvider})
-	// The gate goes in front of every route registered after it, so it is
-	// the first thing a POST /orders meets.
-	srv.Engine().Use(api.gate.hold)
-	handlers, err := httpapi.New(a, opts)
+	maps.Copy(vars, cfg.Vars)
+	var adjust func(*assembly.Options)
+	if cfg.Guard == NoGuard {
+		adjust = func(o *assembly.Options) {
+			o.Guard = func(*idempotency.Middleware) gin.HandlerFunc { return func(c *gin.Context) { c.Next() } }
+		}
+	}
+	// The gate goes in front of every route of the service, so it is the
+	// first thing a POST /orders meets after the platform's middleware.
+	svc, err := StartService(ctx, env, suffix, vars, adjust, api.gate.hold)
 	if err != nil {
 		return nil, err
 	}
-	handlers.Register(srv.Engine())
-	api.Handler = srv.Handler()
-	ts := httptest.NewServer(api.Handler)
-	api.close = append(api.close, ts.Close)
-	api.URL = ts.URL
+	api.Service = svc
+	api.close = append(api.close, svc.Close)
+	api.URL, api.Handler, api.DB, api.Registry = svc.URL, svc.Wiring.Handler(), svc.Wiring.DB, svc.Wiring.Registry
 	api.Client = &http.Client{
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Clients},
@@ -211,7 +133,7 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 	return api, nil
 }
 
-// Close stops the server and the stand-ins and drops the database and
+// Close stops the service and the stand-ins and drops the database and
 // Redis keys.
 func (a *OrderAPI) Close() {
 	for i := len(a.close) - 1; i >= 0; i-- {
@@ -487,45 +409,6 @@ func (g *arrivalGate) hold(c *gin.Context) {
 	c.Next()
 }
 
-// choices are the use cases' variants for modes.
-func choices(modes config.Modes) app.Choices {
-	o := Variants(modes)
-	return app.Choices{Stock: o.Stock, Products: o.Products}
-}
-
-// copyWorkers is how many batch-copy workers modes run with configured.
-func copyWorkers(modes config.Modes, configured int) int {
-	if o := Variants(modes); o.CopyWorkers > 0 {
-		return o.CopyWorkers
-	}
-	return configured
-}
-
-// noRelay stands in for the outbox relay's Send, which the lab does not run
-// (see StartOrderAPI).
-func noRelay(...outbox.Message) {}
-
-// serviceConfig is the order service's configuration when nothing is set,
-// with modes: what cmd/order runs with in the lab.
-func serviceConfig(modes config.Modes) (config.Config, error) {
-	var cfg config.Config
-	if err := pkgconfig.LoadFrom(&cfg, func(string) (string, bool) { return "", false }); err != nil {
-		return config.Config{}, err
-	}
-	cfg.Modes = modes
-	return cfg, nil
-}
-
-// deleteKeys removes the run's Redis keys (idempotency entries, form tokens).
-func deleteKeys(rdb *redis.Client, prefix string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	iter := rdb.Scan(ctx, 0, prefix+"*", 500).Iterator()
-	for iter.Next(ctx) {
-		rdb.Del(ctx, iter.Val())
-	}
-}
-
 // UserIDHeader is the header that names the customer of a request.
 const UserIDHeader = httpapi.UserIDHeader
 
@@ -538,7 +421,7 @@ func (a *OrderAPI) AddCoupon(id, user uint64, discount, minOrder int64) {
 // CloseExpired runs one pass of the order-close job and returns how many
 // orders it cancelled and how many it found paid.
 func (a *OrderAPI) CloseExpired(ctx context.Context) (cancelled, paid int, err error) {
-	rep, err := a.app.CloseExpired(ctx)
+	rep, err := a.Parts.App.CloseExpired(ctx)
 	return rep.Cancelled, rep.Paid, err
 }
 
@@ -546,6 +429,6 @@ func (a *OrderAPI) CloseExpired(ctx context.Context) (cancelled, paid int, err e
 // consumer in a transaction of its own, as the inbox would; an error that
 // inbox.IsPermanent reports is a refusal for good.
 func (a *OrderAPI) HandPaymentSucceeded(ctx context.Context, m inbox.Message) error {
-	consumer := platform.Bind(a.orders.InboxTx, messaging.PaymentSucceeded(a.app))
+	consumer := platform.Bind(a.Parts.Orders.InboxTx, messaging.PaymentSucceeded(a.Parts.App))
 	return a.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return consumer.Handle(ctx, tx, m) })
 }

@@ -62,7 +62,10 @@ func ProductScenarios() []lab.Scenario {
 // the catalog's workers copy them concurrently (one worker when orderly).
 func duplicateBatchScenario(variant, suffix string, mode variant.Mode, onDup product.OnDuplicate) func(context.Context, lab.Env) (lab.Result, error) {
 	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
-		workers := copyWorkers(config.Modes{ProductCopy: mode}, scenarioWorkers)
+		workers := scenarioWorkers
+		if mode == Orderly {
+			workers = 1
+		}
 		res := lab.Result{
 			Incident: 3,
 			Title:    "batch product duplication",

@@ -14,17 +14,12 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
+	"github.com/oncemall/oncemall/services/order/internal/assembly"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 	"github.com/oncemall/oncemall/services/order/internal/ordertest"
 	"github.com/oncemall/oncemall/services/order/lab"
 )
-
-// choices are the use cases' variants for modes, as Plug sets them.
-func choices(modes config.Modes) app.Choices {
-	o := lab.Variants(modes)
-	return app.Choices{Stock: o.Stock, Products: o.Products}
-}
 
 // TestStockModesUnderARace races 100 single-unit orders for 10 units in
 // each stock mode, through the use case. The fixed and optimistic modes
@@ -34,7 +29,7 @@ func choices(modes config.Modes) app.Choices {
 func TestStockModesUnderARace(t *testing.T) {
 	for _, mode := range []variant.Mode{variant.Fixed, lab.Optimistic, variant.Broken} {
 		t.Run(string(mode), func(t *testing.T) {
-			env := ordertest.NewWith(t, nil, choices(config.Modes{Stock: mode}))
+			env := ordertest.New(t, nil, lab.Variants(config.Modes{Stock: mode}))
 			p := env.Product(t, "Hot", 999, 10)
 			var placed, outOfStock, other int
 			var mu sync.Mutex
@@ -80,11 +75,11 @@ func TestStockModesUnderARace(t *testing.T) {
 // each read) runs its transaction the bounded number of times, then gives
 // up with order.ErrStockContention, writing nothing.
 func TestOptimisticGivesUpAfterItsBound(t *testing.T) {
-	env := ordertest.NewWith(t, nil, app.Choices{Stock: lab.OptimisticStock{}})
+	racing := &versionBumper{}
+	env := ordertest.New(t, nil, assembly.Options{Stock: racing})
+	racing.db = env.DB
 	p := env.Product(t, "Hot", 999, 10)
-	racing := &versionBumper{Store: env.Orders, db: env.DB}
-	a := env.NewAppOn(t, racing, ordertest.Config())
-	_, err := a.CreateOrder(context.Background(), app.CreateOrder{UserID: 1, Lines: []order.Line{{ProductID: p, Quantity: 1}}})
+	_, err := env.App.CreateOrder(context.Background(), app.CreateOrder{UserID: 1, Lines: []order.Line{{ProductID: p, Quantity: 1}}})
 	if !errors.Is(err, order.ErrStockContention) {
 		t.Fatalf("every swap lost: %v, want ErrStockContention", err)
 	}
@@ -96,17 +91,17 @@ func TestOptimisticGivesUpAfterItsBound(t *testing.T) {
 	}
 }
 
-// versionBumper is an order.Store whose transactions see another writer
-// change the stock right after every ReadStock: the version moves, the
-// units do not.
+// versionBumper is the optimistic variant whose transactions see another
+// writer change the stock right after every ReadStock: the version moves,
+// the units do not.
 type versionBumper struct {
-	order.Store
+	lab.OptimisticStock
 	db    *gorm.DB
 	reads atomic.Int64
 }
 
-func (s *versionBumper) InTx(ctx context.Context, fn func(order.Tx) error) error {
-	return s.Store.InTx(ctx, func(tx order.Tx) error { return fn(bumpingTx{Tx: tx, s: s}) })
+func (s *versionBumper) Reserve(ctx context.Context, tx order.Tx, l order.Line) error {
+	return s.OptimisticStock.Reserve(ctx, bumpingTx{Tx: tx, s: s}, l)
 }
 
 type bumpingTx struct {
@@ -142,10 +137,7 @@ func (t bumpingTx) ReadStock(ctx context.Context, productID uint64) (order.Stock
 func TestCloseModesWhenTheCustomerHasPaid(t *testing.T) {
 	for _, mode := range []variant.Mode{variant.Fixed, variant.Broken} {
 		t.Run(string(mode), func(t *testing.T) {
-			env := ordertest.NewWith(t, nil, app.Choices{})
-			if mode == variant.Broken {
-				env.App = env.NewAppPaying(t, lab.NoChargeClose{})
-			}
+			env := ordertest.New(t, nil, lab.Variants(config.Modes{Close: mode}))
 			ctx := context.Background()
 			p := env.Product(t, "A", 100, 5)
 			o := env.PlaceOrder(t, 1, order.Line{ProductID: p, Quantity: 1})

@@ -16,6 +16,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/redisclient"
 	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/services/order/internal/assembly"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/ordertest"
 	"github.com/oncemall/oncemall/services/order/internal/store"
@@ -34,7 +35,7 @@ type guardedServer struct {
 
 func newGuardedServer(t *testing.T, rdb *redis.Client, prefix string) *guardedServer {
 	t.Helper()
-	env := ordertest.New(t, nil)
+	env := ordertest.New(t, nil, assembly.Options{})
 	cfg := idempotency.DefaultConfig()
 	cfg.EntryPrefix = prefix + "idem:"
 	idem, err := idempotency.New(env.DB, rdb, cfg, testenv.Logger(t), prometheus.NewRegistry())

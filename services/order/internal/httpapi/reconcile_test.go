@@ -20,7 +20,6 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
 	"github.com/oncemall/oncemall/services/order/internal/order"
-	"github.com/oncemall/oncemall/services/order/internal/ordertest"
 )
 
 // adminOptions serve the operator routes behind adminToken, as the
@@ -237,9 +236,7 @@ func TestReconcileFindsEachAnomaly(t *testing.T) {
 // whose platform clock runs 2h ahead (its paid_at says now), and a dead
 // letter of 2h ago.
 func TestReconcileLooksBackOnTheOrderServiceClock(t *testing.T) {
-	cfg := ordertest.Config()
-	cfg.ReconcileLookback = time.Hour
-	s := newServerWith(t, &cfg, adminOptions)
+	s := newServerWith(t, map[string]string{"OUTBOX_RETENTION": "1h"}, adminOptions)
 	now := time.Now().UTC()
 	markPaid := func(no string, paidAt, updatedAt time.Time) {
 		testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'PAID', payment_no = ?, paid_at = ?, updated_at = ? WHERE order_no = ?",

@@ -18,6 +18,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/services/order/internal/assembly"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 	"github.com/oncemall/oncemall/services/order/internal/ordertest"
@@ -33,7 +34,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	env := ordertest.New(t, nil)
+	env := ordertest.New(t, nil, assembly.Options{})
 	nc := testenv.NATS(t)
 	stream := testenv.UniqueName(t, "PAY")
 	_, err := natsjs.EnsureStream(context.Background(), nc.JS, natsjs.StreamConfig(stream, stream))
@@ -115,9 +116,6 @@ func TestPaymentSucceededFiftyConcurrentDeliveries(t *testing.T) {
 	}
 	if n := f.Reservations(t, no, order.Confirmed); n != 1 {
 		t.Fatalf("%d reservations CONFIRMED, want 1", n)
-	}
-	if w := f.Sends.Load(); w != 1 { // for order.paid, once its transaction committed
-		t.Fatalf("events sent %d times, want 1", w)
 	}
 }
 

@@ -1,37 +1,40 @@
-// Package ordertest sets up the order service's use cases for a test: a
-// throwaway database with the service's migrations, the real stores, the
-// coupon and payment services played by internal/stubs, and the app in the
-// configuration the test asks for; plus the few steps most tests start
-// from (a product with stock, an order, a payment).
+// Package ordertest runs the order service for a test as production runs
+// it: svctest's configuration and platform.Build, then assembly.Assemble
+// with the test's substitutions, on a throwaway database, with the coupon
+// and payment services played by internal/stubs; plus the few steps most
+// tests start from (a product with stock, an order, a payment).
 package ordertest
 
 import (
 	"context"
-	"net/http"
-	"sync/atomic"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
-	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/testkit/svctest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/app"
-	"github.com/oncemall/oncemall/services/order/internal/couponclient"
+	"github.com/oncemall/oncemall/services/order/internal/assembly"
+	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/order"
-	"github.com/oncemall/oncemall/services/order/internal/paymentclient"
 	"github.com/oncemall/oncemall/services/order/internal/store"
 	"github.com/oncemall/oncemall/services/order/internal/stubs"
-	"github.com/oncemall/oncemall/services/order/migrations"
 )
 
-// InternalToken is the token the stubs accept and the clients send.
-const InternalToken = "ordertest-internal-token"
+// The tokens of the service's internal routes (the stubs accept the same)
+// and of its operator routes.
+const (
+	InternalToken = "ordertest-internal-token"
+	AdminToken    = "ordertest-admin-token"
+)
 
-// Config is the use cases' configuration in tests: the service's defaults.
+// Config is the use cases' configuration of the service's defaults, for a
+// test of one package that builds an app itself.
 func Config() app.Config {
 	return app.Config{
 		PayTimeout: 15 * time.Minute, CloseBatch: 100,
@@ -39,8 +42,11 @@ func Config() app.Config {
 	}
 }
 
-// Env is one test's order service below HTTP.
+// Env is one test's order service.
 type Env struct {
+	// URL is the service's base URL.
+	URL      string
+	Config   config.Config
 	DB       *gorm.DB
 	Orders   *store.Store
 	Products *store.Products
@@ -48,67 +54,53 @@ type Env struct {
 	Coupons  *stubs.CouponService
 	Payments *stubs.PaymentService
 	Registry *prometheus.Registry
-	// Sends counts the events handed to the outbox relay, one count per
-	// committed transaction that added some.
-	Sends *atomic.Int64
 
-	cfg app.Config
-	ch  app.Choices
+	vars map[string]string
+	o    assembly.Options
 }
 
-// New returns an Env on a database of its own with cfg (Config() when
-// nil), dropped when the test ends.
-func New(t testing.TB, cfg *app.Config) *Env {
+// New starts the service in its default configuration with vars set on
+// top (ORDER_PAY_TIMEOUT, ...) and o's substitutions. The order-close and
+// order-reconcile jobs run once a day: a test runs their passes itself.
+func New(t testing.TB, vars map[string]string, o assembly.Options) *Env {
 	t.Helper()
-	return NewWith(t, cfg, app.Choices{})
-}
-
-// NewWith is New with the incidents' choices ch (a lab's variants).
-func NewWith(t testing.TB, cfg *app.Config, ch app.Choices) *Env {
-	t.Helper()
-	db := testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations, idempotency.Migrations)
-	c := Config()
-	if cfg != nil {
-		c = *cfg
-	}
-	e := &Env{DB: db, Sends: &atomic.Int64{}, cfg: c, ch: ch, Registry: prometheus.NewRegistry()}
-	send := func(...outbox.Message) { e.Sends.Add(1) }
-	e.Orders, e.Products = store.New(db, send), store.NewProducts(db, send)
-	e.Coupons = stubs.NewCouponService(InternalToken)
+	e := &Env{Coupons: stubs.NewCouponService(InternalToken), Payments: stubs.NewPaymentService(InternalToken), o: o}
 	t.Cleanup(e.Coupons.Close)
-	e.Payments = stubs.NewPaymentService(InternalToken)
 	t.Cleanup(e.Payments.Close)
-	e.App = e.NewApp(t, c)
+	e.vars = map[string]string{
+		"COUPON_URL": e.Coupons.URL, "PAYMENT_URL": e.Payments.URL,
+		"INTERNAL_TOKEN": InternalToken, "ADMIN_TOKEN": AdminToken,
+		"ORDER_CLOSE_SCHEDULE": "@every 24h", "ORDER_RECONCILE_SCHEDULE": "@every 24h",
+	}
+	maps.Copy(e.vars, vars)
+	svc := assembly.Definition(nil)
+	e.Config = svctest.Config(t, svc, e.vars, "payment")
+	parts, w := e.start(t, e.Config)
+	e.URL = "http://" + e.Config.HTTPAddr
+	e.DB, e.Registry = w.DB, w.Registry
+	e.Orders, e.Products, e.App = parts.Orders, parts.Products, parts.App
 	return e
 }
 
-// NewApp returns another App over the Env's database and stubs, with cfg:
-// a second replica of the service, or the same one in another mode.
-func (e *Env) NewApp(t testing.TB, cfg app.Config) *app.App {
+// start assembles and serves the service on cfg.
+func (e *Env) start(t testing.TB, cfg config.Config) (*assembly.Parts, *platform.Wiring) {
 	t.Helper()
-	return e.NewAppOn(t, e.Orders, cfg)
+	var wiring *platform.Wiring
+	parts, _ := svctest.Start(t, assembly.Definition(nil), cfg, func(w *platform.Wiring, cfg config.Config) (*assembly.Parts, error) {
+		wiring = w
+		return assembly.Assemble(w, cfg, e.o)
+	})
+	return parts, wiring
 }
 
-// NewAppOn is NewApp over orders, a store that wraps the Env's to inject
-// what a test needs between two steps of a transaction.
-func (e *Env) NewAppOn(t testing.TB, orders order.Store, cfg app.Config) *app.App {
+// Replica starts another process of the service on the Env's database and
+// event namespace, with the same substitutions, and returns its use cases.
+func (e *Env) Replica(t testing.TB) *app.App {
 	t.Helper()
-	hc := &http.Client{Timeout: 3 * time.Second}
-	a, err := app.New(orders, e.Products,
-		couponclient.New(e.Coupons.URL, InternalToken, hc), paymentclient.New(e.Payments.URL, InternalToken, hc),
-		e.ch, cfg, testenv.Logger(t), e.Registry)
-	testenv.Must(t, err)
-	return a
-}
-
-// NewAppPaying is NewApp with payments in place of the payment service.
-func (e *Env) NewAppPaying(t testing.TB, payments app.Payments) *app.App {
-	t.Helper()
-	hc := &http.Client{Timeout: 3 * time.Second}
-	a, err := app.New(e.Orders, e.Products, couponclient.New(e.Coupons.URL, InternalToken, hc), payments,
-		e.ch, e.cfg, testenv.Logger(t), prometheus.NewRegistry())
-	testenv.Must(t, err)
-	return a
+	cfg := svctest.Config(t, assembly.Definition(nil), e.vars)
+	cfg.Database, cfg.Events = e.Config.Database, e.Config.Events
+	parts, _ := e.start(t, cfg)
+	return parts.App
 }
 
 // Product creates a product priced price cents with stock units
