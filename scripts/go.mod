@@ -105,7 +105,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/yaml.v3 v3.0.1
 	gorm.io/driver/mysql v1.6.0 // indirect
-	gorm.io/gorm v1.31.2 // indirect
+	gorm.io/gorm v1.31.2
 )
 
 replace github.com/oncemall/oncemall/services/coupon => ../services/coupon

@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	pkglab "github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // TestCloseScenarios runs incident 6 as `make lab` does: with the broken
@@ -19,9 +16,7 @@ func TestCloseScenarios(t *testing.T) {
 		t.Run(s.Variant, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			cfg := testenv.Config(t)
-			env := pkglab.Env{MySQL: cfg.MySQL, NATS: cfg.NATS, Redis: cfg.Redis, Log: testenv.Logger(t), Prefix: testenv.UniqueName(t, "lab")}
-			res, err := s.Run(ctx, env)
+			res, err := s.Run(ctx, labEnv(t))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,10 +7,8 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/oncemall/oncemall/pkg v0.0.0
-	github.com/oncemall/oncemall/services/coupon v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
-	go.opentelemetry.io/otel/trace v1.47.0
 	gorm.io/gorm v1.31.2
 )
 
@@ -70,6 +68,7 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v4 v4.0.0 // indirect
@@ -87,7 +86,3 @@ require (
 )
 
 replace github.com/oncemall/oncemall/pkg => ../../pkg
-
-replace github.com/oncemall/oncemall/services/payment => ../payment
-
-replace github.com/oncemall/oncemall/services/coupon => ../coupon

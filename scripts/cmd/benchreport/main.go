@@ -129,7 +129,7 @@ var suites = []Suite{
 		About: "The order service's real POST /orders, wired as cmd/order wires it (the platform's gin stack, the form-token check, the order and its stock reservation in one transaction) and served in process with 32 requests in flight: without the Idempotency-Key guard, and with HandlerInTx and a fresh key per request. The Idempotency-Key throughput target is judged on this pair.",
 	},
 	{
-		Name: "purchase", Title: "Purchase order placement and the hot product (services/order/lab, incident 5)", Dir: "services/order", Pkg: "./lab", Bench: "^(BenchmarkPurchaseOrder|BenchmarkHotProductStock)$", Benchtime: "3x", Count: 3,
+		Name: "purchase", Title: "Purchase order placement and the hot product (scripts/lab, incident 5)", Dir: "scripts", Pkg: "./lab", Bench: "^(BenchmarkPurchaseOrder|BenchmarkHotProductStock)$", Benchtime: "3x", Count: 3,
 		Doc:   "docs/benchmarks/purchase.md",
 		About: "The real POST /orders with the Idempotency-Key guard, 32 in flight, served in process: two items each, plain (no coupon: catalog prices and stock in the order's transaction) beside purchase (the coupon locked at the real coupon service, served in process on its own database, over loopback HTTP before the transaction, the prices re-checked in it), 2,000 requests each per round; and 100 concurrent orders of one hot product in each stock mode (fixed, broken, optimistic), with a spread case (one product per client) for what the hot row costs.",
 	},

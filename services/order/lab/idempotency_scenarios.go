@@ -14,37 +14,24 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/pkg/lab/dupproof"
-	"github.com/oncemall/oncemall/pkg/redisclient"
 	"github.com/oncemall/oncemall/pkg/variant"
-)
-
-// Incident 4's extra variants: the Redis entry guards (check-then-set, SET NX,
-// sliding window), each raced on its own key (pkg/lab/dupproof).
-const (
-	VariantCheckThenSet  = "broken-check-then-set"
-	VariantSetNX         = "fixed-set-nx"
-	VariantSlidingWindow = "fixed-sliding-window"
 )
 
 // DoubleSubmitClients is how many copies of one POST /orders race.
 const DoubleSubmitClients = 50
 
-const incident4Title = "client retries / double submit"
+// Incident4Title is incident 4's title in the lab's table.
+const Incident4Title = "client retries / double submit"
 
-// IdempotencyScenarios lists incident 4: the double submit against the
-// broken check-then-act guard and the Idempotency-Key middleware, then the
-// Redis entry guards (check-then-set, SET NX, sliding window).
+// IdempotencyScenarios lists incident 4's double submit against the broken
+// check-then-act guard and the Idempotency-Key middleware (the Redis entry
+// guards, which need no order service, are scripts/lab's).
 func IdempotencyScenarios() []lab.Scenario {
 	return []lab.Scenario{
 		{Incident: 4, Variant: lab.Broken, WantHolds: false, Run: doubleSubmitScenario(lab.Broken, "i4b", variant.Broken)},
 		{Incident: 4, Variant: lab.Fixed, WantHolds: true, Run: doubleSubmitScenario(lab.Fixed, "i4f", variant.Fixed)},
-		{Incident: 4, Variant: VariantCheckThenSet, WantHolds: false, Run: redisGuardScenario(VariantCheckThenSet, dupproof.CheckThenSet, 100, 1)},
-		{Incident: 4, Variant: VariantSetNX, WantHolds: true, Run: redisGuardScenario(VariantSetNX, dupproof.SetNX, 100, 1)},
-		{Incident: 4, Variant: VariantSlidingWindow, WantHolds: true, Run: redisGuardScenario(VariantSlidingWindow, dupproof.SlidingWindow, 200, 5)},
 	}
 }
 
@@ -57,7 +44,7 @@ func doubleSubmitScenario(variant, suffix string, guard variant.Mode) func(conte
 	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
 		res := lab.Result{
 			Incident: 4,
-			Title:    incident4Title,
+			Title:    Incident4Title,
 			Variant:  variant,
 			Injected: fmt.Sprintf("%d concurrent POST /orders, one Idempotency-Key (guard %s), then 1 late retry", DoubleSubmitClients, guard),
 			Effect:   "orders for the key",
@@ -108,44 +95,6 @@ func doubleSubmitScenario(variant, suffix string, guard variant.Mode) func(conte
 			reservations, ans.Fresh, ans.Replayed, ans.Conflict, ans.Other)
 		lateOK := late.Status == http.StatusCreated && late.Replayed && bytes.Equal(late.Body, ans.Body)
 		res.Holds = orders == 1 && reservations == 1 && ans.Fresh == 1 && ans.Other == 0 && ans.Identical && lateOK
-		return res, nil
-	}
-}
-
-// redisGuardScenario races n goroutines for one Redis key through one of
-// the Redis entry guards, wanting allow of them through.
-func redisGuardScenario(variant, guard string, n, allow int) func(context.Context, lab.Env) (lab.Result, error) {
-	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
-		res := lab.Result{
-			Incident: 4,
-			Title:    incident4Title,
-			Variant:  variant,
-			Injected: fmt.Sprintf("%d goroutines race for one Redis key, allow %d", n, allow),
-			Effect:   "passed the guard: " + guard,
-		}
-		rdb := redisclient.New(env.Redis)
-		defer rdb.Close()
-		var observe func(dupproof.Attempt)
-		if env.Timeline != nil {
-			var seen atomic.Int32
-			observe = func(a dupproof.Attempt) {
-				kind, label := lab.KindRefused, "blocked"
-				switch {
-				case a.Err != nil:
-					kind, label = lab.KindError, a.Err.Error()
-				case a.Passed:
-					kind, label = lab.KindEffect, "passed the guard"
-				}
-				env.Timeline.Add(lab.Event{Actor: fmt.Sprintf("goroutine %03d", seen.Add(1)), Kind: kind, Label: label, Start: a.Start, End: a.End})
-			}
-		}
-		row, err := dupproof.RunGuardObserved(ctx, rdb, env.Name(variant)+":", guard, n, allow, observe)
-		if err != nil {
-			return res, err
-		}
-		env.Timeline.MarkDuplicates(row.Want)
-		res.Count, res.Holds = row.Passed, row.Holds
-		res.Expected = fmt.Sprintf("= %d", row.Want)
 		return res, nil
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/order/internal/httpapi"
+	orderlab "github.com/oncemall/oncemall/services/order/lab"
 )
 
 // BenchmarkHotProductStock measures a flash sale on one hot product in each
@@ -39,7 +39,7 @@ import (
 // percentile latency of a request, and per round the 201s, the 409s, and
 // the units sold beyond what left the stock (lost updates: broken only).
 //
-//	cd services/order && go test ./lab -run '^$' -bench BenchmarkHotProductStock -benchtime 10x -count 1
+//	cd scripts && go test ./lab -run '^$' -bench BenchmarkHotProductStock -benchtime 10x -count 1
 func BenchmarkHotProductStock(b *testing.B) {
 	const (
 		clients = 100
@@ -47,8 +47,8 @@ func BenchmarkHotProductStock(b *testing.B) {
 	)
 	ctx := context.Background()
 	const spread variant.Mode = "spread"
-	modes := []variant.Mode{variant.Fixed, variant.Broken, Optimistic, spread}
-	apis := make([]*OrderAPI, len(modes))
+	modes := []variant.Mode{variant.Fixed, variant.Broken, orderlab.Optimistic, spread}
+	apis := make([]*orderlab.OrderAPI, len(modes))
 	// products[i] are case i's products: one hot product, or one per
 	// client when spread.
 	products := make([][]uint64, len(modes))
@@ -57,7 +57,7 @@ func BenchmarkHotProductStock(b *testing.B) {
 		if m == spread {
 			stockMode, n = variant.Fixed, clients
 		}
-		api, err := StartOrderAPI(ctx, labEnv(b), "hot_"+string(m), OrderAPIConfig{Guard: variant.Fixed, Stock: stockMode, Clients: clients})
+		api, err := orderlab.StartOrderAPI(ctx, labEnv(b), "hot_"+string(m), orderlab.OrderAPIConfig{Guard: variant.Fixed, Stock: stockMode, Clients: clients})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -134,11 +134,11 @@ func hotRound(ctx context.Context, h http.Handler, products []uint64, round, cli
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range clients {
-		body := OrderBody(products[i%len(products)], 1)
+		body := orderlab.OrderBody(products[i%len(products)], 1)
 		wg.Go(func() {
 			req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set(httpapi.UserIDHeader, strconv.Itoa(i+1))
+			req.Header.Set(orderlab.UserIDHeader, strconv.Itoa(i+1))
 			req.Header.Set(idempotency.HeaderKey, fmt.Sprintf("hot-%d-%d-%s", round, i, testenv.RandomSuffix(8)))
 			rec := httptest.NewRecorder()
 			<-start
@@ -154,7 +154,7 @@ func hotRound(ctx context.Context, h http.Handler, products []uint64, round, cli
 }
 
 // countSold is the units reserved on api's database.
-func countSold(b *testing.B, api *OrderAPI) int {
+func countSold(b *testing.B, api *orderlab.OrderAPI) int {
 	var n int
 	if err := api.DB.Raw("SELECT COALESCE(SUM(quantity), 0) FROM stock_reservation").Scan(&n).Error; err != nil {
 		b.Fatal(err)
@@ -163,7 +163,7 @@ func countSold(b *testing.B, api *OrderAPI) int {
 }
 
 // stockOf is the units available on api's database.
-func stockOf(b *testing.B, api *OrderAPI) int {
+func stockOf(b *testing.B, api *orderlab.OrderAPI) int {
 	var n int
 	if err := api.DB.Raw("SELECT COALESCE(SUM(available), 0) FROM product_stock").Scan(&n).Error; err != nil {
 		b.Fatal(err)

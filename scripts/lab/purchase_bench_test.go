@@ -16,7 +16,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
 	couponlab "github.com/oncemall/oncemall/services/coupon/lab"
-	"github.com/oncemall/oncemall/services/order/internal/httpapi"
+	orderlab "github.com/oncemall/oncemall/services/order/lab"
 )
 
 // BenchmarkPurchaseOrder measures the order service's full purchase order
@@ -53,7 +53,7 @@ import (
 // coupons LOCKED on the coupon service as purchases, none left UNUSED, and
 // as many discounted orders.
 //
-//	cd services/order && go test ./lab -run '^$' -bench '^BenchmarkPurchaseOrder$' -benchtime 3x -count 3
+//	cd scripts && go test ./lab -run '^$' -bench '^BenchmarkPurchaseOrder$' -benchtime 3x -count 3
 func BenchmarkPurchaseOrder(b *testing.B) {
 	const (
 		perRound = 2000
@@ -62,20 +62,20 @@ func BenchmarkPurchaseOrder(b *testing.B) {
 		discount = 500
 	)
 	ctx := context.Background()
-	coupons, err := couponlab.Serve(ctx, labEnv(b), "buy_coupon", InternalToken, AdminToken)
+	coupons, err := couponlab.Serve(ctx, labEnv(b), "buy_coupon", orderlab.InternalToken, orderlab.AdminToken)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer coupons.Close()
 	kinds := []string{"plain", "purchase"}
-	apis := make([]*OrderAPI, len(kinds))
+	apis := make([]*orderlab.OrderAPI, len(kinds))
 	products := make([][][2]uint64, len(kinds))
 	for i, k := range kinds {
-		cfg := OrderAPIConfig{Guard: variant.Fixed, Clients: inFlight}
+		cfg := orderlab.OrderAPIConfig{Guard: variant.Fixed, Clients: inFlight}
 		if k == "purchase" {
 			cfg.CouponURL = coupons.URL
 		}
-		api, err := StartOrderAPI(ctx, labEnv(b), "buy_"+k, cfg)
+		api, err := orderlab.StartOrderAPI(ctx, labEnv(b), "buy_"+k, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func issueCoupons(ctx context.Context, coupons *couponlab.Server, n, workers int
 // checkCouponsLocked checks the purchases' effects: on the coupon service,
 // n coupons LOCKED and none in any other status; in the purchase side's
 // order database, n orders with the discount.
-func checkCouponsLocked(ctx context.Context, coupons *couponlab.Server, purchase *OrderAPI, n int, discount int64) error {
+func checkCouponsLocked(ctx context.Context, coupons *couponlab.Server, purchase *orderlab.OrderAPI, n int, discount int64) error {
 	byStatus, err := coupons.CountByStatus(ctx)
 	if err != nil {
 		return err
@@ -214,7 +214,7 @@ func purchaseRound(ctx context.Context, h http.Handler, products [][2]uint64, fi
 				body += "}"
 				req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(httpapi.UserIDHeader, strconv.FormatUint(user, 10))
+				req.Header.Set(orderlab.UserIDHeader, strconv.FormatUint(user, 10))
 				req.Header.Set(idempotency.HeaderKey, "buy-"+testenv.RandomSuffix(24))
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, req)
