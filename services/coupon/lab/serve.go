@@ -68,8 +68,12 @@ func Serve(ctx context.Context, env lab.Env, suffix, internalToken, adminToken s
 	s.app = a
 	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 20},
 		Logger: env.Log, Registry: prometheus.NewRegistry()})
-	httpapi.New(a, httpapi.Options{Log: env.Log, Admin: httpserver.AdminAuth(adminToken),
-		Internal: httpserver.AdminAuth(internalToken)}).Register(srv.Engine())
+	api, err := httpapi.New(a, httpapi.Options{Log: env.Log, Admin: httpserver.AdminAuth(adminToken),
+		Internal: httpserver.AdminAuth(internalToken)})
+	if err != nil {
+		return nil, err
+	}
+	api.Register(srv.Engine())
 	ts := httptest.NewServer(srv.Handler())
 	s.close = append(s.close, ts.Close)
 	s.URL = ts.URL

@@ -60,6 +60,9 @@ type Config struct {
 	// LockOverdueAfter is how long past its deadline a lock may stay
 	// LOCKED before the reconciler reports it.
 	LockOverdueAfter time.Duration
+	// Clock is the use cases' time; nil is the wall clock in UTC. A test or
+	// a lab passes its own to move past lock deadlines without waiting.
+	Clock func() time.Time
 	// TracerProvider starts the span of each deduction attempt, in the
 	// trace of the order.paid delivery that landed its message. Nil or a
 	// no-op provider: no spans, and no trace kept on the messages.
@@ -140,7 +143,10 @@ func New(store coupon.Store, orders Orders, cfg Config, log *slog.Logger, reg pr
 	if err != nil {
 		return nil, err
 	}
-	a := &App{store: store, orders: orders, cfg: cfg, log: log, metrics: m, now: func() time.Time { return time.Now().UTC() }}
+	a := &App{store: store, orders: orders, cfg: cfg, log: log, metrics: m, now: cfg.Clock}
+	if a.now == nil {
+		a.now = func() time.Time { return time.Now().UTC() }
+	}
 	if tracing.Enabled(cfg.TracerProvider) {
 		a.tracer = cfg.TracerProvider.Tracer(tracerScope)
 	}
