@@ -458,7 +458,7 @@ func TestADeliveryDeductsAtOnceAndThePassTakesOnlyWhatItLeft(t *testing.T) {
 	crashed := f.issue(t, 7)
 	f.lock(t, crashed.ID, "ORDER-B", 7)
 	testenv.Must(t, f.store.DB().Transaction(func(gtx *gorm.DB) error {
-		return f.app.ReceiveOrderPaid(ctx, f.store.BindTx(gtx), app.OrderPaid{MessageID: "m-b", OrderNo: "ORDER-B", UserID: 7, CouponID: crashed.ID})
+		return f.app.ReceiveOrderPaid(ctx, f.store.InboxTx(ctx, gtx), app.OrderPaid{MessageID: "m-b", OrderNo: "ORDER-B", UserID: 7, CouponID: crashed.ID})
 	}))
 	if n := f.count(t, "coupon_deduction", "order_no = ?", "ORDER-B"); n != 0 {
 		t.Fatalf("ORDER-B has %d deductions though its attempt never ran", n)

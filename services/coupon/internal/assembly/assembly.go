@@ -71,8 +71,8 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 		return nil, err
 	}
 	w.Routes(api.Register)
-	w.Consume(messaging.OrderPaid(p.App, p.Store))
-	w.Consume(messaging.OrderCancelled(p.App, p.Store))
+	w.Consume(platform.Bind(p.Store.InboxTx, messaging.OrderPaid(p.App)))
+	w.Consume(platform.Bind(p.Store.InboxTx, messaging.OrderCancelled(p.App)))
 	w.Job(jobs.RetryPass(p.App, cfg.RetrySchedule, w.Log))
 	w.Job(jobs.SweepLocks(p.App, cfg.SweepSchedule, w.Log))
 	w.Job(jobs.Reconcile(p.App, cfg.ReconcileSchedule, w.Log))

@@ -15,6 +15,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
@@ -58,7 +59,7 @@ func TestOrderPaidFlowsFromJetStreamToOneDeduction(t *testing.T) {
 	_, err = a.LockCoupon(ctx, c.ID, coupon.LockRequest{OrderNo: "ORDER-1", UserID: 7, OrderAmount: 5000})
 	testenv.Must(t, err)
 
-	decl := messaging.OrderPaid(a, st)
+	decl := platform.Bind(st.InboxTx, messaging.OrderPaid(a))
 	if decl.Subject != events.OrderPaid {
 		t.Fatalf("the consumer reads %q, want %q", decl.Subject, events.OrderPaid)
 	}

@@ -297,10 +297,10 @@ type Tx struct {
 
 var _ coupon.Tx = (*Tx)(nil)
 
-// BindTx returns the coupon.Tx view of the inbox consumer's transaction,
+// InboxTx returns the coupon.Tx view of the inbox consumer's transaction,
 // which the consumer commits: what is registered with AfterCommit (the
 // relay's wake included) runs after that commit (inbox.OnCommit).
-func (s *Store) BindTx(tx *gorm.DB) coupon.Tx {
+func (s *Store) InboxTx(_ context.Context, tx *gorm.DB) coupon.Tx {
 	return &Tx{db: tx, onCommit: inbox.OnCommit}
 }
 
