@@ -2,12 +2,13 @@
 //
 //	commands: CreateTemplate, IssueCoupon, LockCoupon, ReleaseLock,
 //	          ReleaseCancelledOrder, SweepLocks, ReceiveOrderPaid, LandOrderPaid,
-//	          ProcessDueMessages, ProcessMessage (deductFixed or deductBroken)
+//	          ProcessDueMessages, ProcessMessage (through a CouponDeducer)
 //	queries:  Template, Coupon, UserCoupons, Reconcile
 //
 // A coupon is locked when its order is placed (LockCoupon), used when the
-// order is paid (the deduction of incident 1, in deduct_fixed.go and, side
-// by side, deduct_broken.go; Config.Deduction picks one), and released when
+// order is paid (the deduction of incident 1: deduct_fixed.go here, and the
+// incident's deduct_broken.go in services/coupon/lab, plugged in as
+// Config.Deducer in lab mode only), and released when
 // the order is cancelled or never committed (ReleaseLock,
 // ReleaseCancelledOrder, SweepLocks). The contract with the other services
 // is docs/purchase-flow.md.
@@ -30,16 +31,16 @@ import (
 )
 
 // DeductionModes lists the deductions once: broken reproduces incident 1,
-// fixed is the fix. It is what Config.Deduction accepts, the labels of
+// fixed is the fix. It is what COUPON_DEDUCTION_MODE accepts, the labels of
 // coupon_deductions_total and the lab's variants, broken first because the
 // lab reports the reproduction before the fix.
 var DeductionModes = []variant.Mode{variant.Broken, variant.Fixed}
 
 // Config tunes the use cases.
 type Config struct {
-	// Deduction selects the deduction: variant.Fixed, or the incident's
-	// variant.Broken (lab only).
-	Deduction variant.Mode
+	// Deducer makes each attempt at a landed message; nil is the fixed
+	// deduction (deduct_fixed.go). The lab plugs in the incident's.
+	Deducer CouponDeducer
 	// Retry is the backoff and retry limit of the local message table.
 	Retry coupon.RetryPolicy
 	// ClaimBatch is how many due messages one pass of the retry job claims.
@@ -72,7 +73,6 @@ type Config struct {
 // DefaultConfig returns working defaults.
 func DefaultConfig() Config {
 	return Config{
-		Deduction:        variant.Fixed,
 		Retry:            coupon.RetryPolicy{Max: 5, Base: 2 * time.Second, Cap: 5 * time.Minute},
 		ClaimBatch:       100,
 		Workers:          8,
@@ -92,7 +92,6 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("app: "+format, args...))
 		}
 	}
-	check(c.Deduction == variant.Fixed || c.Deduction == variant.Broken, "unknown deduction %q", c.Deduction)
 	check(c.Retry.Max > 0, "Retry.Max must be positive")
 	check(c.Retry.Base > 0, "Retry.Base must be positive")
 	check(c.Retry.Cap >= c.Retry.Base, "Retry.Cap must not be less than Retry.Base")
@@ -124,6 +123,7 @@ type App struct {
 	log     *slog.Logger
 	metrics *metrics
 	now     func() time.Time
+	deducer CouponDeducer
 	tracer  trace.Tracer // nil when tracing is off
 	// templates caches the templates read so far (id → coupon.Template);
 	// see Template.
@@ -143,9 +143,12 @@ func New(store coupon.Store, orders Orders, cfg Config, log *slog.Logger, reg pr
 	if err != nil {
 		return nil, err
 	}
-	a := &App{store: store, orders: orders, cfg: cfg, log: log, metrics: m, now: cfg.Clock}
+	a := &App{store: store, orders: orders, cfg: cfg, log: log, metrics: m, now: cfg.Clock, deducer: cfg.Deducer}
 	if a.now == nil {
 		a.now = func() time.Time { return time.Now().UTC() }
+	}
+	if a.deducer == nil {
+		a.deducer = FixedDeducer{}
 	}
 	if tracing.Enabled(cfg.TracerProvider) {
 		a.tracer = cfg.TracerProvider.Tracer(tracerScope)

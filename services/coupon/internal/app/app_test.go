@@ -20,6 +20,7 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
+	couponlab "github.com/oncemall/oncemall/services/coupon/lab"
 	labmigrations "github.com/oncemall/oncemall/services/coupon/lab/migrations"
 	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
@@ -60,7 +61,7 @@ func newFixtureOn(t testing.TB, mode variant.Mode, wrap func(*store.Store) coupo
 		s = wrap(st)
 	}
 	cfg := app.DefaultConfig()
-	cfg.Deduction = mode
+	cfg.Deducer = couponlab.Deducer(mode)
 	cfg.Retry = coupon.RetryPolicy{Max: 3, Base: time.Millisecond, Cap: time.Millisecond}
 	return newFixtureWith(t, cfg, s, st)
 }

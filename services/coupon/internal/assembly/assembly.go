@@ -45,6 +45,9 @@ type Options struct {
 	// Orders answers the lock sweeper about orders (nil: the order
 	// service at ORDER_URL).
 	Orders app.Orders
+	// Deducer is incident 1's deduction (nil: the fixed one); the lab's
+	// Plug sets the broken one in lab mode.
+	Deducer app.CouponDeducer
 }
 
 // Parts are what a test or a lab may need after assembly.
@@ -95,6 +98,7 @@ func useCases(db *gorm.DB, cfg config.Config, o Options, log *slog.Logger, reg p
 	appCfg := cfg.App()
 	appCfg.TracerProvider = tp
 	appCfg.Clock = o.Clock
+	appCfg.Deducer = o.Deducer
 	a, err := app.New(st, o.Orders, appCfg, log, reg)
 	if err != nil {
 		return nil, err
