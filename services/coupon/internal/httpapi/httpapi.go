@@ -218,11 +218,7 @@ func (api *API) issueCoupon(c *gin.Context) {
 // getCoupon answers a coupon to its owner only. Anyone else gets the same
 // 404 as for a coupon that does not exist, so coupon ids cannot be probed.
 func (api *API) getCoupon(c *gin.Context) {
-	caller, ok := callerID(c)
-	if !ok {
-		return
-	}
-	id, ok := pathID(c)
+	caller, id, ok := callerAndPathID(c)
 	if !ok {
 		return
 	}
@@ -240,11 +236,7 @@ func (api *API) getCoupon(c *gin.Context) {
 // userCoupons lists the caller's own coupons; another user's list is
 // forbidden (the path names the user, so there is nothing to hide).
 func (api *API) userCoupons(c *gin.Context) {
-	caller, ok := callerID(c)
-	if !ok {
-		return
-	}
-	id, ok := pathID(c)
+	caller, id, ok := callerAndPathID(c)
 	if !ok {
 		return
 	}
@@ -327,6 +319,15 @@ func callerID(c *gin.Context) (uint64, bool) {
 		return 0, false
 	}
 	return id, true
+}
+
+// callerAndPathID reads the caller (callerID) and the path's id (pathID);
+// false when either was refused.
+func callerAndPathID(c *gin.Context) (caller, id uint64, ok bool) {
+	if caller, ok = callerID(c); ok {
+		id, ok = pathID(c)
+	}
+	return caller, id, ok
 }
 
 func pathID(c *gin.Context) (uint64, bool) {
