@@ -15,10 +15,11 @@ import (
 // own order kept within an incident).
 func all() []pkglab.Scenario {
 	var out []pkglab.Scenario
-	out = append(out, couponlab.Scenarios()...)  // incident 1: lost commit ACK
-	out = append(out, paymentlab.Scenarios()...) // incident 2: payment callback retries
-	out = append(out, orderlab.Scenarios()...)   // incident 3: batch product duplication; 4: double submit; 5: overselling
-	out = append(out, lab.CloseScenarios()...)   // incident 6: paid after close
+	out = append(out, couponlab.Scenarios()...)     // incident 1: lost commit ACK
+	out = append(out, paymentlab.Scenarios()...)    // incident 2: payment callback retries
+	out = append(out, orderlab.Scenarios()...)      // incident 3: batch product duplication; 4: double submit; 5: overselling
+	out = append(out, lab.RedisGuardScenarios()...) // incident 4: the Redis entry guards
+	out = append(out, lab.CloseScenarios()...)      // incident 6: paid after close
 	slices.SortStableFunc(out, func(a, b pkglab.Scenario) int { return a.Incident - b.Incident })
 	return out
 }
