@@ -46,7 +46,7 @@ type Config struct {
 // Validate reports every unusable setting, naming its variable.
 func (c Config) Validate() error {
 	return errors.Join(
-		checkURL("AUTH_ISSUER", c.Issuer),
+		CheckURL("AUTH_ISSUER", c.Issuer),
 		pkgconfig.CheckNotEmpty("AUTH_AUDIENCE", c.Audience),
 		checkOptionalURL("AUTH_JWKS_URL", c.JWKSURL),
 	)
@@ -67,7 +67,9 @@ const (
 	JWKSPath      = "/.well-known/jwks.json"
 )
 
-func checkURL(name, v string) error {
+// CheckURL refuses a v of variable name that is not an http:// or https://
+// URL.
+func CheckURL(name, v string) error {
 	if !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
 		return &pkgconfig.Error{Var: name, Value: v, Err: errors.New("must be an http:// or https:// URL")}
 	}
@@ -78,7 +80,7 @@ func checkOptionalURL(name, v string) error {
 	if v == "" {
 		return nil
 	}
-	return checkURL(name, v)
+	return CheckURL(name, v)
 }
 
 // Principal is the verified caller: who the token says, once the Verifier
