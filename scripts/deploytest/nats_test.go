@@ -345,7 +345,9 @@ func TestNATSUsersCannotActForAnotherService(t *testing.T) {
 			// stream itself, so the target is one of another stream.)
 			if inert[user] {
 				// It may declare no consumer at all, push or pull.
-				if _, err := c.JS.CreateOrUpdateConsumer(ctx, own, jetstream.ConsumerConfig{
+				pctx, cancel := short()
+				defer cancel()
+				if _, err := c.JS.CreateOrUpdateConsumer(pctx, own, jetstream.ConsumerConfig{
 					Durable: user + "-push", DeliverSubject: subject, AckPolicy: jetstream.AckNonePolicy,
 				}); err == nil {
 					t.Fatalf("%s, which consumes nothing, declared a consumer on %s", user, own)

@@ -46,6 +46,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/oncemall/oncemall/pkg/testkit v0.0.0
 	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
@@ -83,3 +84,7 @@ require (
 )
 
 replace github.com/oncemall/oncemall/pkg => ../../pkg
+
+replace github.com/oncemall/oncemall/pkg/testkit => ../../pkg/testkit
+
+replace github.com/oncemall/oncemall/pkg/lab => ../../pkg/lab
