@@ -54,7 +54,7 @@ func (s *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error
 }
 
 func (s *keySet) verify(ctx context.Context, raw string) ([]byte, error) {
-	jws, err := jose.ParseSigned(raw, []jose.SignatureAlgorithm{Algorithm})
+	jws, err := jose.ParseSignedCompact(raw, []jose.SignatureAlgorithm{Algorithm})
 	if err != nil {
 		return nil, fmt.Errorf("auth: malformed token: %w", err)
 	}
