@@ -72,8 +72,8 @@ programs() {
   if [ -d services/payment/cmd/psp-sim ]; then
     echo "psp-sim|services/payment/cmd/psp-sim|http://127.0.0.1:8090/healthz|PSP_HTTP_ADDR=:8090 PSP_CALLBACK_URL=$callbacks PSP_REFUND_CALLBACK_URL=$refunds"
   fi
-  # The issuer of the access tokens (docs/identity.md), first so that a
-  # token can be had as soon as the services answer.
+  # The issuer of the access tokens (services/identity/README.md), first
+  # so that a token can be had as soon as the services answer.
   echo "identity|services/identity/cmd/identity|http://127.0.0.1:8084/readyz|HTTP_ADDR=:8084 MYSQL_DATABASE=oncemall_identity"
   echo "order|services/order/cmd/order|http://127.0.0.1:8081/readyz|"
   local coupon_db=""

@@ -5,7 +5,7 @@
 //	queries:  JWKS, Discovery
 //
 // A token is signed by auth.Signer and checked by the other services with
-// pkg/auth; its claims are in docs/identity.md.
+// pkg/auth; its claims are in services/identity/README.md.
 package app
 
 import (
