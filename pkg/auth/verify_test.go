@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/auth"
+	"github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 )
 
@@ -205,5 +206,25 @@ func TestConfigValidate(t *testing.T) {
 	c.JWKSURL = "http://other/keys"
 	if c.KeysURL() != "http://other/keys" {
 		t.Fatalf("KeysURL %q, want AUTH_JWKS_URL", c.KeysURL())
+	}
+}
+
+// TestConfigLoadsFromTheEnvironment: a service that embeds Config reads
+// AUTH_ISSUER, AUTH_AUDIENCE and AUTH_JWKS_URL, with the defaults of make
+// run (the issuer on 127.0.0.1:8084, the shop audience).
+func TestConfigLoadsFromTheEnvironment(t *testing.T) {
+	var cfg struct{ Auth auth.Config }
+	if err := config.LoadFrom(&cfg, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Auth != (auth.Config{Issuer: "http://127.0.0.1:8084", Audience: "oncemall"}) || cfg.Auth.KeysURL() != "http://127.0.0.1:8084/.well-known/jwks.json" {
+		t.Fatalf("defaults: %+v", cfg.Auth)
+	}
+	env := map[string]string{"AUTH_ISSUER": "https://id.example", "AUTH_AUDIENCE": "payment-admin", "AUTH_JWKS_URL": "http://identity:8084/.well-known/jwks.json"}
+	if err := config.LoadFrom(&cfg, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Auth != (auth.Config{Issuer: "https://id.example", Audience: "payment-admin", JWKSURL: "http://identity:8084/.well-known/jwks.json"}) {
+		t.Fatalf("from the environment: %+v", cfg.Auth)
 	}
 }
