@@ -7,6 +7,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/oncemall/oncemall/pkg v0.0.0
+	github.com/oncemall/oncemall/services/psp-sim v0.0.0
 	github.com/oncemall/oncemall/services/coupon v0.0.0
 	github.com/oncemall/oncemall/services/payment v0.0.0
 	github.com/prometheus/client_golang v1.25.0
@@ -92,3 +93,5 @@ replace github.com/oncemall/oncemall/pkg => ../../pkg
 replace github.com/oncemall/oncemall/services/payment => ../payment
 
 replace github.com/oncemall/oncemall/services/coupon => ../coupon
+
+replace github.com/oncemall/oncemall/services/psp-sim => ../psp-sim

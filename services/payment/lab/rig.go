@@ -17,6 +17,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/redislock"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
@@ -24,7 +25,6 @@ import (
 	"github.com/oncemall/oncemall/services/payment/internal/orderclient"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 	"github.com/oncemall/oncemall/services/payment/internal/store"
-	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 // DevSecret is the platform secret the rig and its simulator share: the

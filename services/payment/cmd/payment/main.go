@@ -8,6 +8,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/config"
 	"github.com/oncemall/oncemall/services/payment/internal/httpapi"
@@ -16,7 +17,6 @@ import (
 	"github.com/oncemall/oncemall/services/payment/internal/orderclient"
 	"github.com/oncemall/oncemall/services/payment/internal/store"
 	"github.com/oncemall/oncemall/services/payment/migrations"
-	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 func main() { platform.Main(service) }
