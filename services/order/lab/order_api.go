@@ -30,6 +30,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/lab/idempotencylab"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/redisclient"
 	"github.com/oncemall/oncemall/pkg/tracing"
@@ -182,7 +183,10 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 		if err != nil {
 			return nil, err
 		}
-		opts.Guard = idem.HandlerInTxFor(string(cfg.Guard))
+		opts.Guard = idem.HandlerInTx()
+		if cfg.Guard == variant.Broken {
+			opts.Guard = idempotencylab.BrokenCheckThenAct(idem, env.Log)
+		}
 	}
 	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 20}, Logger: env.Log, Registry: api.Registry,
 		TracerProvider: cfg.TracerProvider})

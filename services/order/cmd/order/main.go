@@ -6,8 +6,10 @@ package main
 import (
 	"github.com/oncemall/oncemall/pkg/formtoken"
 	"github.com/oncemall/oncemall/pkg/idempotency"
+	"github.com/oncemall/oncemall/pkg/lab/idempotencylab"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/couponclient"
@@ -46,8 +48,12 @@ func wire(w *platform.Wiring, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	guard := idem.HandlerInTx()
+	if cfg.Modes.OrderIdempotency == variant.Broken { // lab mode only (config refuses it elsewhere)
+		guard = idempotencylab.BrokenCheckThenAct(idem, w.Log)
+	}
 	w.Routes(httpapi.New(a, httpapi.Options{Log: w.Log, Admin: w.Admin, Internal: w.Internal, Tokens: tokens,
-		CompleteInTx: store.CompleteInTx, Guard: idem.HandlerInTxFor(string(cfg.Modes.OrderIdempotency))}).Register)
+		CompleteInTx: store.CompleteInTx, Guard: guard}).Register)
 	w.Consume(messaging.PaymentSucceeded(a, orders))
 	w.Consume(messaging.ProductCopy(a, products, cfg.Modes.CopyWorkers(cfg.Products.Workers)))
 	w.Job(jobs.Close(a, cfg.Orders.CloseSchedule, w.Log))
