@@ -27,9 +27,14 @@ import (
 // writes to its outbox), its own name unless listed here. Everything else a
 // user may do follows from the streams its service declares.
 var publishing = map[string][]string{
-	"order":  {"order", "product"},
-	"coupon": {}, // it consumes order.> and publishes nothing
+	"order":    {"order", "product"},
+	"coupon":   {}, // it consumes order.> and publishes nothing
+	"identity": {}, // it neither publishes nor consumes
 }
+
+// inert are the services that neither publish nor consume an event: their
+// user may connect and do nothing else.
+var inert = map[string]bool{"identity": true}
 
 func publishes(service string) []string {
 	if roots, ok := publishing[service]; ok {
@@ -212,7 +217,7 @@ func TestNATSUsersDoTheirServicesWork(t *testing.T) {
 				}
 			}
 			consumed := consumedStreams(t, user)
-			if len(consumed) == 0 {
+			if len(consumed) == 0 && !inert[user] {
 				t.Fatalf("no consumer found in services/%s/internal/messaging", user)
 			}
 			for _, root := range consumed {
@@ -307,7 +312,11 @@ func TestNATSUsersCannotActForAnotherService(t *testing.T) {
 			// subjects).
 			// A service that publishes nothing is tried on the stream it
 			// reads.
+			// A service with no stream at all (inert) is tried on order's.
 			mine := append(publishes(user), consumedStreams(t, user)...)
+			if inert[user] {
+				mine = []string{"order"}
+			}
 			own := (events.Config{}).StreamName(mine[0])
 			for _, api := range []string{
 				"$JS.API.STREAM.UPDATE." + stream,
@@ -334,6 +343,17 @@ func TestNATSUsersCannotActForAnotherService(t *testing.T) {
 			// configuration may subscribe to an event subject.
 			// (The server refuses a deliver subject inside the consumed
 			// stream itself, so the target is one of another stream.)
+			if inert[user] {
+				// It may declare no consumer at all, push or pull.
+				pctx, cancel := short()
+				defer cancel()
+				if _, err := c.JS.CreateOrUpdateConsumer(pctx, own, jetstream.ConsumerConfig{
+					Durable: user + "-push", DeliverSubject: subject, AckPolicy: jetstream.AckNonePolicy,
+				}); err == nil {
+					t.Fatalf("%s, which consumes nothing, declared a consumer on %s", user, own)
+				}
+				return
+			}
 			consumed := (events.Config{}).StreamName(consumedStreams(t, user)[0])
 			target := subject
 			for _, s := range []string{events.PaymentSucceeded, events.OrderPaid} {

@@ -8,6 +8,8 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/oncemall/oncemall/pkg v0.0.0
 	github.com/oncemall/oncemall/services/psp-sim v0.0.0
+	github.com/oncemall/oncemall/pkg/lab v0.0.0
+	github.com/oncemall/oncemall/pkg/testkit v0.0.0
 	github.com/oncemall/oncemall/services/coupon v0.0.0
 	github.com/oncemall/oncemall/services/payment v0.0.0
 	github.com/prometheus/client_golang v1.25.0
@@ -95,3 +97,6 @@ replace github.com/oncemall/oncemall/services/payment => ../payment
 replace github.com/oncemall/oncemall/services/coupon => ../coupon
 
 replace github.com/oncemall/oncemall/services/psp-sim => ../psp-sim
+replace github.com/oncemall/oncemall/pkg/testkit => ../../pkg/testkit
+
+replace github.com/oncemall/oncemall/pkg/lab => ../../pkg/lab
