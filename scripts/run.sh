@@ -69,8 +69,8 @@ programs() {
     callbacks+="${callbacks:+,}http://127.0.0.1:$((8083 + 100 * i))/payments/callback"
     refunds+="${refunds:+,}http://127.0.0.1:$((8083 + 100 * i))/payments/refunds/callback"
   done
-  if [ -d services/payment/cmd/psp-sim ]; then
-    echo "psp-sim|services/payment/cmd/psp-sim|http://127.0.0.1:8090/healthz|PSP_HTTP_ADDR=:8090 PSP_CALLBACK_URL=$callbacks PSP_REFUND_CALLBACK_URL=$refunds"
+  if [ -d services/psp-sim/cmd/psp-sim ]; then
+    echo "psp-sim|services/psp-sim/cmd/psp-sim|http://127.0.0.1:8090/healthz|PSP_HTTP_ADDR=:8090 PSP_CALLBACK_URL=$callbacks PSP_REFUND_CALLBACK_URL=$refunds"
   fi
   # The issuer of the access tokens (services/identity/README.md), first
   # so that a token can be had as soon as the services answer.

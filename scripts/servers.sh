@@ -79,11 +79,13 @@ start_run_redis() {
 }
 
 # run_services prints the services whose users deploy/nats.conf and
-# deploy/mysql-init know: the directories services/*/cmd/<name>.
+# deploy/mysql-init know: the directories services/*/cmd/<name> whose main
+# runs a platform service (not the simulator, psp-sim).
 run_services() {
   local d
   for d in services/*/cmd/*/; do
     d=${d%/}
+    grep -q 'platform.Main(' "$d/main.go" || continue
     if [ "${d#services/}" = "${d##*/}/cmd/${d##*/}" ]; then echo "${d##*/}"; fi
   done
 }

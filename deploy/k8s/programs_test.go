@@ -56,7 +56,7 @@ var expectations = map[string]expectation{
 	"oncemall/payment": service,
 	// The simulator keeps its charges in memory, so one replica; it has no
 	// dependencies, so /healthz is its readiness; it gives its HTTP server
-	// 10s to stop (services/payment/cmd/psp-sim/main.go); and serving is
+	// 10s to stop (services/psp-sim/cmd/psp-sim/main.go); and serving is
 	// all it does with any argument, --help included.
 	"oncemall/psp-sim": {replicas: 1, readiness: "/healthz", shutdown: 10 * time.Second, compose: "psp-sim"},
 }

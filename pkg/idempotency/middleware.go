@@ -80,6 +80,32 @@ type request struct {
 	scope, key, fp string
 }
 
+// Request is a guarded request as every guard identifies it: its scope
+// (caller, method, route), its key and its body's fingerprint.
+type Request struct{ Scope, Key, Fingerprint string }
+
+// Read reads c's request as the middleware does (its key, its caller, its
+// body, put back for the handler), for a guard written outside the package
+// (pkg/lab's broken one). On bad input it answers and returns false.
+func (m *Middleware) Read(c *gin.Context) (Request, bool) {
+	r, ok := m.parse(c)
+	return Request{Scope: r.scope, Key: r.key, Fingerprint: r.fp}, ok
+}
+
+// WriteReplay writes a stored response as the middleware replays one: byte for
+// byte, marked with HeaderReplayed.
+func WriteReplay(c *gin.Context, r Response) { replay(c, r) }
+
+// Stored is the part of the response to c that the middleware would store,
+// and whether it would (Config.Terminal): its status, the replay headers
+// and body.
+func (m *Middleware) Stored(status int, h http.Header, body []byte) (Response, bool) {
+	return Response{Status: status, Header: m.selectHeaders(h), Body: body}, m.terminal(status)
+}
+
+// Retention is how long a stored response answers its key.
+func (m *Middleware) Retention() time.Duration { return m.cfg.Retention }
+
 // parse validates the key and the caller, reads the body (putting it back
 // for the handler) and computes the scope and fingerprint. On bad input it
 // answers and returns false.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 // payTimeout is ORDER_PAY_TIMEOUT in TestPurchaseFlow: the order-close job

@@ -19,13 +19,13 @@ import (
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/scripts/proctest"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 func TestMain(m *testing.M) { proctest.Main(m) }
 
 // The programs every rig runs, built together by one go command.
-var programs = []string{"services/order/cmd/order", "services/coupon/cmd/coupon", "services/payment/cmd/payment", "services/payment/cmd/psp-sim"}
+var programs = []string{"services/order/cmd/order", "services/coupon/cmd/coupon", "services/payment/cmd/payment", "services/psp-sim/cmd/psp-sim"}
 
 // flowDeadline bounds every wait of a flow: far above what a step takes on
 // a loaded machine, so that only a broken step reaches it.

@@ -3,7 +3,7 @@ package lab
 // Incident 6, paid after close: a customer pays at the last second of the
 // order's payment window while the order-close job closes it. The order
 // service (services/order/lab's OrderAPI, with ORDER_CLOSE_MODE set to the
-// variant), the payment service (services/payment/lab's Rig) and the
+// variant), the payment service (services/payment/lab's Start) and the
 // platform simulator run in process and talk over real HTTP; each on its
 // own throwaway database. The customer's payment is paid at the platform
 // and its notification held in flight (a simulator plan); the close job
@@ -30,11 +30,11 @@ import (
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/variant"
 	orderlab "github.com/oncemall/oncemall/services/order/lab"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
-	"github.com/oncemall/oncemall/services/payment/psp"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 const incident6Title = "paid after close"
@@ -175,7 +175,7 @@ func paidAfterCloseScenario(name, suffix string, mode variant.Mode, plan, wantSt
 // the payment service and back over real HTTP.
 type PurchaseRig struct {
 	Orders   *orderlab.OrderAPI
-	Payments *paymentlab.Rig
+	Payments *paymentlab.Service
 	Sim      *pspsim.Simulator
 	close    []func()
 }
@@ -213,18 +213,13 @@ func StartPurchaseRig(ctx context.Context, env lab.Env, suffix string, mode vari
 	}))
 	r.close = append(r.close, fwd.Close)
 
-	payDB, drop, err := env.OpenDB(ctx, suffix+"_pay", paymentlab.Migrations...)
-	if err != nil {
-		return nil, err
-	}
-	r.close = append(r.close, drop)
-	r.Payments, err = paymentlab.NewRig(payDB, paymentlab.RigConfig{Mode: variant.Fixed, OrderURL: fwd.URL, PSPURL: simURL}, env.Log)
+	r.Payments, err = paymentlab.Start(ctx, env, suffix+"_pay", map[string]string{"ORDER_URL": fwd.URL, "PSP_URL": simURL})
 	if err != nil {
 		return nil, err
 	}
 	r.close = append(r.close, r.Payments.Close)
 
-	r.Orders, err = orderlab.StartOrderAPI(ctx, env, suffix+"_ord", orderlab.OrderAPIConfig{Guard: variant.Fixed, Close: mode, PaymentURL: r.Payments.Server.URL, Clients: 4})
+	r.Orders, err = orderlab.StartOrderAPI(ctx, env, suffix+"_ord", orderlab.OrderAPIConfig{Guard: variant.Fixed, Close: mode, PaymentURL: r.Payments.URL, Clients: 4})
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +348,7 @@ func (r *PurchaseRig) PayWhileClosing(ctx context.Context, plan string, tl *lab.
 // pay is the customer's POST /payments for orderNo; it returns the
 // payment's out_trade_no.
 func (r *PurchaseRig) pay(ctx context.Context, orderNo string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.Payments.Server.URL+"/payments", strings.NewReader(fmt.Sprintf(`{"order_no":%q}`, orderNo)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.Payments.URL+"/payments", strings.NewReader(fmt.Sprintf(`{"order_no":%q}`, orderNo)))
 	if err != nil {
 		return "", err
 	}

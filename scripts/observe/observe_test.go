@@ -12,7 +12,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/scripts/proctest"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 func TestMain(m *testing.M) { proctest.Main(m) }
@@ -70,7 +70,7 @@ func startRig(t *testing.T, j *jaeger) *rig {
 		bin := proctest.Build(t, "services/"+name+"/cmd/"+name)
 		return proctest.Start(t, name, bin, addrs[name], append(append([]string{"HTTP_ADDR=" + addrs[name], "MYSQL_DATABASE=" + db}, common...), env...)...)
 	}
-	r.psp = proctest.Start(t, "psp-sim", proctest.Build(t, "services/payment/cmd/psp-sim"), addrs["psp-sim"], append([]string{
+	r.psp = proctest.Start(t, "psp-sim", proctest.Build(t, "services/psp-sim/cmd/psp-sim"), addrs["psp-sim"], append([]string{
 		"PSP_HTTP_ADDR=" + addrs["psp-sim"], "PSP_SECRET=" + pspSecret,
 		"PSP_CALLBACK_URL=http://" + addrs["payment"] + "/payments/callback",
 		"PSP_MODE=storm", fmt.Sprintf("PSP_STORM_COPIES=%d", stormCopies), fmt.Sprintf("PSP_REPLAYS=%d", lateReplays),

@@ -164,7 +164,7 @@ func startServices(t *testing.T) *services {
 		bin := proctest.Build(t, "services/"+name+"/cmd/"+name)
 		return proctest.Start(t, name, bin, addr[name], append(append([]string{"HTTP_ADDR=" + addr[name], "MYSQL_DATABASE=" + db}, common...), env...)...)
 	}
-	s.psp = proctest.Start(t, "psp-sim", proctest.Build(t, "services/payment/cmd/psp-sim"), addr["psp-sim"],
+	s.psp = proctest.Start(t, "psp-sim", proctest.Build(t, "services/psp-sim/cmd/psp-sim"), addr["psp-sim"],
 		"PSP_HTTP_ADDR="+addr["psp-sim"], "PSP_CALLBACK_URL=http://"+addr["payment"]+"/payments/callback",
 		"PSP_MODE=storm", "PSP_STORM_COPIES=10", "PSP_REPLAYS=3", "PSP_NOTIFY_DELAY=10ms")
 	s.order = start("order")

@@ -6,15 +6,19 @@ require (
 	github.com/gin-gonic/gin v1.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/oncemall/oncemall/pkg v0.0.0
+	github.com/oncemall/oncemall/services/psp-sim v0.0.0
 	github.com/oncemall/oncemall/pkg/lab v0.0.0
 	github.com/oncemall/oncemall/pkg/testkit v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
-	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
-	go.opentelemetry.io/otel v1.47.0
-	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 	gorm.io/gorm v1.31.2
+)
+
+require (
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 )
 
 require (
@@ -90,6 +94,7 @@ require (
 
 replace github.com/oncemall/oncemall/pkg => ../../pkg
 
+replace github.com/oncemall/oncemall/services/psp-sim => ../psp-sim
 replace github.com/oncemall/oncemall/pkg/testkit => ../../pkg/testkit
 
 replace github.com/oncemall/oncemall/pkg/lab => ../../pkg/lab

@@ -22,7 +22,7 @@ func ExampleRun() {
 	var t testing.TB // the test's *testing.T
 	composecheck.Run(t, composecheck.Program{
 		Service:  "psp-sim",
-		Dir:      "services/payment/cmd/psp-sim",
+		Dir:      "services/psp-sim/cmd/psp-sim",
 		Vars:     config.Vars(&pspConfig{}),
 		AddrVars: []string{"PSP_HTTP_ADDR"},
 	})

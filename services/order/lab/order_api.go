@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"strings"
@@ -113,7 +114,7 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 	var adjust func(*assembly.Options)
 	if cfg.Guard == NoGuard {
 		adjust = func(o *assembly.Options) {
-			o.Guard = func(*idempotency.Middleware) gin.HandlerFunc { return func(c *gin.Context) { c.Next() } }
+			o.Guard = func(*idempotency.Middleware, *slog.Logger) gin.HandlerFunc { return func(c *gin.Context) { c.Next() } }
 		}
 	}
 	// The gate goes in front of every route of the service, so it is the

@@ -1,9 +1,7 @@
 package lab
 
 import (
-	"github.com/gin-gonic/gin"
-
-	"github.com/oncemall/oncemall/pkg/idempotency"
+	"github.com/oncemall/oncemall/pkg/lab/idempotencylab"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/assembly"
@@ -27,7 +25,7 @@ func Plug(o *assembly.Options, cfg config.Config) {
 	}
 	m := cfg.Modes
 	if m.OrderIdempotency == variant.Broken {
-		o.Guard = func(m *idempotency.Middleware) gin.HandlerFunc { return m.BrokenCheckThenAct() }
+		o.Guard = idempotencylab.BrokenCheckThenAct
 	}
 	switch m.ProductCopy {
 	case variant.Broken:

@@ -11,17 +11,18 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/natsjs"
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/payment/psp"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 // Incident is incident 2's number in DESIGN.md.
@@ -63,39 +64,32 @@ func storm(m variant.Mode) func(ctx context.Context, env lab.Env) (lab.Result, e
 			Injected: fmt.Sprintf("%d payments × (%d concurrent identical callbacks + %d late retries)", Storms, StormCopies, LateRetries),
 			Expected: "= 1 record, 1 payment.succeeded row, 1 stream message per payment",
 		}
-		db, drop, err := env.OpenDB(ctx, "payment_"+mode, Migrations...)
+		svc, err := Start(ctx, env, "payment_"+mode, map[string]string{"PAYMENT_CALLBACK_MODE": mode})
 		if err != nil {
 			return res, err
 		}
-		defer drop()
-
-		// A stream of this run's own: the payment stream under a subject
-		// prefix of this run, named as the platform names it.
+		defer svc.Close()
 		nc, err := natsjs.Connect(ctx, env.NATS, env.Name("payment_"+mode), env.Log)
 		if err != nil {
 			return res, err
 		}
 		defer nc.NC.Close()
-		prefix := env.Name(mode) + "."
-		sc := natsjs.EventStream(events.Config{SubjectPrefix: prefix}, "payment")
-		stream, err := natsjs.EnsureStream(ctx, nc.JS, sc)
+		stream, err := nc.JS.Stream(ctx, svc.Stream)
 		if err != nil {
 			return res, err
 		}
-		defer func() { _ = nc.JS.DeleteStream(context.WithoutCancel(ctx), sc.Name) }()
 
-		// Each storm's callbacks go on a timeline of their own; the
-		// report shows the storm with the most records.
+		// Each storm's callbacks go on a timeline of their own, recorded
+		// by a proxy in front of the service; the report shows the storm
+		// with the most records.
 		var current atomic.Pointer[stormTimeline]
-		rcfg := RigConfig{Mode: m, SubjectPrefix: prefix, JS: nc.JS}
-		if env.Timeline != nil {
-			rcfg.Wrap = func(h http.Handler) http.Handler { return recordCallbacks(h, &current) }
-		}
-		rig, err := NewRig(db, rcfg, env.Log)
+		target, err := url.Parse(svc.URL)
 		if err != nil {
 			return res, err
 		}
-		defer rig.Close()
+		recorder := httptest.NewServer(recordCallbacks(httputil.NewSingleHostReverseProxy(target), &current))
+		defer recorder.Close()
+		notifyURL := recorder.URL + "/payments/callback"
 		sim, simURL, stopSim, err := StartSimulator(env)
 		if err != nil {
 			return res, err
@@ -114,7 +108,7 @@ func storm(m variant.Mode) func(ctx context.Context, env lab.Env) (lab.Result, e
 			if len(outTradeNo) > 60 {
 				outTradeNo = outTradeNo[len(outTradeNo)-60:]
 			}
-			if _, err := rig.InsertPayment(ctx, outTradeNo, 4200); err != nil {
+			if _, err := svc.InsertPayment(ctx, outTradeNo, 4200); err != nil {
 				return res, err
 			}
 			env.Note("%s: storm %d/%d: the platform sends %d copies at once, then %d late retries", mode, i+1, Storms, StormCopies, LateRetries)
@@ -122,7 +116,7 @@ func storm(m variant.Mode) func(ctx context.Context, env lab.Env) (lab.Result, e
 			// itself is what the service would send.
 			err = sim.SetPlan(outTradeNo, pspsim.Plan{Mode: pspsim.ModeStorm, Copies: StormCopies, Replays: LateRetries})
 			if err == nil {
-				_, err = charges.Charge(ctx, psp.ChargeRequest{OutTradeNo: outTradeNo, Amount: 4200, NotifyURL: rig.CallbackURL})
+				_, err = charges.Charge(ctx, psp.ChargeRequest{OutTradeNo: outTradeNo, Amount: 4200, NotifyURL: notifyURL})
 			}
 			if err != nil {
 				return res, err
@@ -133,7 +127,7 @@ func storm(m variant.Mode) func(ctx context.Context, env lab.Env) (lab.Result, e
 			if err != nil {
 				return res, fmt.Errorf("waiting for the platform's deliveries: %w", err)
 			}
-			eff, err := rig.Effects(ctx, outTradeNo)
+			eff, err := CountEffects(ctx, svc.DB, outTradeNo)
 			if err != nil {
 				return res, err
 			}

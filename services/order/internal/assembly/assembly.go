@@ -5,6 +5,7 @@
 package assembly
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -55,7 +56,7 @@ type Options struct {
 	// Guard is POST /orders' entry guard made from the service's
 	// Idempotency-Key middleware (incident 4; nil: its HandlerInTx, the key
 	// claimed in the order's transaction).
-	Guard func(*idempotency.Middleware) gin.HandlerFunc
+	Guard func(*idempotency.Middleware, *slog.Logger) gin.HandlerFunc
 }
 
 // Parts are what a test or a lab may need after assembly.
@@ -89,7 +90,7 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	}
 	guard := idem.HandlerInTx()
 	if o.Guard != nil {
-		guard = o.Guard(idem)
+		guard = o.Guard(idem, w.Log)
 	}
 	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, Admin: w.Admin, Internal: w.Internal, Tokens: tokens,
 		CompleteInTx: store.CompleteInTx, Guard: guard})

@@ -13,7 +13,7 @@ type Modes struct {
 	// OrderIdempotency is the entry guard of POST /orders (incident 4):
 	// fixed is the Idempotency-Key middleware claiming the key in the
 	// order's transaction (idempotency.HandlerInTx); broken is
-	// idempotency.BrokenCheckThenAct, which looks the key up before the
+	// idempotencylab.BrokenCheckThenAct, which looks the key up before the
 	// handler and stores it after, so concurrent copies of one request all
 	// find nothing and all create an order.
 	OrderIdempotency variant.Mode `env:"ORDER_IDEMPOTENCY_MODE" default:"fixed" usage:"entry guard of POST /orders: fixed (Idempotency-Key middleware) or broken (check-then-act, reproduces incident 4, lab only)"`

@@ -19,6 +19,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 	"github.com/oncemall/oncemall/pkg/testkit/configtest"
 	"github.com/oncemall/oncemall/pkg/testkit/outboxtest"
@@ -26,7 +27,6 @@ import (
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/config"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
-	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 // TestComposeDockerfileAndDocsMatch is the drift test: see

@@ -2,10 +2,10 @@
 //
 //	CreatePayment        create_payment.go         POST /payments
 //	GetPayment           get_payment.go            GET /payments/:no
-//	HandlePaid           handle_paid.go            POST /payments/callback: the fix, or, in the lab,
-//	                                               handle_paid_broken.go (incident 2), chosen by
-//	                                               Config.Callback; handle_paid_lock.go is the
-//	                                               optional entry lock in front of the fix
+//	HandlePaid           handle_paid.go            POST /payments/callback: the fix (incident 2);
+//	                                               the lab's broken PaidHandler replaces it
+//	                                               (services/payment/lab/handle_paid_broken.go);
+//	                                               handle_paid_lock.go is the optional entry lock
 //	CloseOrderPayment    close_order_payment.go    POST /internal/orders/:no/close
 //	QueryPayments        query_payments.go         the payment-query job
 //	SendRefunds          send_refunds.go           the payment-refund job
@@ -28,11 +28,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/metrics"
-	"github.com/oncemall/oncemall/pkg/redislock"
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
-	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 // Orders reads orders from the order service.
@@ -50,6 +50,43 @@ type Platform interface {
 	Refund(ctx context.Context, req psp.RefundRequest) (psp.RefundResponse, error)
 }
 
+// PaidHandler applies a verified "paid" notification: incident 2's choice.
+// The fix is the App's own (handle_paid.go); a lab substitutes its broken
+// handler through Deps.Paid.
+type PaidHandler interface {
+	HandlePaid(ctx context.Context, t payment.Transaction) (payment.Outcome, error)
+	// Variant names the handler in the callback metrics: fixed or broken.
+	Variant() variant.Mode
+}
+
+// Locks takes named locks that expire after ttl (pkg/redislock behind an
+// adapter). Acquire returns ErrLockHeld while another holder has name.
+type Locks interface {
+	Acquire(ctx context.Context, name string, ttl time.Duration) (release func(context.Context) error, err error)
+}
+
+// ErrLockHeld is Locks.Acquire's answer while another holder has the lock.
+var ErrLockHeld = errors.New("lock held by another holder")
+
+// Deps are what the use cases run on. Store and Log are required; Orders
+// and Platform may be nil where only notifications are handled, and the
+// use cases that need them then fail; Locks is needed only with
+// Config.CallbackLock.
+type Deps struct {
+	Store    payment.Store
+	Orders   Orders
+	Platform Platform
+	Locks    Locks
+	Log      *slog.Logger
+	// Registry gets the use cases' metrics.
+	Registry prometheus.Registerer
+	// Clock is the use cases' clock; nil is time.Now in UTC.
+	Clock func() time.Time
+	// Paid replaces the fixed notification handler; nil is the fix. Only
+	// the lab sets it (its broken handler of incident 2).
+	Paid PaidHandler
+}
+
 // Config tunes the use cases.
 type Config struct {
 	// NotifyURL is sent with each charge as the platform's notify address;
@@ -57,9 +94,6 @@ type Config struct {
 	// same for refund requests.
 	NotifyURL       string
 	RefundNotifyURL string
-	// Callback selects how HandlePaid applies a notification: variant.Fixed,
-	// or variant.Broken to reproduce incident 2 (the lab only).
-	Callback variant.Mode
 	// CallbackLock puts the Redis entry lock in front of the fixed handler
 	// (handle_paid_lock.go); CallbackLockTTL bounds how long a crashed
 	// holder blocks its payment.
@@ -124,13 +158,13 @@ type App struct {
 	store    payment.Store
 	orders   Orders
 	platform Platform
-	locks    *redislock.Client
+	locks    Locks
 	cfg      Config
 	log      *slog.Logger
 	now      func() time.Time
 	m        appMetrics
-	// handlePaid is the notification handler Config.Callback chose.
-	handlePaid func(ctx context.Context, t payment.Transaction) (payment.Outcome, error)
+	// paid is the notification handler: the fix, or Deps.Paid.
+	paid PaidHandler
 }
 
 // appMetrics are what an operator watches of the use cases.
@@ -176,54 +210,57 @@ func newAppMetrics(reg prometheus.Registerer) (appMetrics, error) {
 	return m, nil
 }
 
-// New returns the use cases and registers their metrics on reg. orders and
-// charges (the payment platform) may be nil where only notifications are
-// handled (the lab), and the use cases that need them then fail; locks is
-// needed only with Config.CallbackLock.
-func New(store payment.Store, orders Orders, charges Platform, locks *redislock.Client, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*App, error) {
-	if store == nil || log == nil {
+// New returns the use cases over d and registers their metrics on
+// d.Registry.
+func New(d Deps, cfg Config) (*App, error) {
+	if d.Store == nil || d.Log == nil {
 		return nil, errors.New("app: store and logger are required")
 	}
-	if cfg.CallbackLock && locks == nil {
+	if cfg.CallbackLock && d.Locks == nil {
 		return nil, errors.New("app: the callback lock needs a lock client")
 	}
 	cfg = cfg.withDefaults()
 	if cfg.QueryHorizon <= cfg.QueryAfter {
 		return nil, fmt.Errorf("app: the query horizon %s must be longer than the query delay %s", cfg.QueryHorizon, cfg.QueryAfter)
 	}
-	m, err := newAppMetrics(reg)
+	m, err := newAppMetrics(d.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
-	a := &App{store: store, orders: orders, platform: charges, locks: locks, cfg: cfg, log: log,
-		now: func() time.Time { return time.Now().UTC() }, m: m}
-	switch cfg.Callback {
-	case variant.Fixed:
-		a.handlePaid = a.handlePaidFixed
-		if cfg.CallbackLock {
-			a.handlePaid = a.locked(a.handlePaidFixed)
-		}
-	case variant.Broken:
-		log.Warn("payment callback handler is the BROKEN variant of incident 2: duplicate notifications record duplicate payments")
-		a.handlePaid = a.handlePaidBroken
-	default:
-		return nil, fmt.Errorf("app: callback mode %q, want %s or %s", cfg.Callback, variant.Fixed, variant.Broken)
+	now := d.Clock
+	if now == nil {
+		now = func() time.Time { return time.Now().UTC() }
+	}
+	a := &App{store: d.Store, orders: d.Orders, platform: d.Platform, locks: d.Locks, cfg: cfg, log: d.Log, now: now, m: m}
+	a.paid = fixedPaid{a.handlePaidFixed}
+	if cfg.CallbackLock {
+		a.paid = fixedPaid{a.locked(a.handlePaidFixed)}
+	}
+	if d.Paid != nil {
+		a.paid = d.Paid
 	}
 	return a, nil
 }
 
+// fixedPaid is the fix as a PaidHandler.
+type fixedPaid struct {
+	apply func(context.Context, payment.Transaction) (payment.Outcome, error)
+}
+
+func (f fixedPaid) HandlePaid(ctx context.Context, t payment.Transaction) (payment.Outcome, error) {
+	return f.apply(ctx, t)
+}
+
+func (fixedPaid) Variant() variant.Mode { return variant.Fixed }
+
 // CallbackMode is the notification handler HandlePaid runs: the handler
 // label of the callback metrics.
-func (a *App) CallbackMode() variant.Mode { return a.cfg.Callback }
+func (a *App) CallbackMode() variant.Mode { return a.paid.Variant() }
 
-// Check reports what would stop the chosen notification handler from
-// working before the first notification finds out: the broken handler
-// needs the lab's record table.
-func (a *App) Check(ctx context.Context) error {
-	if a.cfg.Callback == variant.Broken {
-		return a.store.CheckBrokenRecords(ctx)
-	}
-	return nil
+// PaymentSucceeded is the payment.succeeded body for p paid by t, for a
+// handler outside the package (the lab's) to publish what the fix does.
+func PaymentSucceeded(p payment.Payment, t payment.Transaction) events.PaymentSucceededV1 {
+	return paymentSucceeded(p, t)
 }
 
 // errNoPlatform is what a use case that needs the platform answers in a

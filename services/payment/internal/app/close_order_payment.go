@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
-	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 // CloseOrderPayment is what the order service asks before it closes an

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
-	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 // CreatePayment creates the payment for an order of userID, charging the

@@ -10,12 +10,11 @@ import (
 )
 
 // HandlePaid applies a verified "paid" notification of the payment
-// platform, with the handler Config.Callback chose: the fix
-// (handlePaidFixed), behind the entry lock when Config.CallbackLock is set,
-// or, in the lab, the broken handler of incident 2 (handlePaidBroken).
+// platform: the fix (handlePaidFixed), behind the entry lock when
+// Config.CallbackLock is set, or the PaidHandler a lab substituted (Deps.Paid).
 // Signature and timestamp are verified before this is called (httpapi).
 func (a *App) HandlePaid(ctx context.Context, t payment.Transaction) (payment.Outcome, error) {
-	return a.handlePaid(ctx, t)
+	return a.paid.HandlePaid(ctx, t)
 }
 
 // handlePaidFixed is the fix for incident 2, and the one path by which any

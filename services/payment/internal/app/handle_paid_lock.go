@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/oncemall/oncemall/pkg/redislock"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 )
 
@@ -24,9 +23,9 @@ var ErrBusy = errors.New("a notification for this payment is being processed; re
 // unlocked.
 func (a *App) locked(apply func(context.Context, payment.Transaction) (payment.Outcome, error)) func(context.Context, payment.Transaction) (payment.Outcome, error) {
 	return func(ctx context.Context, t payment.Transaction) (payment.Outcome, error) {
-		lock, err := a.locks.Acquire(ctx, CallbackLockName(t.OutTradeNo), a.cfg.CallbackLockTTL)
+		release, err := a.locks.Acquire(ctx, CallbackLockName(t.OutTradeNo), a.cfg.CallbackLockTTL)
 		switch {
-		case errors.Is(err, redislock.ErrNotAcquired):
+		case errors.Is(err, ErrLockHeld):
 			// A copy of a notification that already paid the payment is a
 			// duplicate whoever holds the lock: answering it 200 now stops
 			// the platform's retries instead of colliding with the next
@@ -40,7 +39,7 @@ func (a *App) locked(apply func(context.Context, payment.Transaction) (payment.O
 			return apply(ctx, t)
 		}
 		defer func() {
-			if err := lock.Release(context.WithoutCancel(ctx)); err != nil {
+			if err := release(context.WithoutCancel(ctx)); err != nil {
 				a.log.WarnContext(ctx, "callback entry lock release failed", "out_trade_no", t.OutTradeNo, "err", err)
 			}
 		}()

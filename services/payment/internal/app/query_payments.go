@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
-	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 // QueryReport is what one QueryPayments run did.

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 )
@@ -51,8 +50,8 @@ func TestReconcileSetsFindingsGauges(t *testing.T) {
 		return rep, nil
 	}}
 	reg := prometheus.NewRegistry()
-	a, err := app.New(st, nil, nil, nil, app.Config{Callback: variant.Fixed, ReconcileLookback: time.Hour,
-		RefundAlertAfter: 20 * time.Minute, QueryAfter: time.Minute, QueryHorizon: 40 * time.Minute}, slog.New(slog.DiscardHandler), reg)
+	a, err := app.New(app.Deps{Store: st, Log: slog.New(slog.DiscardHandler), Registry: reg}, app.Config{ReconcileLookback: time.Hour,
+		RefundAlertAfter: 20 * time.Minute, QueryAfter: time.Minute, QueryHorizon: 40 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,17 +95,16 @@ payment_reconcile_findings{kind="stale_wait_pay"} 4
 	check("after a failed run")
 }
 
-// TestNewRefusesWhatCannotRun: an unknown callback mode, the entry lock
+// TestNewRefusesWhatCannotRun: the entry lock
 // without a lock client, and a query horizon no longer than the query
 // delay, are refused at construction rather than on the first use.
 func TestNewRefusesWhatCannotRun(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	for name, cfg := range map[string]app.Config{
-		"unknown mode":       {Callback: "lenient"},
-		"lock without locks": {Callback: variant.Fixed, CallbackLock: true},
-		"horizon not after":  {Callback: variant.Fixed, QueryAfter: time.Hour, QueryHorizon: time.Hour},
+		"lock without locks": {CallbackLock: true},
+		"horizon not after":  {QueryAfter: time.Hour, QueryHorizon: time.Hour},
 	} {
-		if _, err := app.New(reconcileStore{}, nil, nil, nil, cfg, log, prometheus.NewRegistry()); err == nil {
+		if _, err := app.New(app.Deps{Store: reconcileStore{}, Log: log, Registry: prometheus.NewRegistry()}, cfg); err == nil {
 			t.Errorf("%s: New accepted %+v", name, cfg)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/oncemall/oncemall/services/payment/psp"
+	"github.com/oncemall/oncemall/pkg/psp"
 )
 
 // RefundReport is what one SendRefunds run did.

@@ -127,7 +127,6 @@ func (c Config) App() app.Config {
 	return app.Config{
 		NotifyURL:         c.PSPNotifyURL,
 		RefundNotifyURL:   c.PSPRefundNotifyURL,
-		Callback:          c.Modes.Callback,
 		CallbackLock:      c.CallbackLock,
 		CallbackLockTTL:   c.CallbackLockTTL,
 		QueryAfter:        c.QueryAfter,

@@ -39,14 +39,14 @@ func TestModesAreTheLabVariants(t *testing.T) {
 	}
 }
 
-// TestAppCarriesTheChoices: the use cases get the mode, the lock and the
+// TestAppCarriesTheChoices: the use cases get the lock and the
 // reconciliation horizon from the one configuration.
 func TestAppCarriesTheChoices(t *testing.T) {
 	c := config.Config{Modes: config.Modes{Callback: variant.Broken}, CallbackLock: true, CallbackLockTTL: 7, ReconcileLookback: 9,
 		PSPNotifyURL: "http://n", PSPRefundNotifyURL: "http://r", QueryAfter: 1, QueryHorizon: 2, QueryBatch: 3,
 		RefundBatch: 4, RefundLease: 5, RefundBackoff: 6, RefundBackoffMax: 8, RefundAlertAfter: 10}
 	a := c.App()
-	want := app.Config{NotifyURL: "http://n", RefundNotifyURL: "http://r", Callback: variant.Broken, CallbackLock: true, CallbackLockTTL: 7,
+	want := app.Config{NotifyURL: "http://n", RefundNotifyURL: "http://r", CallbackLock: true, CallbackLockTTL: 7,
 		QueryAfter: 1, QueryHorizon: 2, QueryBatch: 3, RefundBatch: 4, RefundLease: 5, RefundBackoff: 6, RefundBackoffMax: 8,
 		RefundAlertAfter: 10, ReconcileLookback: 9}
 	if a != want {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
-	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
+	"github.com/oncemall/oncemall/services/payment/internal/paymenttest"
 )
 
 // benchConcurrency is the number of callbacks in flight, and benchDupEvery
@@ -32,12 +32,8 @@ const (
 func BenchmarkCallback(b *testing.B) {
 	for _, mode := range []variant.Mode{variant.Fixed, variant.Broken} {
 		b.Run(string(mode), func(b *testing.B) {
-			db := testenv.DB(b, paymentlab.Migrations...)
-			rig, err := paymentlab.NewRig(db, paymentlab.RigConfig{Mode: mode}, testenv.Logger(b))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer rig.Close()
+			svc := paymenttest.Start(b, paymenttest.Config{Mode: mode})
+			db := svc.DB
 
 			// One signed notification per op; every tenth repeats the
 			// previous one's payment and serial.
@@ -79,7 +75,7 @@ func BenchmarkCallback(b *testing.B) {
 				wg.Go(func() {
 					for i := range jobs {
 						t0 := time.Now()
-						req, _ := http.NewRequest(http.MethodPost, rig.CallbackURL, bytes.NewReader(calls[i].body))
+						req, _ := http.NewRequest(http.MethodPost, svc.CallbackURL, bytes.NewReader(calls[i].body))
 						req.Header = calls[i].h.Clone()
 						req.Header.Set("Content-Type", "application/json")
 						resp, err := client.Do(req)

@@ -11,9 +11,9 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
-	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 // callbackAnswer is the body of a 2xx answer to the platform.

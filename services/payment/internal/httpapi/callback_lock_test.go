@@ -11,13 +11,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/redislock"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
-	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
-	"github.com/oncemall/oncemall/services/payment/psp"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/payment/internal/assembly"
+	"github.com/oncemall/oncemall/services/payment/internal/paymenttest"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 // TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded: with the Redis lock in
@@ -26,9 +26,8 @@ import (
 // database alone still records it once.
 func TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded(t *testing.T) {
 	t.Run("redis up", func(t *testing.T) {
-		rdb, prefix := testenv.Redis(t)
-		locks := redislock.New(rdb, prefix)
-		f := buildFixture(t, paymentlab.RigConfig{Mode: variant.Fixed, Lock: locks})
+		f := buildFixture(t, paymenttest.Config{Vars: map[string]string{"PAYMENT_CALLBACK_LOCK": "true"}})
+		locks := f.svc.Locks
 		no := f.payment()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -58,7 +57,8 @@ func TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded(t *testing.T) {
 	t.Run("redis down", func(t *testing.T) {
 		dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 		t.Cleanup(func() { dead.Close() })
-		f := buildFixture(t, paymentlab.RigConfig{Mode: variant.Fixed, Lock: redislock.New(dead, "x:")})
+		f := buildFixture(t, paymenttest.Config{Vars: map[string]string{"PAYMENT_CALLBACK_LOCK": "true"},
+			Options: assembly.Options{Locks: assembly.RedisLocks(redislock.New(dead, "x:"))}})
 		no := f.payment()
 		c := f.charge(no, 4200, &pspsim.Plan{Mode: pspsim.ModeStorm, Copies: 50})
 		for _, a := range c.Attempts {
@@ -77,9 +77,8 @@ func TestEntryLockTurnsStormCopiesAwayWithoutBeingNeeded(t *testing.T) {
 // its transaction already paid the payment (so the platform stops
 // retrying), 503 while the payment is still unpaid (nothing changed).
 func TestEntryLockBusyAnswersAPaidCopyAsDuplicate(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
-	locks := redislock.New(rdb, prefix)
-	f := buildFixture(t, paymentlab.RigConfig{Mode: variant.Fixed, Lock: locks})
+	f := buildFixture(t, paymenttest.Config{Vars: map[string]string{"PAYMENT_CALLBACK_LOCK": "true"}})
+	locks := f.svc.Locks
 	ctx := context.Background()
 
 	paid := f.payment()

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/payment/psp"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 // TestCallbackRejectionsChangeNothing drives every refused notification

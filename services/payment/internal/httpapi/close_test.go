@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
+	"github.com/oncemall/oncemall/services/payment/internal/paymenttest"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
-	"github.com/oncemall/oncemall/services/payment/psp"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 // TestCloseAnswersByThePaymentsState: POST /internal/orders/:no/close for
@@ -87,7 +88,7 @@ func TestCloseAnswersByThePaymentsState(t *testing.T) {
 	})
 	t.Run("refunding: closed", func(t *testing.T) {
 		no := f.payment()
-		testenv.Must(t, f.rig.DB.Exec("UPDATE payments SET status = 'REFUNDING' WHERE out_trade_no = ?", no).Error)
+		testenv.Must(t, f.svc.DB.Exec("UPDATE payments SET status = 'REFUNDING' WHERE out_trade_no = ?", no).Error)
 		if status, out := f.closeOrder("O" + no); status != http.StatusOK || out != "closed" {
 			t.Fatalf("close: %d %q, want 200 closed", status, out)
 		}
@@ -99,7 +100,7 @@ func TestCloseAnswersByThePaymentsState(t *testing.T) {
 			"the admin token":   {"Authorization": {"Bearer " + paymentlab.AdminToken}},
 			"a user's identity": owner(7),
 		} {
-			req, _ := http.NewRequest(http.MethodPost, f.rig.Server.URL+"/internal/orders/O-other/close", nil)
+			req, _ := http.NewRequest(http.MethodPost, f.svc.URL+"/internal/orders/O-other/close", nil)
 			req.Header = h
 			status, hdr, body := f.doFull(req)
 			if status != http.StatusUnauthorized || !isProblem(hdr) {
@@ -119,10 +120,10 @@ func TestCloseWhenThePlatformDoesNotAnswer(t *testing.T) {
 		http.Error(w, "platform maintenance", http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(down.Close)
-	f := buildFixture(t, paymentlab.RigConfig{Mode: variant.Fixed, PSPURL: down.URL})
+	f := buildFixture(t, paymenttest.Config{Vars: map[string]string{"PSP_URL": down.URL}})
 	no := f.payment()
 	before := f.snapshot()
-	req, _ := http.NewRequest(http.MethodPost, f.rig.Server.URL+"/internal/orders/O"+no+"/close", nil)
+	req, _ := http.NewRequest(http.MethodPost, f.svc.URL+"/internal/orders/O"+no+"/close", nil)
 	req.Header.Set("Authorization", "Bearer "+paymentlab.InternalToken)
 	if status, hdr, body := f.doFull(req); status != http.StatusBadGateway || !isProblem(hdr) {
 		t.Fatalf("close: %d %s, want 502 problem+json", status, body)
@@ -190,7 +191,7 @@ func TestCloseRacesPOSTPayments(t *testing.T) {
 	}
 	t.Logf("orderings over %d races: %v", iterations, seen)
 	var waiting int64
-	testenv.Must(t, f.rig.DB.Raw("SELECT COUNT(*) FROM payments WHERE status = 'WAIT_PAY'").Scan(&waiting).Error)
+	testenv.Must(t, f.svc.DB.Raw("SELECT COUNT(*) FROM payments WHERE status = 'WAIT_PAY'").Scan(&waiting).Error)
 	if waiting != 0 {
 		t.Fatalf("%d payments left WAIT_PAY", waiting)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -19,14 +20,14 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/testkit/apitest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
+	"github.com/oncemall/oncemall/services/payment/internal/paymenttest"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
-	"github.com/oncemall/oncemall/services/payment/psp"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 // The contracts these tests hold the exchanges to: the payment routes'
@@ -50,11 +51,11 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// fixture is the payment service's HTTP stack over a throwaway database,
-// with the platform simulator as a real HTTP peer.
+// fixture is the payment service, run by paymenttest as main runs it over
+// a throwaway database, with the platform simulator as a real HTTP peer.
 type fixture struct {
 	t   *testing.T
-	rig *paymentlab.Rig
+	svc *paymenttest.Service
 	sim *pspsim.Simulator
 	psp *psp.Client
 	// logs holds everything the payment service logged, one JSON object
@@ -62,35 +63,35 @@ type fixture struct {
 	logs *testenv.SyncBuffer
 	// client sends the tests' requests, checked against spec.
 	client *http.Client
-	// callbackURL is the rig's POST /payments/callback behind a proxy that
-	// checks each notification and its answer against spec: the notify_url
-	// of the charges the tests make. (The rig's own server is built in lab
-	// code and answers the charges the service makes itself, unchecked.)
+	// callbackURL is the service's POST /payments/callback behind a proxy
+	// that checks each notification and its answer against spec: the
+	// notify_url of the charges the tests make. (The charges the service
+	// makes itself name its own address, unchecked.)
 	callbackURL string
 }
 
 func newFixture(t *testing.T, mode variant.Mode) *fixture {
-	return buildFixture(t, paymentlab.RigConfig{Mode: mode})
+	return buildFixture(t, paymenttest.Config{Mode: mode})
 }
 
 // newFixtureWithPlatform is a fixed-mode fixture whose POST /payments
-// reaches the order service at orderURL and whose use cases reach the
-// simulator; tune, when set, adjusts the use cases' configuration.
-func newFixtureWithPlatform(t *testing.T, orderURL string, tune ...func(*app.Config)) *fixture {
-	rc := paymentlab.RigConfig{Mode: variant.Fixed, OrderURL: orderURL}
-	for _, f := range tune {
-		f(&rc.App)
+// reaches the order service at orderURL; vars, when set, are more of the
+// service's settings.
+func newFixtureWithPlatform(t *testing.T, orderURL string, vars ...map[string]string) *fixture {
+	c := paymenttest.Config{Vars: map[string]string{"ORDER_URL": orderURL}}
+	for _, v := range vars {
+		maps.Copy(c.Vars, v)
 	}
-	return buildFixture(t, rc)
+	return buildFixture(t, c)
 }
 
-func buildFixture(t *testing.T, rc paymentlab.RigConfig) *fixture {
-	return buildFixtureWithSimulator(t, rc, paymentlab.SimulatorConfig())
+func buildFixture(t *testing.T, c paymenttest.Config) *fixture {
+	return buildFixtureWithSimulator(t, c, paymentlab.SimulatorConfig())
 }
 
 // buildFixtureWithSimulator is buildFixture with a simulator configured as
 // simCfg (its mode for charges without a plan, say).
-func buildFixtureWithSimulator(t *testing.T, rc paymentlab.RigConfig, simCfg pspsim.Config) *fixture {
+func buildFixtureWithSimulator(t *testing.T, c paymenttest.Config, simCfg pspsim.Config) *fixture {
 	t.Helper()
 	sim, err := pspsim.New(simCfg, testenv.Logger(t))
 	if err != nil {
@@ -99,26 +100,32 @@ func buildFixtureWithSimulator(t *testing.T, rc paymentlab.RigConfig, simCfg psp
 	simSrv := httptest.NewServer(pspSpec.Handler(t, sim.Handler()))
 	t.Cleanup(func() { sim.Close(); simSrv.Close() })
 	url := simSrv.URL
-	if rc.PSPURL == "" {
-		rc.PSPURL = url
+	if c.Vars == nil {
+		c.Vars = map[string]string{}
 	}
-	db := testenv.DB(t, paymentlab.Migrations...)
+	if _, ok := c.Vars["PSP_URL"]; !ok {
+		c.Vars["PSP_URL"] = url
+	}
 	logs := &testenv.SyncBuffer{}
-	log := slog.New(slog.NewMultiHandler(testenv.Logger(t).Handler(),
-		slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	rig, err := paymentlab.NewRig(db, rc, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rig.Close)
-	target, err := neturl.Parse(rig.Server.URL)
+	c.Log = slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})
+	svc := paymenttest.Start(t, c)
+	target, err := neturl.Parse(svc.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checked := httptest.NewServer(spec.Handler(t, httputil.NewSingleHostReverseProxy(target)))
 	t.Cleanup(checked.Close)
-	return &fixture{t: t, rig: rig, sim: sim, psp: psp.NewClient(url, http.DefaultClient), logs: logs,
+	return &fixture{t: t, svc: svc, sim: sim, psp: psp.NewClient(url, http.DefaultClient), logs: logs,
 		client: spec.Client(t), callbackURL: checked.URL + "/payments/callback"}
+}
+
+// proxy is an in-process handler that passes requests to the service.
+func (f *fixture) proxy() http.Handler {
+	target, err := neturl.Parse(f.svc.URL)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return httputil.NewSingleHostReverseProxy(target)
 }
 
 // logged returns the service's log records whose key has value, each
@@ -145,7 +152,7 @@ func (f *fixture) logged(key, value string) []map[string]any {
 func (f *fixture) payment() string {
 	f.t.Helper()
 	no := "P" + testenv.RandomSuffix(12)
-	if _, err := f.rig.InsertPayment(context.Background(), no, 4200); err != nil {
+	if _, err := paymentlab.InsertPayment(context.Background(), f.svc.Parts, no, 4200); err != nil {
 		f.t.Fatal(err)
 	}
 	return no
@@ -176,7 +183,7 @@ func (f *fixture) charge(outTradeNo string, amount int64, plan *pspsim.Plan) psp
 
 func (f *fixture) effects(outTradeNo string) paymentlab.Effects {
 	f.t.Helper()
-	e, err := f.rig.Effects(context.Background(), outTradeNo)
+	e, err := paymentlab.CountEffects(context.Background(), f.svc.DB, outTradeNo)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -185,7 +192,7 @@ func (f *fixture) effects(outTradeNo string) paymentlab.Effects {
 
 func (f *fixture) snapshot() paymentlab.Snapshot {
 	f.t.Helper()
-	s, err := f.rig.Snapshot(context.Background())
+	s, err := paymentlab.TakeSnapshot(context.Background(), f.svc.DB)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -195,7 +202,7 @@ func (f *fixture) snapshot() paymentlab.Snapshot {
 // post sends body to path with headers and returns the status and body.
 func (f *fixture) post(path string, body []byte, h http.Header) (int, []byte) {
 	f.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, f.rig.Server.URL+path, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, f.svc.URL+path, bytes.NewReader(body))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -208,7 +215,7 @@ func (f *fixture) post(path string, body []byte, h http.Header) (int, []byte) {
 
 func (f *fixture) get(path string, h http.Header) (int, []byte) {
 	f.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, f.rig.Server.URL+path, nil)
+	req, err := http.NewRequest(http.MethodGet, f.svc.URL+path, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -262,11 +269,11 @@ func statuses(c pspsim.Charge) []int {
 
 func nowFunc() time.Time { return time.Now() }
 
-// callbacks returns payment_callbacks_total{handler, outcome} from the rig's
-// registry.
+// callbacks returns payment_callbacks_total{handler, outcome} from the
+// service's registry.
 func (f *fixture) callbacks(handler, outcome string) float64 {
 	f.t.Helper()
-	return testenv.Metric(f.t, f.rig.Registry, "payment_callbacks_total", "handler", handler, "outcome", outcome)
+	return testenv.Metric(f.t, f.svc.Registry, "payment_callbacks_total", "handler", handler, "outcome", outcome)
 }
 
 // orderService stands in for the order service's GET /internal/orders/:no,
@@ -366,7 +373,7 @@ func (f *fixture) waitSim() {
 // paymentOf returns the payment of orderNo as stored.
 func (f *fixture) paymentOf(orderNo string) payment.Payment {
 	f.t.Helper()
-	p, err := f.rig.Store.GetByOrder(context.Background(), orderNo)
+	p, err := f.svc.Store.GetByOrder(context.Background(), orderNo)
 	if err != nil {
 		f.t.Fatalf("payment of order %s: %v", orderNo, err)
 	}

@@ -51,33 +51,34 @@ type API struct {
 	refundCallbacks *prometheus.CounterVec
 }
 
-// New returns the routes over a, and registers the callback metrics. It
-// fails when a dependency or the platform secret is missing.
-func New(a *app.App, opts Options) (*API, error) {
-	if a == nil || opts.Log == nil || opts.Admin == nil || opts.Internal == nil {
+// New returns the routes over a with o's settings, and registers the
+// callback metrics. It fails when a dependency or the platform secret is
+// missing.
+func New(a *app.App, o Options) (*API, error) {
+	if a == nil || o.Log == nil || o.Admin == nil || o.Internal == nil {
 		return nil, errors.New("httpapi: the app, Log, Admin and Internal are required")
 	}
-	if len(opts.Secret) == 0 {
+	if len(o.Secret) == 0 {
 		return nil, errors.New("httpapi: the platform secret is required")
 	}
-	if opts.SignatureWindow <= 0 {
-		opts.SignatureWindow = 5 * time.Minute
+	if o.SignatureWindow <= 0 {
+		o.SignatureWindow = 5 * time.Minute
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if o.Now == nil {
+		o.Now = time.Now
 	}
-	if opts.Idempotency == nil {
-		opts.Idempotency = RequireIdempotencyKey()
+	if o.Idempotency == nil {
+		o.Idempotency = RequireIdempotencyKey()
 	}
-	callbacks, err := newCallbackCounter(opts.Registry)
+	callbacks, err := newCallbackCounter(o.Registry)
 	if err != nil {
 		return nil, err
 	}
-	refundCallbacks, err := newRefundCallbackCounter(opts.Registry)
+	refundCallbacks, err := newRefundCallbackCounter(o.Registry)
 	if err != nil {
 		return nil, err
 	}
-	return &API{app: a, opts: opts, callbacks: callbacks, refundCallbacks: refundCallbacks}, nil
+	return &API{app: a, opts: o, callbacks: callbacks, refundCallbacks: refundCallbacks}, nil
 }
 
 // Register adds the payment routes to r. The user routes check X-User-ID

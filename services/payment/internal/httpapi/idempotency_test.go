@@ -38,7 +38,7 @@ func TestCreatePaymentIdempotencyKeySuite(t *testing.T) {
 	f := newFixtureWithPlatform(t, orders.URL)
 
 	idempotencytest.RunSuite(t, idempotencytest.Target{
-		Handler: spec.Handler(t, f.rig.Server.Config.Handler),
+		Handler: spec.Handler(t, f.proxy()),
 		Request: func(key, caller string, variant int) idempotencytest.Request {
 			sum := sha256.Sum256([]byte(caller + "/" + key))
 			orderNo := "O" + hex.EncodeToString(sum[:8])
@@ -54,7 +54,7 @@ func TestCreatePaymentIdempotencyKeySuite(t *testing.T) {
 		},
 		Effects: func(t testing.TB) int {
 			var n int
-			if err := f.rig.DB.Raw("SELECT COUNT(*) FROM payments").Scan(&n).Error; err != nil {
+			if err := f.svc.DB.Raw("SELECT COUNT(*) FROM payments").Scan(&n).Error; err != nil {
 				t.Fatal(err)
 			}
 			return n

@@ -142,7 +142,7 @@ func TestCreatePaymentRefusals(t *testing.T) {
 				h.Set("Idempotency-Key", key())
 			}
 			before := f.snapshot()
-			req, _ := http.NewRequest(http.MethodPost, f.rig.Server.URL+"/payments", bytes.NewReader([]byte(tc.body)))
+			req, _ := http.NewRequest(http.MethodPost, f.svc.URL+"/payments", bytes.NewReader([]byte(tc.body)))
 			req.Header = h.Clone()
 			req.Header.Set("Content-Type", "application/json")
 			status, hdr, body := f.doFull(req)
@@ -216,7 +216,7 @@ func TestCreatePaymentWhenTheOrderServiceFails(t *testing.T) {
 	h := owner(7)
 	h.Set("Idempotency-Key", "down-"+testenv.RandomSuffix(8))
 	pay := func() (int, http.Header, []byte) {
-		req, err := http.NewRequest(http.MethodPost, f.rig.Server.URL+"/payments", strings.NewReader(`{"order_no":"O-1"}`))
+		req, err := http.NewRequest(http.MethodPost, f.svc.URL+"/payments", strings.NewReader(`{"order_no":"O-1"}`))
 		testenv.Must(t, err)
 		req.Header = h.Clone()
 		req.Header.Set("Content-Type", "application/json")
@@ -232,7 +232,7 @@ func TestCreatePaymentWhenTheOrderServiceFails(t *testing.T) {
 		if strings.Contains(string(body), front.URL) {
 			t.Fatalf("the answer names the order service's address: %s", body)
 		}
-		if _, err := f.rig.Store.GetByOrder(context.Background(), "O-1"); !errors.Is(err, payment.ErrNotFound) {
+		if _, err := f.svc.Store.GetByOrder(context.Background(), "O-1"); !errors.Is(err, payment.ErrNotFound) {
 			t.Fatalf("order service %s: a payment was written (%v)", m, err)
 		}
 	}

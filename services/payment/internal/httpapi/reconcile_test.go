@@ -15,7 +15,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 type reconcileJSON struct {
@@ -78,7 +78,7 @@ func TestReconcileFindsWhatTheBrokenHandlerLeaves(t *testing.T) {
 		mismatched, silent := f.payment(), f.payment()
 		f.charge(mismatched, 4200, &pspsim.Plan{Mode: pspsim.ModeWrongAmount})
 		// A payment set PAID behind the handler's back: no event exists.
-		if err := f.rig.DB.Exec("UPDATE payments SET status = 'PAID', paid_at = ? WHERE out_trade_no = ?", time.Now().UTC(), silent).Error; err != nil {
+		if err := f.svc.DB.Exec("UPDATE payments SET status = 'PAID', paid_at = ? WHERE out_trade_no = ?", time.Now().UTC(), silent).Error; err != nil {
 			t.Fatal(err)
 		}
 		r := f.reconcile()
@@ -100,14 +100,14 @@ func TestReconcileFindsWhatTheBrokenHandlerLeaves(t *testing.T) {
 		if r := f.reconcile(); !r.Empty {
 			t.Fatalf("fixed handler leaves findings: %+v", r.Report)
 		}
-		if e, _ := f.rig.Effects(context.Background(), stormed); e.Status != "PAID" {
+		if e, _ := paymentlab.CountEffects(context.Background(), f.svc.DB, stormed); e.Status != "PAID" {
 			t.Fatalf("stormed payment not paid: %+v", e)
 		}
 		// The fixed handler's event is found by its message number, before
 		// any body is read: with a body that no longer names the payment it
 		// still counts (the body match alone reads every event per payment,
 		// seconds at a few thousand payments).
-		if err := f.rig.DB.Exec("UPDATE local_message SET body = '{}' WHERE message_no = ?", "payment-succeeded-"+stormed).Error; err != nil {
+		if err := f.svc.DB.Exec("UPDATE local_message SET body = '{}' WHERE message_no = ?", "payment-succeeded-"+stormed).Error; err != nil {
 			t.Fatal(err)
 		}
 		if r := f.reconcile(); !r.Empty {
@@ -122,7 +122,7 @@ func TestReconcileFindsWhatTheBrokenHandlerLeaves(t *testing.T) {
 // refunded payment and a refund recently requested are not.
 func TestReconcileFindsWhatAClosedOrderCanLeave(t *testing.T) {
 	f := newFixture(t, variant.Fixed)
-	db := f.rig.DB
+	db := f.svc.DB
 	now := time.Now().UTC()
 
 	// A payment kept although its order was cancelled (a close that never
@@ -133,7 +133,7 @@ func TestReconcileFindsWhatAClosedOrderCanLeave(t *testing.T) {
 	// A refunded payment whose payment.refunded row is gone.
 	refunded := f.payment()
 	f.closedThenPaid(refunded, 1)
-	if rep, err := f.rig.App.SendRefunds(context.Background()); err != nil || rep.Sent != 1 {
+	if rep, err := f.svc.App.SendRefunds(context.Background()); err != nil || rep.Sent != 1 {
 		t.Fatalf("send refunds: %+v %v", rep, err)
 	}
 	f.waitSim()
@@ -174,7 +174,7 @@ payment_reconcile_findings{kind="multiple_records"} 0
 payment_reconcile_findings{kind="paid_cancelled_without_refund"} 1
 payment_reconcile_findings{kind="stale_wait_pay"} 1
 `
-	if err := testutil.GatherAndCompare(f.rig.Registry, strings.NewReader(want), "payment_reconcile_findings"); err != nil {
+	if err := testutil.GatherAndCompare(f.svc.Registry, strings.NewReader(want), "payment_reconcile_findings"); err != nil {
 		t.Fatal(err)
 	}
 }

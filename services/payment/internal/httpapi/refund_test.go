@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
+	"github.com/oncemall/oncemall/services/payment/internal/paymenttest"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
-	"github.com/oncemall/oncemall/services/payment/psp"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 // signedRefund returns a refund notification body and its valid signature
@@ -55,7 +55,7 @@ func (f *fixture) closedThenPaid(no string, copies int) pspsim.Charge {
 // refundCallbacks returns payment_refund_callbacks_total{outcome}.
 func (f *fixture) refundCallbacks(outcome string) float64 {
 	f.t.Helper()
-	mfs, err := f.rig.Registry.Gather()
+	mfs, err := f.svc.Registry.Gather()
 	testenv.Must(f.t, err)
 	for _, mf := range mfs {
 		if mf.GetName() != "payment_refund_callbacks_total" {
@@ -97,7 +97,7 @@ func TestLatePaymentIsRefundedOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			rep, err := f.rig.App.SendRefunds(context.Background())
+			rep, err := f.svc.App.SendRefunds(context.Background())
 			if err != nil {
 				t.Errorf("send refunds: %v", err)
 			}
@@ -118,7 +118,7 @@ func TestLatePaymentIsRefundedOnce(t *testing.T) {
 	if processed, dup := f.refundCallbacks("processed"), f.refundCallbacks("duplicate"); processed != 1 || dup != 29 {
 		t.Fatalf("refund notifications: %v processed and %v duplicates, want 1 and 29", processed, dup)
 	}
-	if rep, err := f.rig.App.SendRefunds(context.Background()); err != nil || rep.Sent != 0 {
+	if rep, err := f.svc.App.SendRefunds(context.Background()); err != nil || rep.Sent != 0 {
 		t.Fatalf("a run after the refund: %+v %v, want nothing sent", rep, err)
 	}
 
@@ -197,7 +197,7 @@ func TestRefundCallbackRefusalsChangeNothing(t *testing.T) {
 				h = signedBy(paymentlab.DevSecret, time.Now(), tc.body)
 			}
 			before, counted := f.snapshot(), f.refundCallbacks(tc.outcome)
-			req, _ := http.NewRequest(http.MethodPost, f.rig.RefundCallbackURL, strings.NewReader(string(tc.body)))
+			req, _ := http.NewRequest(http.MethodPost, f.svc.RefundCallbackURL, strings.NewReader(string(tc.body)))
 			req.Header = h
 			status, hdr, body := f.doFull(req)
 			if status != tc.want || !isProblem(hdr) {
@@ -220,7 +220,7 @@ func TestRefundCallbackRefusalsChangeNothing(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(string(body), `"processed"`) {
 		t.Fatalf("valid: %d %s", status, body)
 	}
-	r, err := f.rig.Store.GetRefund(context.Background(), valid.RefundNo)
+	r, err := f.svc.Store.GetRefund(context.Background(), valid.RefundNo)
 	testenv.Must(t, err)
 	if r.Status != payment.RefundDone || r.RefundSerial != "RF-direct-1" || r.RefundedAt == nil {
 		t.Fatalf("refund %+v, want REFUNDED by RF-direct-1", r)
@@ -235,7 +235,7 @@ func TestRefundRequestSettledAfterItsNotification(t *testing.T) {
 	no := f.payment()
 	f.closedThenPaid(no, 1)
 	ctx := context.Background()
-	claimed, ok, err := f.rig.Store.ClaimRefund(ctx, time.Now().UTC(), time.Minute)
+	claimed, ok, err := f.svc.Store.ClaimRefund(ctx, time.Now().UTC(), time.Minute)
 	if err != nil || !ok || claimed.RefundNo != payment.RefundNoFor(no) || claimed.Attempts != 1 {
 		t.Fatalf("claim: %+v %v %v", claimed, ok, err)
 	}
@@ -245,7 +245,7 @@ func TestRefundRequestSettledAfterItsNotification(t *testing.T) {
 	if status, b := f.post("/payments/refunds/callback", body, h); status != http.StatusOK {
 		t.Fatalf("notification: %d %s", status, b)
 	}
-	moved, err := f.rig.Store.RefundSubmitted(ctx, claimed.RefundNo, "RF-first", time.Now())
+	moved, err := f.svc.Store.RefundSubmitted(ctx, claimed.RefundNo, "RF-first", time.Now())
 	if err != nil || moved {
 		t.Fatalf("late settle: moved=%v err=%v, want nothing changed", moved, err)
 	}
@@ -274,8 +274,8 @@ func TestRefundRequestsAreRetriedAndLeased(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(flaky.Close)
-	f := buildFixture(t, paymentlab.RigConfig{Mode: variant.Fixed, PSPURL: flaky.URL,
-		App: app.Config{RefundBackoff: 300 * time.Millisecond, RefundBackoffMax: 400 * time.Millisecond}})
+	f := buildFixture(t, paymenttest.Config{Vars: map[string]string{"PSP_URL": flaky.URL,
+		"PAYMENT_REFUND_BACKOFF": "300ms", "PAYMENT_REFUND_BACKOFF_MAX": "400ms"}})
 	// The fixture's charges and deliveries go to this simulator, behind
 	// the flaky front only for the service's own calls.
 	f.sim, f.psp = sim, psp.NewClient(simURL, http.DefaultClient)
@@ -285,27 +285,27 @@ func TestRefundRequestsAreRetriedAndLeased(t *testing.T) {
 	refundNo := payment.RefundNoFor(no)
 
 	for attempt := 1; attempt <= 2; attempt++ {
-		rep, err := f.rig.App.SendRefunds(ctx)
+		rep, err := f.svc.App.SendRefunds(ctx)
 		if err != nil || rep.Failed != 1 || rep.Sent != 0 {
 			t.Fatalf("attempt %d: %+v %v, want one failure", attempt, rep, err)
 		}
-		r, _ := f.rig.Store.GetRefund(ctx, refundNo)
+		r, _ := f.svc.Store.GetRefund(ctx, refundNo)
 		if r.Status != payment.RefundPending || r.Attempts != attempt || !strings.Contains(r.LastError, "503") {
 			t.Fatalf("after failure %d: %+v", attempt, r)
 		}
 		// Not due again before its backoff.
-		if rep, _ := f.rig.App.SendRefunds(ctx); rep.Sent+rep.Failed != 0 {
+		if rep, _ := f.svc.App.SendRefunds(ctx); rep.Sent+rep.Failed != 0 {
 			t.Fatalf("sent again inside the backoff: %+v", rep)
 		}
 		// Past the backoff (long enough that a busy machine's pause
 		// between the two calls above never outlasts it).
 		time.Sleep(450 * time.Millisecond)
 	}
-	if rep, err := f.rig.App.SendRefunds(ctx); err != nil || rep.Sent != 1 {
+	if rep, err := f.svc.App.SendRefunds(ctx); err != nil || rep.Sent != 1 {
 		t.Fatalf("third attempt: %+v %v", rep, err)
 	}
 	f.waitSim()
-	r, _ := f.rig.Store.GetRefund(ctx, refundNo)
+	r, _ := f.svc.Store.GetRefund(ctx, refundNo)
 	if r.Status != payment.RefundDone || r.Attempts != 3 || r.LastError != "" || r.RefundSerial == "" {
 		t.Fatalf("after success: %+v", r)
 	}
@@ -317,13 +317,13 @@ func TestRefundRequestsAreRetriedAndLeased(t *testing.T) {
 	other := f.payment()
 	f.closedThenPaid(other, 1)
 	now := time.Now().UTC()
-	if _, ok, _ := f.rig.Store.ClaimRefund(ctx, now, time.Minute); !ok {
+	if _, ok, _ := f.svc.Store.ClaimRefund(ctx, now, time.Minute); !ok {
 		t.Fatal("nothing to claim")
 	}
-	if _, ok, _ := f.rig.Store.ClaimRefund(ctx, now.Add(59*time.Second), time.Minute); ok {
+	if _, ok, _ := f.svc.Store.ClaimRefund(ctx, now.Add(59*time.Second), time.Minute); ok {
 		t.Fatal("a leased refund was claimed again inside its lease")
 	}
-	again, ok, _ := f.rig.Store.ClaimRefund(ctx, now.Add(61*time.Second), time.Minute)
+	again, ok, _ := f.svc.Store.ClaimRefund(ctx, now.Add(61*time.Second), time.Minute)
 	if !ok || again.RefundNo != payment.RefundNoFor(other) || again.Attempts != 2 {
 		t.Fatalf("after the lease: %+v %v, want the refund claimed again", again, ok)
 	}

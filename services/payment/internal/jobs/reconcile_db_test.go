@@ -9,7 +9,6 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/jobs"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
@@ -27,7 +26,7 @@ func TestReconcileJobExportsFindings(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, migrations.Source, outbox.Migrations)
 	reg := prometheus.NewRegistry()
-	a, err := app.New(store.New(db, func(...outbox.Message) {}), nil, nil, nil, app.Config{Callback: variant.Fixed}, testenv.Logger(t), reg)
+	a, err := app.New(app.Deps{Store: store.New(db, func(...outbox.Message) {}), Log: testenv.Logger(t), Registry: reg}, app.Config{})
 	testenv.Must(t, err)
 	findings := func() map[string]float64 {
 		t.Helper()

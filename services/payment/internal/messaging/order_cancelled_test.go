@@ -16,14 +16,14 @@ import (
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/messaging"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 	"github.com/oncemall/oncemall/services/payment/internal/store"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
-	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 // orders answers every order as waiting for payment of user 9: the order
@@ -35,19 +35,19 @@ func (orders) Order(_ context.Context, userID uint64, no string) (payment.Order,
 }
 
 // platform must never be called: the orders this test pays are closed.
-type platform struct{ t *testing.T }
+type platformStub struct{ t *testing.T }
 
-func (p platform) Charge(context.Context, psp.ChargeRequest) (psp.ChargeResponse, error) {
+func (p platformStub) Charge(context.Context, psp.ChargeRequest) (psp.ChargeResponse, error) {
 	p.t.Error("a closed order's payment was charged")
 	return psp.ChargeResponse{}, errors.New("unexpected")
 }
-func (p platform) Close(context.Context, string) (psp.CloseResponse, error) {
+func (p platformStub) Close(context.Context, string) (psp.CloseResponse, error) {
 	return psp.CloseResponse{}, errors.New("unexpected")
 }
-func (p platform) Query(context.Context, string) (psp.Trade, error) {
+func (p platformStub) Query(context.Context, string) (psp.Trade, error) {
 	return psp.Trade{}, errors.New("unexpected")
 }
-func (p platform) Refund(context.Context, psp.RefundRequest) (psp.RefundResponse, error) {
+func (p platformStub) Refund(context.Context, psp.RefundRequest) (psp.RefundResponse, error) {
 	return psp.RefundResponse{}, errors.New("unexpected")
 }
 
@@ -69,12 +69,12 @@ func TestOrderCancelledIsRecordedOnce(t *testing.T) {
 
 	db := testenv.DB(t, paymentlab.Migrations...)
 	st := store.New(db, func(...outbox.Message) {})
-	a, err := app.New(st, orders{}, platform{t}, nil, app.Config{Callback: variant.Fixed}, testenv.Logger(t), prometheus.NewRegistry())
+	a, err := app.New(app.Deps{Store: st, Orders: orders{}, Platform: platformStub{t}, Log: testenv.Logger(t), Registry: prometheus.NewRegistry()}, app.Config{})
 	testenv.Must(t, err)
 	existing, _, err := st.Create(ctx, payment.Payment{OutTradeNo: "P-existing", OrderNo: "O-1", UserID: 9, Amount: 100, Status: payment.StatusWaitPay})
 	testenv.Must(t, err)
 
-	decl := messaging.OrderCancelled(a, st)
+	decl := platform.Bind(st.InboxTx, messaging.OrderCancelled(a))
 	if decl.Subject != events.OrderCancelled || decl.Name != messaging.OrderCancelledConsumer {
 		t.Fatalf("declared %s on %s", decl.Name, decl.Subject)
 	}

@@ -247,21 +247,6 @@ type Store interface {
 	// has: the lab's payment_transaction_broken too, where the lab schema
 	// is applied.
 	Reconcile(ctx context.Context, q ReconcileQuery) (Report, error)
-
-	// The steps of the broken callback handler, each its own statement
-	// outside any transaction. Only handlePaidBroken uses them.
-
-	// InsertBrokenRecord inserts into payment_transaction_broken, the lab
-	// table without a unique key.
-	InsertBrokenRecord(ctx context.Context, t Transaction) error
-	// SetPaid sets the payment PAID without any condition on its status.
-	SetPaid(ctx context.Context, t Transaction) error
-	// AddEvent writes e to the outbox in its own statement and has it
-	// published.
-	AddEvent(ctx context.Context, e events.Event) error
-	// CheckBrokenRecords reports an error, saying what to do, unless the
-	// lab table InsertBrokenRecord writes exists.
-	CheckBrokenRecords(ctx context.Context) error
 }
 
 // Tx is what a use case does inside one transaction of Store.InTx (or of

@@ -234,10 +234,10 @@ func (s *Store) InTx(ctx context.Context, fn func(payment.Tx) error) error {
 	return nil
 }
 
-// BindTx returns the payment.Tx view of the inbox consumer's transaction,
+// InboxTx returns the payment.Tx view of the inbox consumer's transaction,
 // which the consumer commits: the events added in it are sent after that
 // commit (inbox.OnCommit).
-func (s *Store) BindTx(ctx context.Context, db *gorm.DB) payment.Tx {
+func (s *Store) InboxTx(ctx context.Context, db *gorm.DB) payment.Tx {
 	t := &tx{s: s, db: db}
 	t.onFirstEvent = func() { inbox.OnCommit(ctx, func() { s.send(t.msgs...) }) }
 	return t
@@ -250,7 +250,7 @@ type tx struct {
 	// msgs are the outbox messages added, as outbox.Add filled them in.
 	msgs []outbox.Message
 	// onFirstEvent, when set, arranges the send with whoever commits a
-	// transaction InTx does not own (BindTx).
+	// transaction InTx does not own (InboxTx).
 	onFirstEvent func()
 }
 
@@ -347,51 +347,6 @@ func (t *tx) AddEvent(ctx context.Context, e events.Event) error {
 	return nil
 }
 
-// InsertBrokenRecord is a step of the broken handler: a plain insert into a
-// table with no unique key, so every concurrent copy gets its own row. The
-// table is lab schema (services/payment/lab), which the production
-// migrations never create.
-func (s *Store) InsertBrokenRecord(ctx context.Context, tr payment.Transaction) error {
-	row := s.toDBTransaction(tr)
-	if err := s.db.WithContext(ctx).Table(tableTransactionBroken).Create(&row).Error; err != nil {
-		return fmt.Errorf("insert broken payment record %s: %w", tr.PlatformSerial, err)
-	}
-	return nil
-}
-
-// SetPaid is a step of the broken handler: an update with no condition on
-// the status, so it "succeeds" for every copy that passed the earlier read.
-func (s *Store) SetPaid(ctx context.Context, tr payment.Transaction) error {
-	paidAt := tr.PaidAt.UTC()
-	err := s.db.WithContext(ctx).Model(&paymentRow{}).Where("out_trade_no = ?", tr.OutTradeNo).
-		Updates(map[string]any{
-			"status":          string(payment.StatusPaid),
-			"channel":         tr.Channel,
-			"platform_serial": tr.PlatformSerial,
-			"paid_at":         paidAt,
-			"updated_at":      s.now(),
-		}).Error
-	if err != nil {
-		return fmt.Errorf("set payment %s paid: %w", tr.OutTradeNo, err)
-	}
-	return nil
-}
-
-// CheckBrokenRecords reports an error unless the database has
-// payment_transaction_broken, the broken handler's table, which only the lab
-// schema (services/payment/lab/migrations) creates.
-func (s *Store) CheckBrokenRecords(ctx context.Context) error {
-	ok, err := s.hasBrokenRecords(s.db.WithContext(ctx))
-	switch {
-	case err != nil:
-		return err
-	case !ok:
-		return fmt.Errorf("the broken callback handler writes %s, lab schema that the service's migrations do not create: apply services/payment/lab/migrations to database %s first",
-			tableTransactionBroken, s.db.Migrator().CurrentDatabase())
-	}
-	return nil
-}
-
 func (s *Store) hasBrokenRecords(db *gorm.DB) (bool, error) {
 	var n int
 	err := db.Raw(`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`, tableTransactionBroken).
@@ -400,16 +355,4 @@ func (s *Store) hasBrokenRecords(db *gorm.DB) (bool, error) {
 		return false, fmt.Errorf("look for %s: %w", tableTransactionBroken, err)
 	}
 	return n > 0, nil
-}
-
-// AddEvent writes an outbox row on its own, outside any business
-// transaction (the broken handler's last step), and sends it: the insert
-// committed by itself.
-func (s *Store) AddEvent(ctx context.Context, e events.Event) error {
-	msg, err := addEvent(s.db.WithContext(ctx), e)
-	if err != nil {
-		return err
-	}
-	s.send(msg)
-	return nil
 }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/tracing"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 func main() {

@@ -17,8 +17,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/tracing"
-	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 // staleBy is how far in the past a stale_timestamp notification is signed:

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/services/payment/psp"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/pkg/psp"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 // refundMerchant is a real HTTP peer receiving refund notifications: it

@@ -7,9 +7,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/testkit/apitest"
-	"github.com/oncemall/oncemall/services/payment/psp"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 // spec is the simulator's contract, docs/api/psp-sim.yaml: startSim's

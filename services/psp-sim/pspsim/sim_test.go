@@ -17,8 +17,8 @@ import (
 	"time"
 
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/services/payment/psp"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/pkg/psp"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 const secret = "test-secret"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/services/payment/psp"
+	"github.com/oncemall/oncemall/pkg/psp"
 )
 
 var secret = []byte("test-secret")

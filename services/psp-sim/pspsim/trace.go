@@ -16,7 +16,7 @@ import (
 )
 
 // tracerScope names the simulator's spans' instrumentation scope.
-const tracerScope = "github.com/oncemall/oncemall/services/payment/pspsim"
+const tracerScope = "github.com/oncemall/oncemall/services/psp-sim/pspsim"
 
 // The attributes of a delivery span beside tracing.DuplicateKey.
 const (

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/testkit/spantest"
 	"github.com/oncemall/oncemall/pkg/tracing"
-	"github.com/oncemall/oncemall/services/payment/psp"
-	"github.com/oncemall/oncemall/services/payment/pspsim"
+	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
 // headerMerchant answers 200 to every notification and keeps the trace

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/services/payment/psp"
 )
 
 // TestRunServesChargesAndStopsOnCancel runs the program's run function on a
