@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/services/payment/pspsim"
@@ -25,6 +26,15 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// `psp-sim healthcheck URL`: the compose healthcheck, in an image with no
+	// shell or wget (pkg/httpserver.Healthcheck).
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		if err := httpserver.Healthcheck(ctx, os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "psp-sim:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "psp-sim:", err)
 		os.Exit(1)
