@@ -86,6 +86,7 @@ type File struct {
 // Service is one compose service.
 type Service struct {
 	Image           string               `yaml:"image"`
+	Profiles        []string             `yaml:"profiles"`
 	Build           *Build               `yaml:"build"`
 	Command         []string             `yaml:"command"`
 	Environment     map[string]string    `yaml:"environment"`
