@@ -1,5 +1,5 @@
 # oncemall — run `make help` for the targets.
-MODULES  := pkg services/order services/coupon services/payment scripts deploy/k8s
+MODULES  := pkg pkg/testkit pkg/lab services/order services/coupon services/payment scripts deploy/k8s
 SERVICES := order coupon payment
 GO       ?= go
 

@@ -6,6 +6,8 @@ require (
 	github.com/gin-gonic/gin v1.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/oncemall/oncemall/pkg v0.0.0
+	github.com/oncemall/oncemall/pkg/lab v0.0.0
+	github.com/oncemall/oncemall/pkg/testkit v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	go.opentelemetry.io/otel v1.47.0
@@ -86,3 +88,7 @@ require (
 )
 
 replace github.com/oncemall/oncemall/pkg => ../../pkg
+
+replace github.com/oncemall/oncemall/pkg/testkit => ../../pkg/testkit
+
+replace github.com/oncemall/oncemall/pkg/lab => ../../pkg/lab

@@ -7,6 +7,8 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/oncemall/oncemall/pkg v0.0.0
+	github.com/oncemall/oncemall/pkg/lab v0.0.0
+	github.com/oncemall/oncemall/pkg/testkit v0.0.0
 	github.com/oncemall/oncemall/services/coupon v0.0.0
 	github.com/oncemall/oncemall/services/payment v0.0.0
 	github.com/prometheus/client_golang v1.25.0
@@ -92,3 +94,7 @@ replace github.com/oncemall/oncemall/pkg => ../../pkg
 replace github.com/oncemall/oncemall/services/payment => ../payment
 
 replace github.com/oncemall/oncemall/services/coupon => ../coupon
+
+replace github.com/oncemall/oncemall/pkg/testkit => ../../pkg/testkit
+
+replace github.com/oncemall/oncemall/pkg/lab => ../../pkg/lab

@@ -6,6 +6,8 @@ require (
 	github.com/gin-gonic/gin v1.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/oncemall/oncemall/pkg v0.0.0
+	github.com/oncemall/oncemall/pkg/lab v0.0.0
+	github.com/oncemall/oncemall/pkg/testkit v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
@@ -87,3 +89,7 @@ require (
 )
 
 replace github.com/oncemall/oncemall/pkg => ../../pkg
+
+replace github.com/oncemall/oncemall/pkg/testkit => ../../pkg/testkit
+
+replace github.com/oncemall/oncemall/pkg/lab => ../../pkg/lab

@@ -117,11 +117,12 @@ type e2eRunner struct {
 	say  func(string, ...any)
 }
 
-// loadgen runs the load generator with args (--own --json --quiet added)
+// loadgen runs the load generator with args (--own --own-mysql --json
+// --quiet added)
 // and reads its report. An exit status of 1 (an invariant broke) still
 // gives a report; 2 and 3 do not.
 func (x *e2eRunner) loadgen(ctx context.Context, part, name string, args ...string) *e2eRun {
-	r := &e2eRun{Part: part, Name: name, Args: append([]string{"--own"}, args...), Load: loadAverage()}
+	r := &e2eRun{Part: part, Name: name, Args: append([]string{"--own", "--own-mysql"}, args...), Load: loadAverage()}
 	x.say("   e2e %s: %s", name, r.Command())
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, x.bin, append(slices.Clone(r.Args), "--json", "--quiet")...)

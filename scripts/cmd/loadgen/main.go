@@ -119,6 +119,7 @@ type Config struct {
 	Targets Targets
 
 	Own      bool // start a private rig of every program (implied by Chaos)
+	OwnMySQL bool // the private rig runs a MariaDB server of its own
 	Chaos    bool
 	Replicas int
 	KeepDBs  bool   // keep the private rig's databases after a run that held
@@ -202,6 +203,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Targets.NATSMonitor, "nats-monitor", "", "the NATS server's monitoring endpoint (http://host:port, nats-server -m) for the cost report's NATS figures; the private rig sets its own")
 	fs.StringVar(&c.Targets.SubjectPrefix, "subject-prefix", "", "the services' EVENT_SUBJECT_PREFIX")
 	fs.BoolVar(&c.Own, "own", false, "start a private rig (NATS, Redis, fault proxy, simulator, every service, fresh databases) instead of using make run's")
+	fs.BoolVar(&c.OwnMySQL, "own-mysql", false, "the private rig starts a MariaDB server of its own (mariadb-install-db, mariadbd on a free port) instead of using MYSQL_ADDR's: its CPU and counters are the run's alone")
 	fs.BoolVar(&c.Chaos, "chaos", false, "private rig, and while the load runs: SIGKILL and restart services, restart NATS and Redis, lose COMMIT acknowledgements and platform answers")
 	fs.IntVar(&c.Replicas, "replicas", 1, "replicas of each service (make run REPLICAS=n puts replica i on port base+100*i)")
 	fs.DurationVar(&c.ChaosEvery, "chaos-every", 3*time.Second, "mean wait between two faults")
@@ -216,6 +218,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if c.Chaos {
 		c.Own = true
+	}
+	if c.OwnMySQL && !c.Own {
+		return c, errors.New("--own-mysql is for the private rig: add --own")
 	}
 	if c.Replicas < 1 || c.Replicas > 9 {
 		return c, errors.New("--replicas must be 1 to 9")

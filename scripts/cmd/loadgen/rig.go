@@ -106,6 +106,15 @@ func startRig(ctx context.Context, cfg Config, tag string, log io.Writer) (*rig,
 		return nil, errors.New("redis-server is not installed (apt-get install redis-server): the rig runs a Redis of its own")
 	}
 
+	if cfg.OwnMySQL {
+		addr, err := r.startMySQL(ctx)
+		if err != nil {
+			r.close(false)
+			return nil, err
+		}
+		r.mysql = addr
+	}
+
 	// Ports.
 	port := func() int {
 		p, perr := freePort()
@@ -144,7 +153,7 @@ func startRig(ctx context.Context, cfg Config, tag string, log io.Writer) (*rig,
 	r.targets = Targets{
 		Order: urls("order"), Coupon: urls("coupon"), Payment: urls("payment"), PSP: url(pspPort),
 		FaultProxyAdmin: url(proxyAdmin), AdminToken: adminToken,
-		MySQLDSN: envOr("LOADGEN_MYSQL_DSN", "root@tcp("+r.mysql+")/"),
+		MySQLDSN: mysqlDSN(cfg, r.mysql),
 		OrderDB:  "lg_" + tag + "_order", CouponDB: "lg_" + tag + "_coupon", PaymentDB: "lg_" + tag + "_payment",
 		RedisAddr:   fmt.Sprintf("127.0.0.1:%d", redisPort),
 		NATSURL:     fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
@@ -219,7 +228,7 @@ func startRig(ctx context.Context, cfg Config, tag string, log io.Writer) (*rig,
 	// together.
 	first := func(p *proc) bool { return p.kind != "service" || strings.HasSuffix(p.name, "-0") }
 	for _, p := range r.procs {
-		if first(p) {
+		if first(p) && !p.running() { // the rig's own MariaDB is up already
 			if err := p.start(ctx, dir); err != nil {
 				r.close(false)
 				return nil, err
@@ -242,6 +251,54 @@ func startRig(ctx context.Context, cfg Config, tag string, log io.Writer) (*rig,
 		}
 	}
 	return r, nil
+}
+
+// mysqlDSN is the DSN the invariants are read with: LOADGEN_MYSQL_DSN's,
+// or root on addr, which is always the rig's own server's.
+func mysqlDSN(cfg Config, addr string) string {
+	if cfg.OwnMySQL {
+		return "root@tcp(" + addr + ")/"
+	}
+	return envOr("LOADGEN_MYSQL_DSN", "root@tcp("+addr+")/")
+}
+
+// startMySQL initialises a data directory in the rig's and starts a MariaDB
+// server on it, on a free port, with the server's defaults (as the shared
+// one runs) but for room for the rig's connections; root may connect over
+// TCP with no password. It returns the server's address.
+func (r *rig) startMySQL(ctx context.Context) (string, error) {
+	install, err1 := exec.LookPath("mariadb-install-db")
+	server, err2 := exec.LookPath("mariadbd")
+	client, err3 := exec.LookPath("mariadb")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return "", fmt.Errorf("--own-mysql needs MariaDB's programs (apt-get install mariadb-server): %w", err)
+	}
+	data, sock := filepath.Join(r.dir, "mysql"), filepath.Join(r.dir, "mysql.sock")
+	fmt.Fprintf(r.log, "loadgen: initialising a MariaDB data directory in %s\n", data)
+	cmd := exec.CommandContext(ctx, install, "--no-defaults", "--datadir="+data, "--user=root", "--skip-test-db")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p := &proc{name: "mariadb", kind: "mysql", bin: server, ready: "tcp://" + addr,
+		args: []string{"--no-defaults", "--datadir=" + data, "--socket=" + sock, "--port=" + fmt.Sprint(port),
+			"--bind-address=127.0.0.1", "--user=root", "--max-connections=500", "--log-error=" + filepath.Join(r.dir, "mariadb.err")}}
+	r.add(p)
+	if err := p.start(ctx, r.dir); err != nil {
+		return "", err
+	}
+	// The data directory's root authenticates by unix socket only: let
+	// it in over TCP, with no password, as on the shared server.
+	grant := "ALTER USER root@localhost IDENTIFIED VIA mysql_native_password USING PASSWORD(''); " +
+		"CREATE USER IF NOT EXISTS root@'127.0.0.1' IDENTIFIED BY ''; GRANT ALL ON *.* TO root@'127.0.0.1' WITH GRANT OPTION; FLUSH PRIVILEGES;"
+	if out, err := exec.CommandContext(ctx, client, "--no-defaults", "-S", sock, "-uroot", "-e", grant).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("let root in over TCP: %v\n%s", err, out)
+	}
+	return addr, nil
 }
 
 func slicesClone(s []string) []string { return append([]string(nil), s...) }

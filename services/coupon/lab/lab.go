@@ -10,8 +10,8 @@
 // message, injects a failure, runs the deduction (LOCKED -> USED) as the
 // service would, and counts the ledger rows of the order in the database. The invariant is one deduction
 // per order. Walkthrough: docs/incidents/
-// (incident 1); the code under test is services/coupon/internal/app
-// (deduct_broken.go beside deduct_fixed.go).
+// (incident 1); the code under test is this package's deduct_broken.go
+// beside services/coupon/internal/app/deduct_fixed.go.
 package lab
 
 import (
@@ -24,11 +24,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
+	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/lab/fault"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
+	"github.com/oncemall/oncemall/services/coupon/internal/config"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
 	labmigrations "github.com/oncemall/oncemall/services/coupon/lab/migrations"
@@ -104,23 +107,24 @@ type Fixture struct {
 // incident instead of being refused by the key, and the fixed one holds
 // without it.
 func Setup(ctx context.Context, env lab.Env, suffix string, mode variant.Mode) (*Fixture, error) {
+	var cfg config.Config
+	if err := pkgconfig.LoadFrom(&cfg, func(string) (string, bool) { return "", false }); err != nil {
+		return nil, err
+	}
+	// The scheduled retry is made due after a millisecond, so the lab does
+	// not wait for the production backoff.
+	cfg.RetryMax, cfg.RetryBackoff, cfg.RetryBackoffMax = 5, time.Millisecond, time.Millisecond
 	db, drop, err := env.OpenDB(ctx, suffix, migrations.Source, outbox.Migrations, labmigrations.Source)
 	if err != nil {
 		return nil, err
 	}
-	cfg := app.DefaultConfig()
-	cfg.Deduction = mode
-	// The scheduled retry is made due after a millisecond, so the lab does
-	// not wait for the production backoff.
-	cfg.Retry = coupon.RetryPolicy{Max: 5, Base: time.Millisecond, Cap: time.Millisecond}
-	// Nothing relays the events of a lab database: there is no relay to
-	// wake.
-	st := store.New(db)
-	a, err := app.New(st, noOrderService{}, cfg, env.Log, prometheus.NewRegistry())
+	p, err := assembly.UseCases(db, cfg, assembly.Options{Deducer: Deducer(mode), Orders: noOrderService{}},
+		env.Log, prometheus.NewRegistry())
 	if err != nil {
 		drop()
 		return nil, err
 	}
+	a, st := p.App, p.Store
 	f := &Fixture{DB: db, App: a, Store: st, Close: drop}
 	if f.Coupon, f.Message, err = Seed(ctx, a, st, "order-"+suffix, 1001); err != nil {
 		drop()

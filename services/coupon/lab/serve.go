@@ -1,87 +1,138 @@
 package lab
 
-// The coupon service served for another service's lab or benchmark: its real
-// HTTP API (httpapi over app and store, as cmd/coupon wires it) on a fresh
-// database with the service's schema, on loopback HTTP.
+// The coupon service served whole for another service's lab or benchmark:
+// built by its own assembly on the platform, as cmd/coupon runs it, on a
+// fresh database, on loopback HTTP.
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/http/httptest"
+	"net"
+	"net/http"
+	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
-	pkgconfig "github.com/oncemall/oncemall/pkg/config"
-	"github.com/oncemall/oncemall/pkg/httpserver"
-	"github.com/oncemall/oncemall/pkg/inbox"
+	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
-	"github.com/oncemall/oncemall/services/coupon/internal/config"
+	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
-	"github.com/oncemall/oncemall/services/coupon/internal/httpapi"
-	"github.com/oncemall/oncemall/services/coupon/internal/store"
-	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
 
-// Server is the coupon service's HTTP API on a throwaway database, served by
-// an in-process HTTP server at URL.
+// Server is the coupon service on a throwaway database, served at URL.
 type Server struct {
 	// URL is the service's base URL: the order service's COUPON_URL.
 	URL string
 	DB  *gorm.DB
 	app *app.App
-	// close runs in reverse order.
-	close []func()
+	// Declared is what its assembly declared.
+	Declared platform.Declarations
+	stop     func() error
 }
 
-// Serve wires the coupon service as cmd/coupon does, with its defaults (the
-// fixed deduction, the production lock TTL), on the database
-// env.Name(suffix) with the service's own schema (not the incident's), and
-// serves its routes on loopback HTTP, /internal behind internalToken and
-// /admin behind adminToken. No consumer, job or outbox relay runs: the
-// server answers the HTTP API only. Close drops everything.
-func Serve(ctx context.Context, env lab.Env, suffix, internalToken, adminToken string) (_ *Server, err error) {
-	s := &Server{}
-	defer func() {
-		if err != nil {
-			s.Close()
-		}
-	}()
-	var cfg config.Config
-	if err := pkgconfig.LoadFrom(&cfg, func(string) (string, bool) { return "", false }); err != nil {
-		return nil, err
-	}
-	db, drop, err := env.OpenDB(ctx, suffix, migrations.Source, outbox.Migrations, inbox.Migrations)
+// Serve runs the coupon service with its defaults (the fixed deduction, the
+// production lock TTL), assembled as cmd/coupon assembles it but for the
+// order service, which it does not call (its sweeper finds it unavailable
+// and leaves every lock alone). It runs in lab mode on the database
+// env.Name(suffix), under the event prefix of that name, /internal behind
+// internalToken and /admin behind adminToken; its consumers wait for an
+// order stream nobody declares. Close stops it and drops the database.
+func Serve(ctx context.Context, env lab.Env, suffix, internalToken, adminToken string) (*Server, error) {
+	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	s.close = append(s.close, drop)
-	s.DB = db
-	// Nothing relays the events of a lab database: there is no relay to
-	// wake.
-	a, err := app.New(store.New(db), noOrderService{}, cfg.App(), env.Log, prometheus.NewRegistry())
+	name := env.Name(suffix)
+	vars := map[string]string{
+		"ONCEMALL_ENV": "lab", "HTTP_ADDR": addr, "EVENT_SUBJECT_PREFIX": name + ".",
+		"MYSQL_ADDR": env.MySQL.Addr, "MYSQL_USER": env.MySQL.User, "MYSQL_PASSWORD": env.MySQL.Password, "MYSQL_DATABASE": name,
+		"NATS_URL": env.NATS.URL, "REDIS_ADDR": env.Redis.Addr, "REDIS_PASSWORD": env.Redis.Password,
+		"INTERNAL_TOKEN": internalToken, "ADMIN_TOKEN": adminToken, "JOB_LOCK_TTL": "5s",
+	}
+	svc := assembly.Definition(nil)
+	cfg, err := svc.Load(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		return nil, err
 	}
-	s.app = a
-	srv := httpserver.New(httpserver.Options{Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 20},
-		Logger: env.Log, Registry: prometheus.NewRegistry()})
-	httpapi.New(a, httpapi.Options{Log: env.Log, Admin: httpserver.AdminAuth(adminToken),
-		Internal: httpserver.AdminAuth(internalToken)}).Register(srv.Engine())
-	ts := httptest.NewServer(srv.Handler())
-	s.close = append(s.close, ts.Close)
-	s.URL = ts.URL
+	cfg.MySQL.MaxOpenConns, cfg.MySQL.MaxIdleConns = env.MySQL.MaxOpenConns, env.MySQL.MaxIdleConns
+	drop := func() { _ = database.DropDatabase(context.Background(), env.MySQL, name) }
+	w, err := platform.Build(ctx, svc, cfg, env.Log)
+	if err != nil {
+		drop()
+		return nil, err
+	}
+	p, err := assembly.Assemble(w, cfg, assembly.Options{Orders: noOrderService{}})
+	if err != nil {
+		// Serving a cancelled context shuts down what Build opened.
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		_ = w.Serve(cancelled)
+		drop()
+		return nil, err
+	}
+	s := &Server{URL: "http://" + addr, DB: p.Store.DB(), app: p.App, Declared: w.Declared()}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- w.Serve(runCtx) }()
+	s.stop = func() error {
+		cancel()
+		err := <-done
+		drop()
+		return err
+	}
+	if err := waitReady(ctx, s.URL, done); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
 	return s, nil
 }
 
-// Close stops the server and drops the database.
-func (s *Server) Close() {
-	for i := len(s.close) - 1; i >= 0; i-- {
-		s.close[i]()
+// Close stops the service and drops its database.
+func (s *Server) Close() error {
+	if s.stop == nil {
+		return nil
 	}
-	s.close = nil
+	stop := s.stop
+	s.stop = nil
+	return stop()
+}
+
+// freeAddr is a loopback address no one listens on.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// waitReady waits until base answers /readyz, the service stops, or ctx
+// ends.
+func waitReady(ctx context.Context, base string, done <-chan error) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case err := <-done:
+			return fmt.Errorf("the coupon service stopped before it was ready: %v", err)
+		case <-ctx.Done():
+			return fmt.Errorf("the coupon service at %s was not ready: %w", base, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // CreateTemplate creates a coupon template of discount cents off orders of

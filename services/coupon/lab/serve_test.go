@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupontest"
 	couponlab "github.com/oncemall/oncemall/services/coupon/lab"
 )
 
 // TestServe checks the served coupon service as the order service meets
-// it: a coupon issued through Serve's helper is locked by POST
+// it. It is the service's own assembly: it declares what the service
+// assembled for a test declares. A coupon issued through Serve's helper is locked by POST
 // /internal/coupons/{id}/lock with the internal token, once, and the lock
 // is in the database; without the token the route refuses and locks
 // nothing.
@@ -25,6 +29,9 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if prod := coupontest.Start(t, nil, assembly.Options{}); !reflect.DeepEqual(s.Declared, prod.Declared) {
+		t.Fatalf("Serve declared %+v, the service %+v", s.Declared, prod.Declared)
+	}
 	tmpl, err := s.CreateTemplate(ctx, "5 off", 500, 1000)
 	if err != nil {
 		t.Fatal(err)

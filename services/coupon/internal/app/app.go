@@ -2,12 +2,13 @@
 //
 //	commands: CreateTemplate, IssueCoupon, LockCoupon, ReleaseLock,
 //	          ReleaseCancelledOrder, SweepLocks, ReceiveOrderPaid, LandOrderPaid,
-//	          ProcessDueMessages, ProcessMessage (deductFixed or deductBroken)
+//	          ProcessDueMessages, ProcessMessage (through a CouponDeducer)
 //	queries:  Template, Coupon, UserCoupons, Reconcile
 //
 // A coupon is locked when its order is placed (LockCoupon), used when the
-// order is paid (the deduction of incident 1, in deduct_fixed.go and, side
-// by side, deduct_broken.go; Config.Deduction picks one), and released when
+// order is paid (the deduction of incident 1: deduct_fixed.go here, and the
+// incident's deduct_broken.go in services/coupon/lab, plugged in as
+// Config.Deducer in lab mode only), and released when
 // the order is cancelled or never committed (ReleaseLock,
 // ReleaseCancelledOrder, SweepLocks). The contract with the other services
 // is docs/purchase-flow.md.
@@ -30,16 +31,16 @@ import (
 )
 
 // DeductionModes lists the deductions once: broken reproduces incident 1,
-// fixed is the fix. It is what Config.Deduction accepts, the labels of
+// fixed is the fix. It is what COUPON_DEDUCTION_MODE accepts, the labels of
 // coupon_deductions_total and the lab's variants, broken first because the
 // lab reports the reproduction before the fix.
 var DeductionModes = []variant.Mode{variant.Broken, variant.Fixed}
 
 // Config tunes the use cases.
 type Config struct {
-	// Deduction selects the deduction: variant.Fixed, or the incident's
-	// variant.Broken (lab only).
-	Deduction variant.Mode
+	// Deducer makes each attempt at a landed message; nil is the fixed
+	// deduction (deduct_fixed.go). The lab plugs in the incident's.
+	Deducer CouponDeducer
 	// Retry is the backoff and retry limit of the local message table.
 	Retry coupon.RetryPolicy
 	// ClaimBatch is how many due messages one pass of the retry job claims.
@@ -60,6 +61,9 @@ type Config struct {
 	// LockOverdueAfter is how long past its deadline a lock may stay
 	// LOCKED before the reconciler reports it.
 	LockOverdueAfter time.Duration
+	// Clock is the use cases' time; nil is the wall clock in UTC. A test or
+	// a lab passes its own to move past lock deadlines without waiting.
+	Clock func() time.Time
 	// TracerProvider starts the span of each deduction attempt, in the
 	// trace of the order.paid delivery that landed its message. Nil or a
 	// no-op provider: no spans, and no trace kept on the messages.
@@ -69,7 +73,6 @@ type Config struct {
 // DefaultConfig returns working defaults.
 func DefaultConfig() Config {
 	return Config{
-		Deduction:        variant.Fixed,
 		Retry:            coupon.RetryPolicy{Max: 5, Base: 2 * time.Second, Cap: 5 * time.Minute},
 		ClaimBatch:       100,
 		Workers:          8,
@@ -89,7 +92,6 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("app: "+format, args...))
 		}
 	}
-	check(c.Deduction == variant.Fixed || c.Deduction == variant.Broken, "unknown deduction %q", c.Deduction)
 	check(c.Retry.Max > 0, "Retry.Max must be positive")
 	check(c.Retry.Base > 0, "Retry.Base must be positive")
 	check(c.Retry.Cap >= c.Retry.Base, "Retry.Cap must not be less than Retry.Base")
@@ -121,6 +123,7 @@ type App struct {
 	log     *slog.Logger
 	metrics *metrics
 	now     func() time.Time
+	deducer CouponDeducer
 	tracer  trace.Tracer // nil when tracing is off
 	// templates caches the templates read so far (id → coupon.Template);
 	// see Template.
@@ -140,7 +143,13 @@ func New(store coupon.Store, orders Orders, cfg Config, log *slog.Logger, reg pr
 	if err != nil {
 		return nil, err
 	}
-	a := &App{store: store, orders: orders, cfg: cfg, log: log, metrics: m, now: func() time.Time { return time.Now().UTC() }}
+	a := &App{store: store, orders: orders, cfg: cfg, log: log, metrics: m, now: cfg.Clock, deducer: cfg.Deducer}
+	if a.now == nil {
+		a.now = func() time.Time { return time.Now().UTC() }
+	}
+	if a.deducer == nil {
+		a.deducer = FixedDeducer{}
+	}
 	if tracing.Enabled(cfg.TracerProvider) {
 		a.tracer = cfg.TracerProvider.Tracer(tracerScope)
 	}

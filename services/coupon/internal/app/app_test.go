@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
+	couponlab "github.com/oncemall/oncemall/services/coupon/lab"
 	labmigrations "github.com/oncemall/oncemall/services/coupon/lab/migrations"
 	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
@@ -28,6 +30,7 @@ var ctx = context.Background()
 
 type fixture struct {
 	app    *app.App
+	clock  *testClock
 	store  *store.Store
 	reg    *prometheus.Registry
 	tpl    coupon.Template
@@ -60,7 +63,7 @@ func newFixtureOn(t testing.TB, mode variant.Mode, wrap func(*store.Store) coupo
 		s = wrap(st)
 	}
 	cfg := app.DefaultConfig()
-	cfg.Deduction = mode
+	cfg.Deducer = couponlab.Deducer(mode)
 	cfg.Retry = coupon.RetryPolicy{Max: 3, Base: time.Millisecond, Cap: time.Millisecond}
 	return newFixtureWith(t, cfg, s, st)
 }
@@ -79,12 +82,31 @@ func newFixtureWith(t testing.TB, cfg app.Config, s coupon.Store, st *store.Stor
 func newFixtureWithOrders(t testing.TB, cfg app.Config, s coupon.Store, st *store.Store, orders *orderService, client app.Orders) *fixture {
 	t.Helper()
 	reg := prometheus.NewRegistry()
+	clock := &testClock{}
+	cfg.Clock = clock.read
 	a, err := app.New(s, client, cfg, testenv.Logger(t), reg)
 	testenv.Must(t, err)
 	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
 	testenv.Must(t, err)
-	return &fixture{app: a, store: st, reg: reg, tpl: tpl, orders: orders}
+	return &fixture{app: a, clock: clock, store: st, reg: reg, tpl: tpl, orders: orders}
 }
+
+// testClock is the app's time in a test (app.Config.Clock): the wall clock
+// until setClock moves it, past lock deadlines and expiries, instead of
+// waiting for them.
+type testClock struct {
+	fn atomic.Pointer[func() time.Time]
+}
+
+func (c *testClock) read() time.Time {
+	if fn := c.fn.Load(); fn != nil {
+		return (*fn)()
+	}
+	return time.Now().UTC()
+}
+
+// setClock makes the use cases read the time from now.
+func (f *fixture) setClock(now func() time.Time) { f.clock.fn.Store(&now) }
 
 // orderAmount is the total of the fixture's orders: above the template's
 // discount, which has no minimum.
@@ -444,7 +466,7 @@ func TestRetryPassesDrainABacklogOnceAcrossReplicas(t *testing.T) {
 func TestADeliveryDeductsAtOnceAndThePassTakesOnlyWhatItLeft(t *testing.T) {
 	f := newFixture(t, variant.Fixed)
 	now := time.Now().UTC()
-	f.app.SetClock(func() time.Time { return now })
+	f.setClock(func() time.Time { return now })
 
 	delivered := f.issue(t, 7)
 	f.lock(t, delivered.ID, "ORDER-A", 7)
@@ -458,7 +480,7 @@ func TestADeliveryDeductsAtOnceAndThePassTakesOnlyWhatItLeft(t *testing.T) {
 	crashed := f.issue(t, 7)
 	f.lock(t, crashed.ID, "ORDER-B", 7)
 	testenv.Must(t, f.store.DB().Transaction(func(gtx *gorm.DB) error {
-		return f.app.ReceiveOrderPaid(ctx, f.store.BindTx(gtx), app.OrderPaid{MessageID: "m-b", OrderNo: "ORDER-B", UserID: 7, CouponID: crashed.ID})
+		return f.app.ReceiveOrderPaid(ctx, f.store.InboxTx(ctx, gtx), app.OrderPaid{MessageID: "m-b", OrderNo: "ORDER-B", UserID: 7, CouponID: crashed.ID})
 	}))
 	if n := f.count(t, "coupon_deduction", "order_no = ?", "ORDER-B"); n != 0 {
 		t.Fatalf("ORDER-B has %d deductions though its attempt never ran", n)

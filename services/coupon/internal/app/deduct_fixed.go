@@ -8,7 +8,7 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
-// deductFixed is the fix of incident 1 (the lost COMMIT acknowledgement): the
+// FixedDeducer is the fix of incident 1 (the lost COMMIT acknowledgement): the
 // state check, the conditional state change LOCKED -> USED by the order that
 // holds the lock, the ledger row and the message status all happen in ONE
 // transaction. Whatever the network does to the COMMIT reply, the database
@@ -29,11 +29,18 @@ import (
 // Behind the state machine, the conditional update's rows affected are
 // checked and the ledger's unique key on order_no refuses a second row, so a
 // mistake in the check above still cannot write a second deduction.
+// The incident's deduction, side by side: services/coupon/lab/deduct_broken.go.
 // Walkthrough: docs/incidents/ (incident 1); proof: services/coupon/lab.
-func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error) {
+type FixedDeducer struct{}
+
+// Mode implements CouponDeducer.
+func (FixedDeducer) Mode() variant.Mode { return variant.Fixed }
+
+// Deduct implements CouponDeducer.
+func (FixedDeducer) Deduct(ctx context.Context, env DeductEnv, m coupon.Message) (Outcome, error) {
 	out := Deducted
-	err := a.store.InTx(ctx, func(tx coupon.Tx) error {
-		now := a.now()
+	err := env.Store.InTx(ctx, func(tx coupon.Tx) error {
+		now := env.Now()
 		c, err := tx.CouponForUpdate(ctx, m.CouponID)
 		if err != nil {
 			return err
@@ -56,7 +63,7 @@ func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error
 		if n != 1 {
 			return fmt.Errorf("coupon %d for order %s: %w", c.ID, m.OrderNo, coupon.ErrConcurrentChange)
 		}
-		t, err := a.Template(ctx, c.TemplateID)
+		t, err := env.Template(ctx, c.TemplateID)
 		if err != nil {
 			return err
 		}
@@ -79,14 +86,6 @@ func (a *App) deductFixed(ctx context.Context, m coupon.Message) (Outcome, error
 	})
 	if err != nil {
 		return "", fmt.Errorf("deduct coupon %d for order %s: %w", m.CouponID, m.OrderNo, err)
-	}
-	switch out {
-	case Absorbed:
-		a.metrics.duplicatesAbsorbed.Inc()
-		a.log.InfoContext(ctx, "coupon already used by this order, nothing to do", "order_no", m.OrderNo,
-			"coupon_id", m.CouponID, "message_id", m.MessageID)
-	case Deducted:
-		a.metrics.deductions.WithLabelValues(string(variant.Fixed)).Inc()
 	}
 	return out, nil
 }

@@ -32,7 +32,7 @@ func TestLockReturnsTheDiscountAndADeadlineOneTTLAhead(t *testing.T) {
 	f := newFixture(t, variant.Fixed)
 	c := f.issue(t, 7)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
-	f.app.SetClock(func() time.Time { return now })
+	f.setClock(func() time.Time { return now })
 	l := f.lock(t, c.ID, "ORDER-1", 7)
 	want := coupon.Lock{CouponID: c.ID, OrderNo: "ORDER-1", DiscountAmount: 1000,
 		LockedUntil: now.Add(app.DefaultConfig().LockTTL).Truncate(time.Millisecond)}
@@ -88,7 +88,7 @@ func TestLockRefusalsNameTheirReasonAndWriteNothing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f.app.SetClock(func() time.Time {
+			f.setClock(func() time.Time {
 				if tt.now.IsZero() {
 					return time.Now().UTC()
 				}
@@ -211,7 +211,7 @@ func TestARetryAfterALostCommitAckGetsTheSameLock(t *testing.T) {
 	// The clock moves between the attempts, so a second lock would carry
 	// another deadline.
 	now := time.Now().UTC()
-	f.app.SetClock(func() time.Time { return now })
+	f.setClock(func() time.Time { return now })
 	req := coupon.LockRequest{OrderNo: "ORDER", UserID: 7, OrderAmount: orderAmount}
 	// The lock is one statement that commits by itself; its reply is lost.
 	inj.LoseCommitAcksMatching(1, "UPDATE coupons")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
@@ -24,18 +25,43 @@ const (
 	Failed Outcome = "failed"
 )
 
+// CouponDeducer is incident 1's choice: how one attempt deducts a landed
+// message's coupon. The service's is FixedDeducer (deduct_fixed.go); the
+// incident's, side by side with it, is services/coupon/lab's
+// deduct_broken.go, plugged in only in lab mode.
+type CouponDeducer interface {
+	// Mode names the deduction in coupon_deductions_total{mode}.
+	Mode() variant.Mode
+	// Deduct makes one attempt at m with env. Deducted means the
+	// deduction committed: it is counted even when an error reports that
+	// something after it failed. Absorbed means the coupon was already
+	// used by m's order. An error is the attempt's, recorded on the
+	// message by ProcessMessage.
+	Deduct(ctx context.Context, env DeductEnv, m coupon.Message) (Outcome, error)
+}
+
+// DeductEnv is what a CouponDeducer works with: the app's store, clock and
+// template cache.
+type DeductEnv struct {
+	Store    coupon.Store
+	Now      func() time.Time
+	Template func(ctx context.Context, id uint64) (coupon.Template, error)
+}
+
 // ProcessMessage makes one attempt at deducting m's coupon with the
-// configured deduction, then does the message bookkeeping of a failed
+// configured deducer, then does the message bookkeeping of a failed
 // attempt: a permanent refusal fails the message at once with its reason, a
 // transient error schedules a retry with backoff, and the retry limit fails
 // it. The returned error is the attempt's error, for the caller to log.
 func (a *App) ProcessMessage(ctx context.Context, m coupon.Message) (Outcome, error) {
-	var out Outcome
-	var err error
-	if a.cfg.Deduction == variant.Broken {
-		out, err = a.deductBroken(ctx, m)
-	} else {
-		out, err = a.deductFixed(ctx, m)
+	out, err := a.deducer.Deduct(ctx, DeductEnv{Store: a.store, Now: a.now, Template: a.Template}, m)
+	switch out {
+	case Deducted:
+		a.metrics.deductions.WithLabelValues(string(a.deducer.Mode())).Inc()
+	case Absorbed:
+		a.metrics.duplicatesAbsorbed.Inc()
+		a.log.InfoContext(ctx, "coupon already used by this order, nothing to do", "order_no", m.OrderNo,
+			"coupon_id", m.CouponID, "message_id", m.MessageID)
 	}
 	if err == nil {
 		return out, nil

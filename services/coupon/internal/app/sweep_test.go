@@ -15,14 +15,14 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
 )
 
-// clock is a settable time for the app (SetClock).
+// clock is a settable time for the app (setClock).
 type clock struct{ now time.Time }
 
 func (c *clock) read() time.Time { return c.now }
 
 func (f *fixture) clockAt(t time.Time) *clock {
 	c := &clock{now: t}
-	f.app.SetClock(c.read)
+	f.setClock(c.read)
 	return c
 }
 

@@ -53,7 +53,6 @@ type Config struct {
 // App returns the use cases' configuration.
 func (c Config) App() app.Config {
 	return app.Config{
-		Deduction:        c.Modes.Deduction,
 		Retry:            coupon.RetryPolicy{Max: c.RetryMax, Base: c.RetryBackoff, Cap: c.RetryBackoffMax},
 		ClaimBatch:       c.RetryBatch,
 		Workers:          c.RetryWorkers,

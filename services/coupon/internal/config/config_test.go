@@ -39,7 +39,7 @@ func TestDefaultsWorkLocally(t *testing.T) {
 		t.Fatalf("defaults = %+v", c)
 	}
 	a := c.App()
-	if a.Deduction != variant.Fixed || a.Retry.Max != 5 || a.Retry.Base != 2*time.Second || a.Retry.Cap != 5*time.Minute ||
+	if a.Deducer != nil || a.Retry.Max != 5 || a.Retry.Base != 2*time.Second || a.Retry.Cap != 5*time.Minute ||
 		a.ClaimBatch != 100 || a.ClaimLease != time.Minute ||
 		a.LockTTL != 45*time.Minute || a.SweepBatch != 100 || a.LockOverdueAfter != 30*time.Minute {
 		t.Fatalf("App() = %+v", a)
@@ -53,10 +53,13 @@ func TestDefaultsWorkLocally(t *testing.T) {
 	}
 }
 
-func TestBrokenModeIsTheApps(t *testing.T) {
+// TestBrokenModeIsReadInTheLab: the mode lab.Plug turns into the broken
+// deducer is read, and the app's own configuration names no deducer (the
+// fixed one) whatever the mode says.
+func TestBrokenModeIsReadInTheLab(t *testing.T) {
 	c, err := load(t, map[string]string{"COUPON_DEDUCTION_MODE": "broken"})
-	if err != nil || c.App().Deduction != variant.Broken {
-		t.Fatalf("COUPON_DEDUCTION_MODE=broken in the lab: %v, deduction %q", err, c.App().Deduction)
+	if err != nil || c.Modes.Deduction != variant.Broken || c.App().Deducer != nil {
+		t.Fatalf("COUPON_DEDUCTION_MODE=broken in the lab: %v, mode %q, app deducer %v", err, c.Modes.Deduction, c.App().Deducer)
 	}
 }
 

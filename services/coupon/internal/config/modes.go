@@ -10,8 +10,8 @@ import (
 // place. Each is variant.Fixed unless set otherwise, and the platform
 // refuses to start with any other value unless ONCEMALL_ENV=lab.
 type Modes struct {
-	// Deduction is incident 1's coupon deduction (internal/app,
-	// deduct_fixed.go beside deduct_broken.go).
+	// Deduction is incident 1's coupon deduction: internal/app's
+	// deduct_fixed.go, or lab's deduct_broken.go (lab.Plug).
 	Deduction variant.Mode `env:"COUPON_DEDUCTION_MODE" default:"fixed" usage:"coupon deduction code path: fixed, or broken (incident 1 reproduction, lab only)"`
 }
 

@@ -66,9 +66,6 @@ type Tx interface {
 	// UseLockedCoupon is the deduction's conditional update LOCKED by
 	// orderNo -> USED by orderNo; it returns the rows affected (0 or 1).
 	UseLockedCoupon(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
-	// UseCouponUnconditionally sets USED whatever the current state. Only
-	// the broken deduction calls it.
-	UseCouponUnconditionally(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
 	// InsertDeduction writes a ledger row. The schema keeps one row per
 	// order: a second one returns ErrOrderAlreadyDeducted. (The lab runs
 	// the broken deduction on the incident's schema, which has no such key;

@@ -28,25 +28,25 @@ var statuses = []struct {
 // not_available, expired, below_minimum), which the order service passes
 // on; anything else goes to fail. An unknown coupon is a refusal here, not
 // a 404: the route exists, the coupon the order names does not.
-func (h *API) refuseOrFail(c *gin.Context, err error) {
+func (api *API) refuseOrFail(c *gin.Context, err error) {
 	if reason, ok := coupon.RefusalReason(err); ok {
 		problem.Write(c, problem.New(http.StatusUnprocessableEntity, err.Error()).With("reason", reason))
 		return
 	}
-	h.fail(c, err)
+	api.fail(c, err)
 }
 
 // fail answers err as problem+json with its status.
-func (h *API) fail(c *gin.Context, err error) {
+func (api *API) fail(c *gin.Context, err error) {
 	for _, s := range statuses {
 		if errors.Is(err, s.err) {
 			problem.Abort(c, s.status, err.Error())
 			return
 		}
 	}
-	if httpserver.Ended(c, h.opts.Log, err) || httpserver.Unreachable(c, h.opts.Log, err) {
+	if httpserver.Ended(c, api.opts.Log, err) || httpserver.Unreachable(c, api.opts.Log, err) {
 		return
 	}
-	h.opts.Log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
+	api.opts.Log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
 	problem.Abort(c, http.StatusInternalServerError, "internal error")
 }

@@ -6,6 +6,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -45,25 +46,30 @@ type API struct {
 	opts Options
 }
 
-// New returns the API over a's use cases.
-func New(a *app.App, opts Options) *API { return &API{app: a, opts: opts} }
+// New returns the API over a's use cases. It refuses a nil app.
+func New(a *app.App, o Options) (*API, error) {
+	if a == nil {
+		return nil, errors.New("httpapi: the use cases are required")
+	}
+	return &API{app: a, opts: o}, nil
+}
 
 // Register installs the routes on r: the user's routes open (the gateway
 // names the user), the service routes behind Options.Internal and the
 // operator routes behind Options.Admin.
-func (h *API) Register(r gin.IRouter) {
-	r.GET("/coupons/:id", h.getCoupon)
-	r.GET("/users/:id/coupons", h.userCoupons)
+func (api *API) Register(r gin.IRouter) {
+	r.GET("/coupons/:id", api.getCoupon)
+	r.GET("/users/:id/coupons", api.userCoupons)
 
-	internal := r.Group("/internal", guard(h.opts.Internal, "service routes are not enabled"))
-	internal.POST("/coupons/:id/lock", h.lock)
-	internal.POST("/coupons/:id/release", h.release)
+	internal := r.Group("/internal", guard(api.opts.Internal, "service routes are not enabled"))
+	internal.POST("/coupons/:id/lock", api.lock)
+	internal.POST("/coupons/:id/release", api.release)
 
-	admin := r.Group("/admin", guard(h.opts.Admin, "operator routes are not enabled"))
-	admin.POST("/coupon-templates", h.createTemplate)
-	admin.GET("/coupon-templates/:id", h.getTemplate)
-	admin.POST("/coupons", h.issueCoupon)
-	admin.GET("/reconcile", h.reconcile)
+	admin := r.Group("/admin", guard(api.opts.Admin, "operator routes are not enabled"))
+	admin.POST("/coupon-templates", api.createTemplate)
+	admin.GET("/coupon-templates/:id", api.getTemplate)
+	admin.POST("/coupons", api.issueCoupon)
+	admin.GET("/reconcile", api.reconcile)
 }
 
 // guard returns g, or a handler that refuses everything when g is nil.
@@ -165,34 +171,34 @@ func formatOptional(t time.Time) string {
 	return t.UTC().Format(timeFormat)
 }
 
-func (h *API) createTemplate(c *gin.Context) {
+func (api *API) createTemplate(c *gin.Context) {
 	var req templateRequest
 	if !httpserver.DecodeJSON(c, &req) {
 		return
 	}
-	t, err := h.app.CreateTemplate(c.Request.Context(), coupon.Template{Name: req.Name, DiscountAmount: req.DiscountAmount,
+	t, err := api.app.CreateTemplate(c.Request.Context(), coupon.Template{Name: req.Name, DiscountAmount: req.DiscountAmount,
 		MinOrderAmount: req.MinOrderAmount, ValidDays: req.ValidDays})
 	if err != nil {
-		h.fail(c, err)
+		api.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusCreated, toTemplateResponse(t))
 }
 
-func (h *API) getTemplate(c *gin.Context) {
+func (api *API) getTemplate(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
 		return
 	}
-	t, err := h.app.Template(c.Request.Context(), id)
+	t, err := api.app.Template(c.Request.Context(), id)
 	if err != nil {
-		h.fail(c, err)
+		api.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, toTemplateResponse(t))
 }
 
-func (h *API) issueCoupon(c *gin.Context) {
+func (api *API) issueCoupon(c *gin.Context) {
 	var req issueRequest
 	if !httpserver.DecodeJSON(c, &req) {
 		return
@@ -201,9 +207,9 @@ func (h *API) issueCoupon(c *gin.Context) {
 		problem.Abort(c, http.StatusBadRequest, "template_id and user_id are required positive integers")
 		return
 	}
-	cp, err := h.app.IssueCoupon(c.Request.Context(), req.TemplateID, req.UserID)
+	cp, err := api.app.IssueCoupon(c.Request.Context(), req.TemplateID, req.UserID)
 	if err != nil {
-		h.fail(c, err)
+		api.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusCreated, toCouponResponse(cp))
@@ -211,21 +217,17 @@ func (h *API) issueCoupon(c *gin.Context) {
 
 // getCoupon answers a coupon to its owner only. Anyone else gets the same
 // 404 as for a coupon that does not exist, so coupon ids cannot be probed.
-func (h *API) getCoupon(c *gin.Context) {
-	caller, ok := callerID(c)
+func (api *API) getCoupon(c *gin.Context) {
+	caller, id, ok := callerAndPathID(c)
 	if !ok {
 		return
 	}
-	id, ok := pathID(c)
-	if !ok {
-		return
-	}
-	cp, err := h.app.Coupon(c.Request.Context(), id)
+	cp, err := api.app.Coupon(c.Request.Context(), id)
 	if err == nil && cp.UserID != caller {
 		err = fmt.Errorf("coupon %d: %w", id, coupon.ErrNotFound)
 	}
 	if err != nil {
-		h.fail(c, err)
+		api.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, toCouponResponse(cp))
@@ -233,12 +235,8 @@ func (h *API) getCoupon(c *gin.Context) {
 
 // userCoupons lists the caller's own coupons; another user's list is
 // forbidden (the path names the user, so there is nothing to hide).
-func (h *API) userCoupons(c *gin.Context) {
-	caller, ok := callerID(c)
-	if !ok {
-		return
-	}
-	id, ok := pathID(c)
+func (api *API) userCoupons(c *gin.Context) {
+	caller, id, ok := callerAndPathID(c)
 	if !ok {
 		return
 	}
@@ -246,9 +244,9 @@ func (h *API) userCoupons(c *gin.Context) {
 		problem.Abort(c, http.StatusForbidden, fmt.Sprintf("user %d may list only their own coupons", caller))
 		return
 	}
-	cs, err := h.app.UserCoupons(c.Request.Context(), id)
+	cs, err := api.app.UserCoupons(c.Request.Context(), id)
 	if err != nil {
-		h.fail(c, err)
+		api.fail(c, err)
 		return
 	}
 	out := make([]couponResponse, len(cs))
@@ -260,7 +258,7 @@ func (h *API) userCoupons(c *gin.Context) {
 
 // lock locks the coupon for the order being placed. A refusal is 422 with
 // its reason (see errors.go); a retry by the holder gets the same lock.
-func (h *API) lock(c *gin.Context) {
+func (api *API) lock(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
 		return
@@ -269,10 +267,10 @@ func (h *API) lock(c *gin.Context) {
 	if !httpserver.DecodeJSON(c, &req) {
 		return
 	}
-	l, err := h.app.LockCoupon(c.Request.Context(), id, coupon.LockRequest{OrderNo: req.OrderNo, UserID: req.UserID,
+	l, err := api.app.LockCoupon(c.Request.Context(), id, coupon.LockRequest{OrderNo: req.OrderNo, UserID: req.UserID,
 		OrderAmount: req.OrderAmount})
 	if err != nil {
-		h.refuseOrFail(c, err)
+		api.refuseOrFail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, lockResponse{CouponID: l.CouponID, OrderNo: l.OrderNo, DiscountAmount: l.DiscountAmount,
@@ -280,7 +278,7 @@ func (h *API) lock(c *gin.Context) {
 }
 
 // release releases the lock the order holds, if it holds one.
-func (h *API) release(c *gin.Context) {
+func (api *API) release(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
 		return
@@ -289,18 +287,18 @@ func (h *API) release(c *gin.Context) {
 	if !httpserver.DecodeJSON(c, &req) {
 		return
 	}
-	released, err := h.app.ReleaseLock(c.Request.Context(), id, req.OrderNo)
+	released, err := api.app.ReleaseLock(c.Request.Context(), id, req.OrderNo)
 	if err != nil {
-		h.fail(c, err)
+		api.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, releaseResponse{Released: released})
 }
 
-func (h *API) reconcile(c *gin.Context) {
-	as, err := h.app.Reconcile(c.Request.Context())
+func (api *API) reconcile(c *gin.Context) {
+	as, err := api.app.Reconcile(c.Request.Context())
 	if err != nil {
-		h.fail(c, err)
+		api.fail(c, err)
 		return
 	}
 	out := reconcileResponse{Anomalies: make([]anomalyResponse, len(as))}
@@ -321,6 +319,15 @@ func callerID(c *gin.Context) (uint64, bool) {
 		return 0, false
 	}
 	return id, true
+}
+
+// callerAndPathID reads the caller (callerID) and the path's id (pathID);
+// false when either was refused.
+func callerAndPathID(c *gin.Context) (caller, id uint64, ok bool) {
+	if caller, ok = callerID(c); ok {
+		id, ok = pathID(c)
+	}
+	return caller, id, ok
 }
 
 func pathID(c *gin.Context) (uint64, bool) {

@@ -69,8 +69,10 @@ func newServer(t *testing.T) (http.Handler, *gorm.DB, *app.App) {
 	a, err := app.New(store.New(db), noSweeping, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
 	e := gin.New()
-	httpapi.New(a, httpapi.Options{Log: testenv.Logger(t), Admin: httpserver.AdminAuth(adminToken),
-		Internal: httpserver.AdminAuth(internalToken)}).Register(e)
+	api, err := httpapi.New(a, httpapi.Options{Log: testenv.Logger(t), Admin: httpserver.AdminAuth(adminToken),
+		Internal: httpserver.AdminAuth(internalToken)})
+	testenv.Must(t, err)
+	api.Register(e)
 	return spec.Handler(t, e), db, a
 }
 
@@ -465,7 +467,9 @@ func TestGuardedRoutesWithoutAGuardRefuseEverything(t *testing.T) {
 	h, _, a := newServer(t)
 	_, couponID := seed(t, h)
 	open := gin.New()
-	httpapi.New(a, httpapi.Options{Log: testenv.Logger(t)}).Register(open)
+	api, err := httpapi.New(a, httpapi.Options{Log: testenv.Logger(t)})
+	testenv.Must(t, err)
+	api.Register(open)
 	e := spec.Handler(t, open)
 	if w := do(t, e, http.MethodGet, "/admin/reconcile", "", asAdmin...); w.Code != http.StatusForbidden {
 		t.Fatalf("reconcile without a guard: %d %s, want 403", w.Code, w.Body)

@@ -18,6 +18,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
@@ -67,7 +68,7 @@ func (r *cancelRig) lock(t *testing.T, ctx context.Context, orderNo string) {
 // place of its handler (handle may wrap it).
 func (r *cancelRig) consumer(t *testing.T, handle inbox.Handler) *inbox.Consumer {
 	t.Helper()
-	decl := messaging.OrderCancelled(r.app, store.New(r.db))
+	decl := platform.Bind(store.New(r.db).InboxTx, messaging.OrderCancelled(r.app))
 	if decl.Subject != events.OrderCancelled || decl.Name != messaging.OrderCancelledConsumer {
 		t.Fatalf("the consumer is %q on %q, want %q on %q", decl.Name, decl.Subject, messaging.OrderCancelledConsumer, events.OrderCancelled)
 	}
@@ -130,7 +131,7 @@ func TestOrderCancelledReleasesTheLockOnceHoweverOftenDelivered(t *testing.T) {
 
 	var mu sync.Mutex
 	deliveries := map[string]int{}
-	real := messaging.OrderCancelled(r.app, store.New(r.db)).Handle
+	real := platform.Bind(store.New(r.db).InboxTx, messaging.OrderCancelled(r.app)).Handle
 	cons := r.consumer(t, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
 		mu.Lock()
 		deliveries[msg.ID]++

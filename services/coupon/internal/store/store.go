@@ -297,12 +297,16 @@ type Tx struct {
 
 var _ coupon.Tx = (*Tx)(nil)
 
-// BindTx returns the coupon.Tx view of the inbox consumer's transaction,
+// InboxTx returns the coupon.Tx view of the inbox consumer's transaction,
 // which the consumer commits: what is registered with AfterCommit (the
 // relay's wake included) runs after that commit (inbox.OnCommit).
-func (s *Store) BindTx(tx *gorm.DB) coupon.Tx {
+func (s *Store) InboxTx(_ context.Context, tx *gorm.DB) coupon.Tx {
 	return &Tx{db: tx, onCommit: inbox.OnCommit}
 }
+
+// DB returns the transaction's handle, for SQL of the caller's own: the
+// lab's broken variants run theirs on the transaction of the use case.
+func (t *Tx) DB() *gorm.DB { return t.db }
 
 // AfterCommit implements coupon.Tx.
 func (t *Tx) AfterCommit(ctx context.Context, fn func()) { t.onCommit(ctx, fn) }
@@ -350,20 +354,6 @@ func (t *Tx) ReleaseLock(ctx context.Context, id uint64, orderNo string, now tim
 func (t *Tx) UseLockedCoupon(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
 	res := couponByID(t.db.WithContext(ctx)).
 		Where("id = ? AND status = ? AND locked_order_no = ?", id, string(coupon.StatusLocked), orderNo).
-		Updates(map[string]any{"status": string(coupon.StatusUsed), "used_order_no": orderNo,
-			"version": gorm.Expr("version + 1"), "updated_at": now})
-	if res.Error != nil {
-		return 0, fmt.Errorf("use coupon %d: %w", id, res.Error)
-	}
-	return res.RowsAffected, nil
-}
-
-// UseCouponUnconditionally implements coupon.Tx. It exists only for the
-// broken deduction: there is no status or lock holder in the WHERE clause,
-// so it "succeeds" on a coupon that is already USED, or locked by another
-// order.
-func (t *Tx) UseCouponUnconditionally(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
-	res := t.db.WithContext(ctx).Model(&couponRow{}).Where("id = ?", id).
 		Updates(map[string]any{"status": string(coupon.StatusUsed), "used_order_no": orderNo,
 			"version": gorm.Expr("version + 1"), "updated_at": now})
 	if res.Error != nil {

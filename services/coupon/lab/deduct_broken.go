@@ -1,16 +1,22 @@
-package app
+package lab
 
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/variant"
+	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
-// deductBroken is the deduction of incident 1 AS IT WAS: kept to reproduce the
-// incident in the lab and in the tests, selected by COUPON_DEDUCTION_MODE=broken,
-// never the default. Do not copy it. deductFixed, next door, is the fix.
+// BrokenDeducer is the deduction of incident 1 AS IT WAS: kept to reproduce
+// the incident in the lab and in the tests, plugged in by
+// COUPON_DEDUCTION_MODE=broken in lab mode only. Do not copy it.
+// app.FixedDeducer, in services/coupon/internal/app/deduct_fixed.go, is the
+// fix.
 // Walkthrough: docs/incidents/ (incident 1, the lost commit ACK).
 //
 // It breaks in three places, marked BROKEN below:
@@ -39,10 +45,16 @@ import (
 // lost COMMIT acknowledgement fails the message as "order already deducted"
 // although its deduction committed: a unique key alone tells "refused", not
 // "done by me".
-func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, error) {
+type BrokenDeducer struct{}
+
+// Mode implements app.CouponDeducer.
+func (BrokenDeducer) Mode() variant.Mode { return variant.Broken }
+
+// Deduct implements app.CouponDeducer.
+func (BrokenDeducer) Deduct(ctx context.Context, env app.DeductEnv, m coupon.Message) (app.Outcome, error) {
 	// BROKEN (1): a plain read outside any transaction; by the time the
 	// transaction below runs, another attempt may have deducted.
-	c, err := a.store.Coupon(ctx, m.CouponID)
+	c, err := env.Store.Coupon(ctx, m.CouponID)
 	if err != nil {
 		return "", fmt.Errorf("deduct coupon %d for order %s: %w", m.CouponID, m.OrderNo, err)
 	}
@@ -56,15 +68,15 @@ func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, erro
 			coupon.ErrUsedByAnotherOrder, c.UsedOrderNo)
 	}
 
-	err = a.store.InTx(ctx, func(tx coupon.Tx) error {
-		now := a.now()
+	err = env.Store.InTx(ctx, func(tx coupon.Tx) error {
+		now := env.Now()
 		// BROKEN (1, continued): no status or lock holder in the WHERE
 		// clause, so this "succeeds" on a coupon another attempt has just
 		// used.
-		if _, err := tx.UseCouponUnconditionally(ctx, c.ID, m.OrderNo, now); err != nil {
+		if err := useUnconditionally(ctx, tx, c.ID, m.OrderNo, now); err != nil {
 			return err
 		}
-		t, err := a.Template(ctx, c.TemplateID)
+		t, err := env.Template(ctx, c.TemplateID)
 		if err != nil {
 			return err
 		}
@@ -77,12 +89,33 @@ func (a *App) deductBroken(ctx context.Context, m coupon.Message) (Outcome, erro
 		// is in the database; the caller leaves the message PENDING.
 		return "", fmt.Errorf("deduct coupon %d for order %s: %w", c.ID, m.OrderNo, err)
 	}
-	a.metrics.deductions.WithLabelValues(string(variant.Broken)).Inc()
 
 	// BROKEN (3): the message status is not part of the deduction's
 	// transaction.
-	if _, err := a.store.MarkMessage(ctx, m.ID, coupon.MessageSuccess, m.RetryCount, a.now(), "", "", a.now()); err != nil {
-		return "", fmt.Errorf("mark message %s done: %w", m.MessageID, err)
+	if _, err := env.Store.MarkMessage(ctx, m.ID, coupon.MessageSuccess, m.RetryCount, env.Now(), "", "", env.Now()); err != nil {
+		return app.Deducted, fmt.Errorf("mark message %s done: %w", m.MessageID, err) // the deduction committed
 	}
-	return Deducted, nil
+	return app.Deducted, nil
+}
+
+// gormTx is the store's transaction as the lab sees it: the handle its own
+// SQL runs on (internal/store's Tx).
+type gormTx interface{ DB() *gorm.DB }
+
+// useUnconditionally sets the coupon USED by orderNo whatever its state:
+// no status or lock holder in the WHERE clause, so it "succeeds" on a
+// coupon that is already USED, or locked by another order. The service
+// has no such statement; the lab runs it on the deduction's transaction.
+func useUnconditionally(ctx context.Context, tx coupon.Tx, id uint64, orderNo string, now time.Time) error {
+	g, ok := tx.(gormTx)
+	if !ok {
+		return fmt.Errorf("use coupon %d: the store's transaction %T has no database handle", id, tx)
+	}
+	err := g.DB().WithContext(ctx).Table("coupons").Where("id = ?", id).
+		Updates(map[string]any{"status": string(coupon.StatusUsed), "used_order_no": orderNo,
+			"version": gorm.Expr("version + 1"), "updated_at": now}).Error
+	if err != nil {
+		return fmt.Errorf("use coupon %d: %w", id, err)
+	}
+	return nil
 }

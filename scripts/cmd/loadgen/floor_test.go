@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	_ "github.com/go-sql-driver/mysql"
+)
+
+// BenchmarkStatementFloor measures what one SQL statement costs in CPU, on
+// a MariaDB server of its own (as --own-mysql starts it: the server's
+// defaults, one fsync per commit): the server's CPU and this client's per
+// statement, for the kinds of statement a purchase is made of, 8 clients
+// at once. It is the floor under the cost report's figures: a purchase of
+// n statements costs at least n times these, before any of the services'
+// own work.
+//
+//	go test -run '^$' -bench StatementFloor -benchtime 5000x ./scripts/cmd/loadgen/
+func BenchmarkStatementFloor(b *testing.B) {
+	r := &rig{dir: b.TempDir(), byName: map[string]*proc{}, log: io.Discard}
+	addr, err := r.startMySQL(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.close(true) })
+	server := r.byName["mariadb"]
+	db, err := sql.Open("mysql", "root@tcp("+addr+")/?interpolateParams=true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8)
+	for _, q := range []string{
+		"CREATE DATABASE floor",
+		"CREATE TABLE floor.t (id BIGINT PRIMARY KEY AUTO_INCREMENT, k VARCHAR(64) NOT NULL, n INT NOT NULL, UNIQUE KEY (k))",
+		"INSERT INTO floor.t (k, n) SELECT CONCAT('seed-', seq), 0 FROM floor.seq_1_to_1000",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+	}
+	var seq atomic.Int64
+	cases := []struct {
+		name  string
+		stmts int // statements per run of do
+		do    func(id int64) error
+	}{
+		{"select-by-key", 1, func(id int64) error {
+			var n int
+			return db.QueryRow("SELECT n FROM floor.t WHERE id = ?", id%1000+1).Scan(&n)
+		}},
+		{"update-autocommit", 1, func(id int64) error {
+			_, err := db.Exec("UPDATE floor.t SET n = n + 1 WHERE id = ?", id%1000+1)
+			return err
+		}},
+		{"insert-autocommit", 1, func(id int64) error {
+			_, err := db.Exec("INSERT INTO floor.t (k, n) VALUES (?, 0)", fmt.Sprintf("i-%d", id))
+			return err
+		}},
+		{"tx-insert-update", 4, func(id int64) error { // START, INSERT, UPDATE, COMMIT
+			tx, err := db.Begin()
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec("INSERT INTO floor.t (k, n) VALUES (?, 0)", fmt.Sprintf("t-%d", id)); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			if _, err := tx.Exec("UPDATE floor.t SET n = n + 1 WHERE id = ?", id%1000+1); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			return tx.Commit()
+		}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			serverBefore, clientBefore := cpuOf(server.cmd.Process.Pid), selfCPU()
+			b.SetParallelism(4) // 4 × GOMAXPROCS (2 here) = 8 clients
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := c.do(seq.Add(1)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			stmts := float64(b.N * c.stmts)
+			b.ReportMetric((cpuOf(server.cmd.Process.Pid)-serverBefore)*1e6/stmts, "server-µs/stmt")
+			b.ReportMetric((selfCPU()-clientBefore)*1e6/stmts, "client-µs/stmt")
+		})
+	}
+}
+
+// selfCPU is this process's user + system time in seconds.
+func selfCPU() float64 {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 0
+	}
+	return float64(u.Utime.Nano()+u.Stime.Nano()) / 1e9
+}

@@ -1,0 +1,107 @@
+// Package assembly builds the coupon service: the use cases over the store,
+// the order service's client, the routes, the consumers and the jobs. It is
+// the only code that does; cmd/coupon's wire calls it with the lab's
+// substitutions (none in production), tests and labs with their own.
+package assembly
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/migrate"
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/config"
+	"github.com/oncemall/oncemall/services/coupon/internal/httpapi"
+	"github.com/oncemall/oncemall/services/coupon/internal/jobs"
+	"github.com/oncemall/oncemall/services/coupon/internal/messaging"
+	"github.com/oncemall/oncemall/services/coupon/internal/orderclient"
+	"github.com/oncemall/oncemall/services/coupon/internal/store"
+	"github.com/oncemall/oncemall/services/coupon/migrations"
+)
+
+// Definition is the service's platform definition with its Wire function.
+// It publishes nothing: order.> is read from the order service's stream.
+func Definition(wire func(*platform.Wiring, config.Config) error) platform.Service[config.Config] {
+	return platform.Service[config.Config]{
+		Name:       "coupon",
+		Port:       8082,
+		Migrations: []migrate.Source{migrations.Source},
+		Streams:    []string{},
+		Wire:       wire,
+	}
+}
+
+// Options are the substitutions a lab or a test may make; the zero value is
+// production.
+type Options struct {
+	// Clock is the use cases' time (nil: the wall clock in UTC).
+	Clock func() time.Time
+	// Orders answers the lock sweeper about orders (nil: the order
+	// service at ORDER_URL).
+	Orders app.Orders
+	// Deducer is incident 1's deduction (nil: the fixed one); the lab's
+	// Plug sets the broken one in lab mode.
+	Deducer app.CouponDeducer
+}
+
+// Parts are what a test or a lab may need after assembly.
+type Parts struct {
+	App   *app.App
+	Store *store.Store
+}
+
+// Assemble builds the use cases on w's connections and declares the routes,
+// the consumers (order.paid deducts, order.cancelled releases a lock) and
+// the jobs (the retry pass over pending deductions, the lock sweeper, the
+// reconciler).
+func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) {
+	if o.Orders == nil {
+		// Each call is a client span of the sweeper's trace and carries it on.
+		o.Orders = orderclient.New(cfg.OrderURL, w.InternalToken, w.HTTPClient(cfg.OrderTimeout))
+	}
+	p, err := useCases(w.DB, cfg, o, w.Log, w.Registry, w.TracerProvider)
+	if err != nil {
+		return nil, err
+	}
+	api, err := httpapi.New(p.App, httpapi.Options{Log: w.Log, Admin: w.Admin, Internal: w.Internal})
+	if err != nil {
+		return nil, err
+	}
+	w.Routes(api.Register)
+	w.Consume(platform.Bind(p.Store.InboxTx, messaging.OrderPaid(p.App)))
+	w.Consume(platform.Bind(p.Store.InboxTx, messaging.OrderCancelled(p.App)))
+	w.Job(jobs.RetryPass(p.App, cfg.RetrySchedule, w.Log))
+	w.Job(jobs.SweepLocks(p.App, cfg.SweepSchedule, w.Log))
+	w.Job(jobs.Reconcile(p.App, cfg.ReconcileSchedule, w.Log))
+	return p, nil
+}
+
+// UseCases builds the use cases over db as Assemble does, with no platform
+// around them: for a lab scenario that drives them itself on a database of
+// its own (through a fault-injecting driver or proxy) and needs no route,
+// consumer or job. o.Orders is required, since no ORDER_URL is called.
+func UseCases(db *gorm.DB, cfg config.Config, o Options, log *slog.Logger, reg prometheus.Registerer) (*Parts, error) {
+	if o.Orders == nil {
+		return nil, errors.New("assembly: UseCases needs Options.Orders")
+	}
+	return useCases(db, cfg, o, log, reg, nil)
+}
+
+func useCases(db *gorm.DB, cfg config.Config, o Options, log *slog.Logger, reg prometheus.Registerer, tp trace.TracerProvider) (*Parts, error) {
+	st := store.New(db)
+	appCfg := cfg.App()
+	appCfg.TracerProvider = tp
+	appCfg.Clock = o.Clock
+	appCfg.Deducer = o.Deducer
+	a, err := app.New(st, o.Orders, appCfg, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Parts{App: a, Store: st}, nil
+}

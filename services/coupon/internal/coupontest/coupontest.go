@@ -1,0 +1,84 @@
+// Package coupontest is the coupon service's test support: the whole service
+// in process for one test, built by internal/assembly through
+// pkg/testkit/svctest, with the test's substitutions.
+//
+//	svc := coupontest.Start(t, map[string]string{"COUPON_RETRY_SCHEDULE": "@every 1h"}, assembly.Options{Orders: orders})
+//	svc.App.IssueCoupon(ctx, ...)
+package coupontest
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"gorm.io/gorm"
+
+	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/testkit/svctest"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
+	"github.com/oncemall/oncemall/services/coupon/internal/config"
+)
+
+// Service is a running coupon service.
+type Service struct {
+	*assembly.Parts
+	// URL is its base URL.
+	URL    string
+	Config config.Config
+	// Declared is what its assembly declared: routes, consumers, jobs.
+	Declared platform.Declarations
+}
+
+// Config is the service's configuration for t (svctest.Config, with the
+// order service's stream declared for its consumers) and vars on top.
+func Config(t testing.TB, vars map[string]string) config.Config {
+	t.Helper()
+	return svctest.Config(t, assembly.Definition(nil), vars, "order")
+}
+
+// Start runs the coupon service on Config(t, vars), assembled with o, until
+// t ends.
+func Start(t testing.TB, vars map[string]string, o assembly.Options) *Service {
+	t.Helper()
+	return StartWith(t, Config(t, vars), o)
+}
+
+// StartWith runs the coupon service on cfg, assembled with o, until t ends.
+func StartWith(t testing.TB, cfg config.Config, o assembly.Options) *Service {
+	t.Helper()
+	s := &Service{Config: cfg}
+	s.Parts, s.URL = svctest.Start(t, assembly.Definition(nil), cfg, func(w *platform.Wiring, cfg config.Config) (*assembly.Parts, error) {
+		p, err := assembly.Assemble(w, cfg, o)
+		s.Declared = w.Declared()
+		return p, err
+	})
+	return s
+}
+
+// DB is the service's database.
+func (s *Service) DB() *gorm.DB { return s.Store.DB() }
+
+// Publish publishes event (marshalled as JSON, or as is when it is []byte)
+// on the service's subject under the message id id, as the order service's
+// relay would.
+func (s *Service) Publish(t testing.TB, subject, id string, event any) {
+	t.Helper()
+	body, ok := event.([]byte)
+	if !ok {
+		var err error
+		body, err = json.Marshal(event)
+		testenv.Must(t, err)
+	}
+	_, err := testenv.NATS(t).JS.Publish(context.Background(), s.Config.Events.Subject(subject), body, jetstream.WithMsgID(id))
+	testenv.Must(t, err)
+}
+
+// Count counts the rows of table matching where.
+func (s *Service) Count(t testing.TB, table, where string, args ...any) int {
+	t.Helper()
+	var n int64
+	testenv.Must(t, s.DB().Table(table).Where(where, args...).Count(&n).Error)
+	return int(n)
+}
