@@ -203,7 +203,7 @@ tools() {
   engine
   compose_tool
   standins
-  say "tools ready: $(docker compose version --short 2>/dev/null || echo "compose $COMPOSE_VERSION"), podman $(podman version -f '{{.Client.Version}}')"
+  say "tools ready: Docker Compose $COMPOSE_VERSION, podman $(podman version -f '{{.Client.Version}}')"
 }
 
 case "${1:-}" in
@@ -226,10 +226,30 @@ PROJECT=oncemall
 COMPOSE_FILE=$ROOT/docker-compose.yml
 export COMPOSE_FILE
 
+# Podman 4.3 runs healthchecks from systemd timers, and there is no
+# systemd here: without this ticker every healthcheck stays "starting" and
+# `up --wait` never returns. It runs each project container's healthcheck
+# every 2 s, as the timers would (interval 5s in the file; the first check
+# comes sooner, as with Docker's start interval).
+ticker_pid=""
+start_ticker() {
+  [ -d /run/systemd/system ] && return 0
+  (
+    while :; do
+      for c in $(podman ps --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}}' 2>/dev/null); do
+        podman healthcheck run "$c" >/dev/null 2>&1 || true
+      done
+      sleep 2
+    done
+  ) &
+  ticker_pid=$!
+}
+
 infra_mk_saved=""
 cleanup() {
   local rc=$?
   trap - EXIT
+  [ -n "$ticker_pid" ] && kill "$ticker_pid" 2>/dev/null
   if [ $rc -ne 0 ]; then
     echo "compose-test: FAILED at step '$step' (exit $rc); the last log lines of each container:" >&2
     for c in $(podman ps -a --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}}' 2>/dev/null); do
@@ -297,6 +317,7 @@ main() {
   say "budget: ${BUDGET_COLD_MIN} min cold (tools, stand-in images, first build), ${BUDGET_WARM_MIN} min warm"
   tools
   trap cleanup EXIT
+  start_ticker
 
   step=config
   docker compose config -q
