@@ -1,6 +1,6 @@
 # oncemall — run `make help` for the targets.
-MODULES  := pkg pkg/testkit pkg/lab services/order services/coupon services/payment scripts deploy/k8s
-SERVICES := order coupon payment
+MODULES  := pkg pkg/testkit pkg/lab services/order services/coupon services/payment services/identity scripts deploy/k8s
+SERVICES := order coupon payment identity
 GO       ?= go
 
 # make infra writes .infra.mk, which points make test, lab, run and bench at

@@ -9,7 +9,7 @@
 #   scripts/run.sh stop    stop the programs a detached start left running
 #
 # Programs: the fault proxy and the PSP simulator (when their cmd/ directories
-# exist), then order, coupon and payment. Like docker-compose.yml, the coupon
+# exist), then identity, order, coupon and payment. Like docker-compose.yml, the coupon
 # service reaches MySQL through the fault proxy when there is one. Logs go to
 # .run/<name>.log, pids to .run/<name>.pid.
 #
@@ -72,6 +72,9 @@ programs() {
   if [ -d services/payment/cmd/psp-sim ]; then
     echo "psp-sim|services/payment/cmd/psp-sim|http://127.0.0.1:8090/healthz|PSP_HTTP_ADDR=:8090 PSP_CALLBACK_URL=$callbacks PSP_REFUND_CALLBACK_URL=$refunds"
   fi
+  # The issuer of the access tokens (services/identity/README.md), first
+  # so that a token can be had as soon as the services answer.
+  echo "identity|services/identity/cmd/identity|http://127.0.0.1:8084/readyz|HTTP_ADDR=:8084 MYSQL_DATABASE=oncemall_identity"
   echo "order|services/order/cmd/order|http://127.0.0.1:8081/readyz|"
   local coupon_db=""
   if [ -d scripts/cmd/faultproxy ]; then coupon_db="MYSQL_ADDR=127.0.0.1:3307"; fi

@@ -114,7 +114,7 @@ func TestOneTraceFromRequestToConsumer(t *testing.T) {
 	if w.Code != http.StatusCreated {
 		t.Fatalf("POST /things/1 = %d %s", w.Code, w.Body)
 	}
-	testenv.WaitFor(t, 15*time.Second, "the consumer's span", func() bool { return len(spantest.Named(rec.Spans(), process)) == 1 })
+	testenv.WaitFor(t, time.Minute, "the consumer's span", func() bool { return len(spantest.Named(rec.Spans(), process)) == 1 })
 
 	spans := rec.Spans()
 	request := spantest.Find(t, spans, "POST /things/:id")
@@ -135,7 +135,7 @@ func TestOneTraceFromRequestToConsumer(t *testing.T) {
 		t.Fatalf("put the row back to pending: %v, %d rows", res.Error, res.RowsAffected)
 	}
 	p.relay.Wake()
-	testenv.WaitFor(t, 15*time.Second, "the second delivery's span", func() bool { return len(spantest.Named(rec.Spans(), process)) == 2 })
+	testenv.WaitFor(t, time.Minute, "the second delivery's span", func() bool { return len(spantest.Named(rec.Spans(), process)) == 2 })
 
 	spans = rec.Spans()
 	publishes, deliveries := spantest.Named(spans, publish), spantest.Named(spans, process)

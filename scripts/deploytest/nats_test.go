@@ -27,9 +27,14 @@ import (
 // writes to its outbox), its own name unless listed here. Everything else a
 // user may do follows from the streams its service declares.
 var publishing = map[string][]string{
-	"order":  {"order", "product"},
-	"coupon": {}, // it consumes order.> and publishes nothing
+	"order":    {"order", "product"},
+	"coupon":   {}, // it consumes order.> and publishes nothing
+	"identity": {}, // it neither publishes nor consumes
 }
+
+// inert are the services that neither publish nor consume an event: their
+// user may connect and do nothing else.
+var inert = map[string]bool{"identity": true}
 
 func publishes(service string) []string {
 	if roots, ok := publishing[service]; ok {
@@ -61,16 +66,26 @@ func password(user string) string { return "test-" + user + "-nats-password" }
 var streamsField = regexp.MustCompile(`(?m)^\s*Streams:\s*\[\]string\{([^}]*)\}`)
 
 // declaredStreams returns the subject roots whose streams the service
-// declares at start-up (the Streams of its platform.Service in
-// cmd/<service>/main.go): the ones it publishes.
+// declares at start-up (the Streams of its platform.Service, in its
+// internal/assembly or its cmd/<service>/main.go): the ones it publishes.
 func declaredStreams(t *testing.T, service string) []string {
 	t.Helper()
-	path := filepath.Join(composecheck.RepoRoot(t), "services", service, "cmd", service, "main.go")
-	src, err := os.ReadFile(path)
+	dir := filepath.Join(composecheck.RepoRoot(t), "services", service)
+	files, err := filepath.Glob(filepath.Join(dir, "internal", "assembly", "*.go"))
 	testenv.Must(t, err)
-	m := streamsField.FindSubmatch(src)
+	var m [][]byte
+	for _, path := range append(files, filepath.Join(dir, "cmd", service, "main.go")) {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		if src, err := os.ReadFile(path); err == nil {
+			if m = streamsField.FindSubmatch(src); m != nil {
+				break
+			}
+		}
+	}
 	if m == nil {
-		t.Fatalf("%s has no Streams: []string{…} line", path)
+		t.Fatalf("services/%s declares no Streams: []string{…} in internal/assembly or cmd/%s/main.go", service, service)
 	}
 	var roots []string
 	for _, q := range regexp.MustCompile(`"([a-z0-9_]+)"`).FindAllSubmatch(m[1], -1) {
@@ -79,15 +94,35 @@ func declaredStreams(t *testing.T, service string) []string {
 	return roots
 }
 
-var consumedSubject = regexp.MustCompile(`Subject:\s*events\.([A-Z][a-z0-9]*)`)
+// subjectConst matches pkg/events' subject constants (OrderPaid =
+// "order.paid"): their names and roots.
+var subjectConst = regexp.MustCompile(`(?m)^\s*([A-Z]\w*)\s*=\s*"([a-z0-9_]+)\.[a-z0-9_.]+"`)
 
 // consumedStreams returns the subject roots of the streams the service's
-// consumers read (the events.<Root>… subjects of its internal/messaging),
-// which their publishers declare.
+// consumers read (the pkg/events subject constants its internal/messaging
+// names), which their publishers declare.
 func consumedStreams(t *testing.T, service string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(composecheck.RepoRoot(t), "services", service, "internal", "messaging", "*.go"))
+	root := composecheck.RepoRoot(t)
+	evfiles, err := filepath.Glob(filepath.Join(root, "pkg", "events", "*.go"))
 	testenv.Must(t, err)
+	subjects := map[string]string{} // constant name → subject root
+	for _, f := range evfiles {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		evsrc, err := os.ReadFile(f)
+		testenv.Must(t, err)
+		for _, m := range subjectConst.FindAllSubmatch(evsrc, -1) {
+			subjects[string(m[1])] = string(m[2])
+		}
+	}
+	if len(subjects) == 0 {
+		t.Fatal("pkg/events declares no subject constants the test can read")
+	}
+	files, err := filepath.Glob(filepath.Join(root, "services", service, "internal", "messaging", "*.go"))
+	testenv.Must(t, err)
+	named := regexp.MustCompile(`\bevents\.([A-Z]\w*)\b`)
 	var roots []string
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
@@ -95,9 +130,9 @@ func consumedStreams(t *testing.T, service string) []string {
 		}
 		src, err := os.ReadFile(f)
 		testenv.Must(t, err)
-		for _, m := range consumedSubject.FindAllSubmatch(src, -1) {
-			if root := strings.ToLower(string(m[1])); !slices.Contains(roots, root) {
-				roots = append(roots, root)
+		for _, m := range named.FindAllSubmatch(src, -1) {
+			if r, ok := subjects[string(m[1])]; ok && !slices.Contains(roots, r) {
+				roots = append(roots, r)
 			}
 		}
 	}
@@ -212,7 +247,7 @@ func TestNATSUsersDoTheirServicesWork(t *testing.T) {
 				}
 			}
 			consumed := consumedStreams(t, user)
-			if len(consumed) == 0 {
+			if len(consumed) == 0 && !inert[user] {
 				t.Fatalf("no consumer found in services/%s/internal/messaging", user)
 			}
 			for _, root := range consumed {
@@ -307,7 +342,11 @@ func TestNATSUsersCannotActForAnotherService(t *testing.T) {
 			// subjects).
 			// A service that publishes nothing is tried on the stream it
 			// reads.
+			// A service with no stream at all (inert) is tried on order's.
 			mine := append(publishes(user), consumedStreams(t, user)...)
+			if inert[user] {
+				mine = []string{"order"}
+			}
 			own := (events.Config{}).StreamName(mine[0])
 			for _, api := range []string{
 				"$JS.API.STREAM.UPDATE." + stream,
@@ -334,6 +373,17 @@ func TestNATSUsersCannotActForAnotherService(t *testing.T) {
 			// configuration may subscribe to an event subject.
 			// (The server refuses a deliver subject inside the consumed
 			// stream itself, so the target is one of another stream.)
+			if inert[user] {
+				// It may declare no consumer at all, push or pull.
+				pctx, cancel := short()
+				defer cancel()
+				if _, err := c.JS.CreateOrUpdateConsumer(pctx, own, jetstream.ConsumerConfig{
+					Durable: user + "-push", DeliverSubject: subject, AckPolicy: jetstream.AckNonePolicy,
+				}); err == nil {
+					t.Fatalf("%s, which consumes nothing, declared a consumer on %s", user, own)
+				}
+				return
+			}
 			consumed := (events.Config{}).StreamName(consumedStreams(t, user)[0])
 			target := subject
 			for _, s := range []string{events.PaymentSucceeded, events.OrderPaid} {

@@ -57,7 +57,7 @@ func Serve(ctx context.Context, env lab.Env, suffix, internalToken, adminToken s
 	if err != nil {
 		return nil, err
 	}
-	cfg.MySQL.MaxOpenConns, cfg.MySQL.MaxIdleConns = env.MySQL.MaxOpenConns, env.MySQL.MaxIdleConns
+	cfg.MySQL = env.MySQL // its pool sizes and driver too, as env.OpenDB would open it
 	drop := func() { _ = database.DropDatabase(context.Background(), env.MySQL, name) }
 	w, err := platform.Build(ctx, svc, cfg, env.Log)
 	if err != nil {
