@@ -79,6 +79,17 @@ infra: ## MariaDB, Redis and NATS in Docker; make test, lab, run and bench use t
 infra-down: ## stop the containers (docker compose down) and go back to the local servers
 	@bash scripts/infra.sh down
 
+# make compose-test runs docker compose up --build for real, on a local
+# engine (podman) with Compose and stand-ins for the third-party images, all
+# pinned and made once per machine into TOOLS_CACHE (docs/compose.md).
+.PHONY: compose-tools
+compose-tools: ## the container engine, Docker Compose and the stand-in images make compose-test needs, made once per machine (minutes the first time)
+	@TOOLS_CACHE="$(TOOLS_CACHE)" GO=$(GO) bash scripts/compose-test.sh tools
+
+.PHONY: compose-test
+compose-test: ## docker compose up --build on the real file, a purchase, make infra + make lab, a killed order service, down -v (docs/compose.md)
+	@TOOLS_CACHE="$(TOOLS_CACHE)" GO=$(GO) bash scripts/compose-test.sh
+
 .PHONY: up
 up: ## docker compose up -d --build
 	docker compose up -d --build

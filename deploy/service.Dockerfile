@@ -8,7 +8,7 @@
 
 ARG GO_VERSION=1.26
 
-FROM golang:${GO_VERSION}-alpine AS build
+FROM golang:${GO_VERSION}-bookworm AS build
 ARG PROGRAM
 WORKDIR /src
 COPY . .
@@ -20,10 +20,10 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -tags nomsgpack -trimpath -ldflags="-s -w" -o /out/app ./${PROGRAM}
 
-# Alpine rather than distroless: busybox wget gives the compose healthchecks
-# something to call, at about 8 MB.
-FROM alpine:3.22
-RUN adduser -D -H -u 10001 app
+# debian:bookworm-slim, the Debian of the build stage, as a non-root user.
+# No shell or wget is needed by the healthchecks: every program answers
+# `app healthcheck URL` (pkg/httpserver.Healthcheck).
+FROM debian:bookworm-slim
 COPY --from=build /out/app /usr/local/bin/app
 USER 10001:10001
 ENTRYPOINT ["/usr/local/bin/app"]

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -758,28 +760,67 @@ func checkNATS(m *manifest, x *expect) []error {
 		}
 	}
 	clusterPort, _ := containerPort(w, intstr.FromString("cluster"))
+	// The routes: one to each server, every one with the user and the
+	// password of the cluster's authorization (a server without them is
+	// refused). A nats.conf string cannot hold a variable, so they are in
+	// --routes, where Kubernetes expands $(VAR).
+	routeAuth := regexp.MustCompile(`(?s)cluster\s*\{.*authorization\s*\{\s*user:\s*(\w+)\s+password:\s*\$(\w+)\s*\}`).FindStringSubmatch(conf)
+	if routeAuth == nil {
+		fail("%s: nats.conf's cluster has no authorization { user, password: $VAR }: any server that reaches the cluster port could join", w)
+		routeAuth = []string{"", "?", "?"}
+	}
 	var want, have []string
 	for i := range w.replicas {
 		want = append(want, fmt.Sprintf("nats://%s-%d.%s:%d", sts.Name, i, sts.Spec.ServiceName, clusterPort))
 	}
-	if block := regexp.MustCompile(`(?s)routes:\s*\[(.*?)\]`).FindStringSubmatch(conf); block != nil {
-		have = strings.Fields(block[1])
+	args := slices.Concat(c.Command, c.Args)
+	if i := slices.Index(args, "--routes"); i >= 0 && i+1 < len(args) {
+		for _, r := range strings.Split(args[i+1], ",") {
+			u, err := url.Parse(strings.ReplaceAll(r, "$("+routeAuth[2]+")", "ROUTE-PASSWORD"))
+			if err != nil || u.User == nil {
+				fail("%s: route %q carries no credentials: the other servers refuse it", w, r)
+				continue
+			}
+			if pw, _ := u.User.Password(); u.User.Username() != routeAuth[1] || pw != "ROUTE-PASSWORD" {
+				fail("%s: route %q does not log in as %s with $(%s), nats.conf's cluster authorization", w, r, routeAuth[1], routeAuth[2])
+			}
+			u.User = nil
+			have = append(have, u.String())
+		}
 	}
 	if !slices.Equal(want, have) {
-		fail("%s: nats.conf routes %v, want one to each of the %d servers %v", w, have, w.replicas, want)
+		fail("%s: the routes (--routes) are %v, want one to each of the %d servers %v", w, have, w.replicas, want)
+	}
+	// JetStream's fsync, and each service's permissions, as compose's NATS.
+	if !regexp.MustCompile(`(?ms)^jetstream\s*\{[^}]*^\s*sync_interval:\s*always\s*$`).MatchString(conf) {
+		fail("%s: nats.conf's jetstream lacks sync_interval: always: a crash could lose acknowledged messages", w)
+	}
+	if compose, err := composeNATSConf(); err != nil {
+		fail("%v", err)
+	} else {
+		want, have := userPermissions(compose), userPermissions(conf)
+		for _, user := range sortedKeys(have) {
+			if want[user] == "" || have[user] != want[user] {
+				fail("%s: nats.conf's user %s has permissions %q, want deploy/nats.conf's %q", w, user, have[user], want[user])
+			}
+		}
+		if len(have) == 0 {
+			fail("%s: nats.conf has no user with permissions", w)
+		}
 	}
 	if store := regexp.MustCompile(`(?m)^\s*store_dir:\s*(\S+)`).FindStringSubmatch(conf); store == nil || !onClaim(c, w, store[1]) {
 		fail("%s: nats.conf's store_dir %v is not on a volume of the volumeClaimTemplates: JetStream's data would not survive the pod", w, store)
 	}
 	env := containerEnv(m, c)
-	for _, v := range regexp.MustCompile(`\$([A-Z_][A-Z0-9_]*)`).FindAllStringSubmatch(conf, -1) {
+	// $NAME outside quotes ("$JS.API.INFO" is a subject).
+	for _, v := range regexp.MustCompile(`(?:^|[\s:\[,])\$([A-Z_][A-Z0-9_]*)`).FindAllStringSubmatch(conf, -1) {
 		if _, ok := env[v[1]]; !ok {
 			fail("%s: nats.conf reads $%s, which the container's environment lacks: the server would not start", w, v[1])
 		}
 	}
 	// Where the passwords are in the render, the URLs must carry them.
 	users := map[string]string{} // user → the password's value
-	for _, u := range regexp.MustCompile(`\{\s*user:\s*(\w+),\s*password:\s*\$(\w+)\s*\}`).FindAllStringSubmatch(conf, -1) {
+	for _, u := range regexp.MustCompile(`\{\s*user:\s*(\w+)[,\s]+password:\s*\$(\w+)`).FindAllStringSubmatch(conf, -1) {
 		if v := env[u[2]]; v.known {
 			users[u[1]] = v.value
 		}
@@ -875,4 +916,25 @@ func checkSecret(m *manifest, x *expect) []error {
 		}
 	}
 	return errs
+}
+
+// composeNATSConf reads deploy/nats.conf, docker-compose.yml's NATS.
+func composeNATSConf() (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(root, "deploy", "nats.conf"))
+	return string(b), err
+}
+
+// userPermissions maps each user of a nats.conf to its permissions block,
+// white space collapsed.
+func userPermissions(conf string) map[string]string {
+	out := map[string]string{}
+	re := regexp.MustCompile(`(?s)user:\s*(\w+)\s+password:\s*\$\w+\s+permissions:\s*\{(.*?)\n {6}\}`)
+	for _, m := range re.FindAllStringSubmatch(conf, -1) {
+		out[m[1]] = strings.Join(strings.Fields(m[2]), " ")
+	}
+	return out
 }

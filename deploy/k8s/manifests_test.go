@@ -204,6 +204,18 @@ func TestChecksCatchBreakage(t *testing.T) {
 		{"a NATS password that does not match", func(t *testing.T, m *manifest) {
 			m.secretNamed(t, "oncemall-secrets").Data["coupon-nats-url"] = []byte("nats://coupon:dev-wrong@nats:4222")
 		}, "NATS_URL's user coupon and password are not those"},
+		{"a NATS route without the route password", func(t *testing.T, m *manifest) {
+			c := &m.statefulSet(t, "nats").Spec.Template.Spec.Containers[0]
+			c.Command[len(c.Command)-1] = strings.ReplaceAll(c.Command[len(c.Command)-1], "route:$(NATS_ROUTE_PASSWORD)@", "")
+		}, "carries no credentials"},
+		{"a NATS user allowed more than compose's", func(t *testing.T, m *manifest) {
+			cm := m.configMapNamed(t, "nats-config")
+			cm.Data["nats.conf"] = strings.Replace(cm.Data["nats.conf"], `"$JS.API.INFO",`, `"$JS.API.INFO", "payment.>",`, 1)
+		}, "has permissions"},
+		{"NATS without fsync on every write", func(t *testing.T, m *manifest) {
+			cm := m.configMapNamed(t, "nats-config")
+			cm.Data["nats.conf"] = strings.Replace(cm.Data["nats.conf"], "sync_interval: always", "", 1)
+		}, "sync_interval: always"},
 		{"a NATS variable nobody sets", func(t *testing.T, m *manifest) {
 			c := &m.statefulSet(t, "nats").Spec.Template.Spec.Containers[0]
 			c.Env = deleteWhere(c.Env, func(e corev1.EnvVar) bool { return e.Name == "SERVER_NAME" })

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/migrate"
@@ -82,6 +83,10 @@ func Run[C Settings](ctx context.Context, s Service[C], args []string, stdout io
 	switch command {
 	case "help", "-h", "-help", "--help":
 		return s.Help(stdout)
+	case "healthcheck":
+		// Before the configuration: the probe of a container healthcheck
+		// needs none, and must not fail on it.
+		return httpserver.Healthcheck(ctx, args[1:])
 	case "", "migrate", "outbox":
 	default:
 		return fmt.Errorf("unknown command %q (try %s --help)", command, s.Name)
@@ -182,6 +187,7 @@ func (s Service[C]) Help(w io.Writer) error {
 		{"migrate", "apply the database migrations and exit"},
 		{"outbox stats", "print the outbox backlog as JSON"},
 		{"outbox redrive [id...]", "put failed outbox messages (all, or the ids) back to pending"},
+		{"healthcheck URL", "GET URL (its own /readyz) and exit 0 on a 2xx answer: a container healthcheck needing no shell"},
 		{"help", "print this help"},
 	} {
 		fmt.Fprintf(tw, "  %s\t%s\n", c[0], c[1])

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -341,6 +343,25 @@ func TestHelpListsTheCommandsAndEveryVariable(t *testing.T) {
 	}
 	if err := platform.Run(context.Background(), toy(nil), []string{"serve-please"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--help") {
 		t.Fatalf("unknown command: %v, want an error pointing to --help", err)
+	}
+}
+
+// TestHealthcheckCommandNeedsNoConfiguration: `<service> healthcheck URL`,
+// the compose healthcheck, probes URL with an environment the service
+// would refuse, and fails when the answer is not 2xx.
+func TestHealthcheckCommandNeedsNoConfiguration(t *testing.T) {
+	t.Setenv("LOG_LEVEL", "loud")
+	var down atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	testenv.Must(t, platform.Run(context.Background(), toy(nil), []string{"healthcheck", srv.URL + "/readyz"}, io.Discard))
+	down.Store(true)
+	if err := platform.Run(context.Background(), toy(nil), []string{"healthcheck", srv.URL + "/readyz"}, io.Discard); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("healthcheck of a 503: %v, want an error naming it", err)
 	}
 }
 

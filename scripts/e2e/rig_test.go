@@ -124,7 +124,7 @@ func startRig(t *testing.T, env rigEnv) *rig {
 	}
 
 	r.psp = service{Process: proctest.Start(t, "psp-sim", bin["psp-sim"], addr["psp-sim"], append([]string{
-		"PSP_HTTP_ADDR=" + addr["psp-sim"], "PSP_SECRET=e2e-psp-secret-" + sfx,
+		"PSP_HTTP_ADDR=" + addr["psp-sim"], "ONCEMALL_ENV=lab", "PSP_SECRET=e2e-psp-secret-" + sfx,
 		"PSP_CALLBACK_URL=" + url("payment") + "/payments/callback",
 		"PSP_REFUND_CALLBACK_URL=" + url("payment") + "/payments/refunds/callback",
 		"PSP_RETRY_SCHEDULE=100ms,200ms,300ms,500ms,1s,1s,2s", "PSP_NOTIFY_DELAY=10ms", "LOG_LEVEL=debug",

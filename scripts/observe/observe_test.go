@@ -71,7 +71,7 @@ func startRig(t *testing.T, j *jaeger) *rig {
 		return proctest.Start(t, name, bin, addrs[name], append(append([]string{"HTTP_ADDR=" + addrs[name], "MYSQL_DATABASE=" + db}, common...), env...)...)
 	}
 	r.psp = proctest.Start(t, "psp-sim", proctest.Build(t, "services/psp-sim/cmd/psp-sim"), addrs["psp-sim"], append([]string{
-		"PSP_HTTP_ADDR=" + addrs["psp-sim"], "PSP_SECRET=" + pspSecret,
+		"PSP_HTTP_ADDR=" + addrs["psp-sim"], "ONCEMALL_ENV=lab", "PSP_SECRET=" + pspSecret,
 		"PSP_CALLBACK_URL=http://" + addrs["payment"] + "/payments/callback",
 		"PSP_MODE=storm", fmt.Sprintf("PSP_STORM_COPIES=%d", stormCopies), fmt.Sprintf("PSP_REPLAYS=%d", lateReplays),
 		fmt.Sprintf("PSP_LOST_ANSWERS=%d", lostAnswers), "PSP_RETRY_SCHEDULE=100ms,200ms,500ms,1s,2s", "PSP_NOTIFY_DELAY=10ms",

@@ -46,8 +46,10 @@
 // # Use
 //
 // The program is scripts/cmd/faultproxy (listens on :3307, forwards to
-// 127.0.0.1:3306, admin API on :8091). In docker compose and under
-// `make run` (scripts/run.sh) the coupon service's MYSQL_ADDR points at it.
+// 127.0.0.1:3306, admin API on :8091). Under `make run` (scripts/run.sh),
+// and in docker compose with `--profile lab` and
+// COUPON_MYSQL_ADDR=faultproxy:3307, the coupon service's MYSQL_ADDR points
+// at it.
 // Nothing arms that proxy on its own: it passes everything through until
 // someone arms it through the admin API, to lose the acknowledgement of a
 // COMMIT of the running stack by hand:

@@ -23,7 +23,8 @@
 //   - it has a restart policy, and a stop_grace_period longer than its
 //     SHUTDOWN_TIMEOUT when it reads one (compose's default grace, 10s,
 //     would SIGKILL a drain that the program is allowed 15s for);
-//   - every depends_on waits for condition service_healthy;
+//   - every depends_on waits for condition service_healthy (or
+//     service_started, on a dependency that has no healthcheck);
 //   - it is built with the repo root as context and a Dockerfile that
 //     builds exactly Program.Dir (a main package) with -tags nomsgpack and
 //     runs as a non-root user;
@@ -85,6 +86,7 @@ type File struct {
 // Service is one compose service.
 type Service struct {
 	Image           string               `yaml:"image"`
+	Profiles        []string             `yaml:"profiles"`
 	Build           *Build               `yaml:"build"`
 	Command         []string             `yaml:"command"`
 	Environment     map[string]string    `yaml:"environment"`
@@ -263,6 +265,12 @@ func Check(root string, p Program) []error {
 		fail("no healthcheck")
 	}
 	for dep, d := range svc.DependsOn {
+		// service_started only for a dependency that has no healthcheck
+		// (the official nats image is scratch: nothing to probe with); the
+		// program waits for it itself, within STARTUP_TIMEOUT.
+		if d.Condition == "service_started" && f.Services[dep].Healthcheck == nil {
+			continue
+		}
 		if d.Condition != "service_healthy" {
 			fail("depends_on %s has condition %q, want service_healthy", dep, d.Condition)
 		}

@@ -203,8 +203,8 @@ func TestOutboxRunsOnTheDeployNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(compose), "image: nats:"+pinnedNATS+"-alpine\n") {
-		t.Errorf("docker-compose.yml does not run nats:%s-alpine", pinnedNATS)
+	if !strings.Contains(string(compose), "image: nats:"+pinnedNATS+"\n") {
+		t.Errorf("docker-compose.yml does not run nats:%s", pinnedNATS)
 	}
 	sync, err := selectSuites("outbox-sync")
 	if err != nil {

@@ -33,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/lab/faultproxy"
 	"github.com/oncemall/oncemall/pkg/logging"
 )
@@ -40,6 +41,15 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// `faultproxy healthcheck URL`: the compose healthcheck, in an image with no
+	// shell or wget (pkg/httpserver.Healthcheck).
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		if err := httpserver.Healthcheck(ctx, os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "faultproxy:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, os.LookupEnv, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "faultproxy:", err)
 		os.Exit(1)

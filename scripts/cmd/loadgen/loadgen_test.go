@@ -62,7 +62,7 @@ func testRig(t *testing.T) (Targets, *sql.DB) {
 		return proctest.Start(t, name, bin, addrs[name], append(append([]string{"HTTP_ADDR=" + addrs[name], "MYSQL_DATABASE=" + db}, common...), env...)...)
 	}
 	psp := proctest.Start(t, "psp-sim", proctest.Build(t, "services/psp-sim/cmd/psp-sim"), addrs["psp-sim"],
-		"PSP_HTTP_ADDR="+addrs["psp-sim"], "PSP_SECRET=lg-psp-"+sfx, "PSP_CALLBACK_URL=http://"+addrs["payment"]+"/payments/callback",
+		"PSP_HTTP_ADDR="+addrs["psp-sim"], "ONCEMALL_ENV=lab", "PSP_SECRET=lg-psp-"+sfx, "PSP_CALLBACK_URL=http://"+addrs["payment"]+"/payments/callback",
 		"PSP_LOST_ANSWERS=1", "PSP_NOTIFY_DELAY=10ms")
 	procs := []*proctest.Process{
 		start("order", "COUPON_URL=http://"+addrs["coupon"], "PAYMENT_URL=http://"+addrs["payment"]),

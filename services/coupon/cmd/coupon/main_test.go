@@ -258,15 +258,20 @@ func TestComposeDockerfileAndDocsMatch(t *testing.T) {
 		AddrVars: []string{"HTTP_ADDR"},
 	})
 
-	// Beyond the generic rules: the coupon service reaches MySQL through
-	// the fault proxy, so that an operator can lose a COMMIT reply of the
+	// Beyond the generic rules: by default the coupon service reaches
+	// MySQL directly and the fault proxy is not started (it answers /arm,
+	// so it runs only in the lab profile); COUPON_MYSQL_ADDR routes the
+	// service through it, so an operator can lose a COMMIT reply of the
 	// running stack through the proxy's admin API (incident 1).
 	f := composecheck.RepoCompose(t)
-	if got := f.Services["coupon"].Environment["MYSQL_ADDR"]; got != "faultproxy:3307" {
-		t.Errorf("coupon: MYSQL_ADDR = %q, want %q (through the fault proxy)", got, "faultproxy:3307")
+	if got := f.Services["coupon"].Environment["MYSQL_ADDR"]; got != "${COUPON_MYSQL_ADDR:-mysql:3306}" {
+		t.Errorf("coupon: MYSQL_ADDR = %q, want %q (MySQL, unless routed through the fault proxy)", got, "${COUPON_MYSQL_ADDR:-mysql:3306}")
+	}
+	if got := f.Services["faultproxy"].Profiles; !slices.Equal(got, []string{"lab"}) {
+		t.Errorf("faultproxy: profiles %q, want [lab]: a proxy that answers /arm must not run by default", got)
 	}
 	if got := f.Services["faultproxy"].Environment["FAULTPROXY_ADDR"]; got != ":3307" {
-		t.Errorf("faultproxy: FAULTPROXY_ADDR = %q, want %q, where the coupon service connects", got, ":3307")
+		t.Errorf("faultproxy: FAULTPROXY_ADDR = %q, want %q, where COUPON_MYSQL_ADDR=faultproxy:3307 connects", got, ":3307")
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/logging"
 	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
@@ -25,6 +27,15 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// `psp-sim healthcheck URL`: the compose healthcheck, in an image with no
+	// shell or wget (pkg/httpserver.Healthcheck).
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		if err := httpserver.Healthcheck(ctx, os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "psp-sim:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "psp-sim:", err)
 		os.Exit(1)
@@ -34,6 +45,9 @@ func main() {
 func run(ctx context.Context, stdout io.Writer) error {
 	cfg, err := pspsim.Load()
 	if err != nil {
+		return err
+	}
+	if err := checkSecret(cfg.Secret, os.Getenv("ONCEMALL_ENV")); err != nil {
 		return err
 	}
 	log, err := logging.New(stdout, "psp-sim", cfg.Log)
@@ -81,4 +95,21 @@ func run(ctx context.Context, stdout io.Writer) error {
 		err = nil
 	}
 	return err
+}
+
+// checkSecret refuses a PSP_SECRET other than the published development
+// one unless ONCEMALL_ENV=lab: the simulator signs whatever charge it is
+// asked to, so with a real platform's secret it would forge that platform's
+// notifications. Test rigs that give it a secret of their own say lab.
+func checkSecret(secret, env string) error {
+	var dev string
+	for _, v := range config.Vars(&pspsim.Config{}) {
+		if v.Name == "PSP_SECRET" {
+			dev = v.Default
+		}
+	}
+	if secret == dev || env == "lab" {
+		return nil
+	}
+	return &config.Error{Var: "PSP_SECRET", Value: "<redacted>", Err: errors.New("not the development secret: the simulator signs any charge, so it runs with another secret only with ONCEMALL_ENV=lab")}
 }

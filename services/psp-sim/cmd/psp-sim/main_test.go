@@ -78,3 +78,40 @@ func TestRunRefusesAnEmptySecret(t *testing.T) {
 		t.Fatalf("run with PSP_SECRET empty: %v, want an error naming PSP_SECRET", err)
 	}
 }
+
+// TestRunRefusesAnotherSecretOutsideTheLab: a secret other than the
+// development one could be a real platform's, which the simulator would
+// forge notifications with; it starts with one only with ONCEMALL_ENV=lab.
+func TestRunRefusesAnotherSecretOutsideTheLab(t *testing.T) {
+	t.Setenv("PSP_SECRET", "a-real-platforms-secret-0123456789")
+	t.Setenv("PSP_HTTP_ADDR", testenv.FreeAddr(t))
+	for _, env := range []string{"", "dev", "production"} {
+		t.Setenv("ONCEMALL_ENV", env)
+		err := run(context.Background(), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "PSP_SECRET") || strings.Contains(err.Error(), "a-real-platforms-secret") {
+			t.Fatalf("ONCEMALL_ENV=%q: run with another secret: %v, want an error naming PSP_SECRET, the value redacted", env, err)
+		}
+	}
+	t.Setenv("ONCEMALL_ENV", "lab")
+	addr := testenv.FreeAddr(t)
+	t.Setenv("PSP_HTTP_ADDR", addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, io.Discard) }()
+	// It serves: /healthz answers (or run has stopped, with its error).
+	for served := false; !served; {
+		select {
+		case err := <-done:
+			t.Fatalf("ONCEMALL_ENV=lab: run stopped: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			served = resp.StatusCode == http.StatusOK
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("ONCEMALL_ENV=lab: %v", err)
+	}
+}
