@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"github.com/oncemall/oncemall/pkg/testkit/proccpu"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -99,7 +100,7 @@ func BenchmarkPurchaseOrder(b *testing.B) {
 		b.Fatal(err)
 	}
 	spent := make([]time.Duration, len(kinds))
-	cpu := make([]cpuTimes, len(kinds))
+	cpu := make([]proccpu.Times, len(kinds))
 	b.ResetTimer()
 	for round := range b.N {
 		first := uint64(round*perRound + 1)
@@ -109,12 +110,12 @@ func BenchmarkPurchaseOrder(b *testing.B) {
 			if kinds[v] == "purchase" {
 				couponFor = func(user uint64) uint64 { return couponOf[user-1] }
 			}
-			start, cpu0 := time.Now(), readCPU()
+			start, cpu0 := time.Now(), proccpu.Read()
 			if err := purchaseRound(ctx, apis[v].Handler, products[v], first, perRound, couponFor); err != nil {
 				b.Fatalf("%s: %v", kinds[v], err)
 			}
 			spent[v] += time.Since(start)
-			cpu[v] = cpu[v].add(readCPU().sub(cpu0))
+			cpu[v] = cpu[v].Add(proccpu.Read().Sub(cpu0))
 		}
 	}
 	b.StopTimer()
@@ -127,9 +128,9 @@ func BenchmarkPurchaseOrder(b *testing.B) {
 		rate[v] = n / spent[v].Seconds()
 		b.ReportMetric(rate[v], k+"-req/s")
 		perRequest := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
-		b.ReportMetric(perRequest(cpu[v].self), k+"-go-cpu-us/req")
-		b.ReportMetric(perRequest(cpu[v].mariadb), k+"-mariadb-cpu-us/req")
-		b.ReportMetric(perRequest(cpu[v].redis), k+"-redis-cpu-us/req")
+		b.ReportMetric(perRequest(cpu[v].Self), k+"-go-cpu-us/req")
+		b.ReportMetric(perRequest(cpu[v].MariaDB), k+"-mariadb-cpu-us/req")
+		b.ReportMetric(perRequest(cpu[v].Redis), k+"-redis-cpu-us/req")
 	}
 	b.ReportMetric(rate[1]/rate[0], "purchase/plain")
 }

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"github.com/oncemall/oncemall/pkg/testkit/proccpu"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -66,17 +67,17 @@ func BenchmarkCreateOrderAPI(b *testing.B) {
 		}
 	}
 	spent := make([]time.Duration, len(variants))
-	cpu := make([]cpuTimes, len(variants))
+	cpu := make([]proccpu.Times, len(variants))
 	b.ResetTimer()
 	for round := range b.N {
 		for k := range variants {
 			v := (round + k) % len(variants)
-			start, cpu0 := time.Now(), readCPU()
+			start, cpu0 := time.Now(), proccpu.Read()
 			if err := postOrders(ctx, apis[v].Handler, products[v], perRound); err != nil {
 				b.Fatalf("%s: %v", variants[v].name, err)
 			}
 			spent[v] += time.Since(start)
-			cpu[v] = cpu[v].add(readCPU().sub(cpu0))
+			cpu[v] = cpu[v].Add(proccpu.Read().Sub(cpu0))
 		}
 	}
 	rate := make([]float64, len(variants))
@@ -85,9 +86,9 @@ func BenchmarkCreateOrderAPI(b *testing.B) {
 		rate[v] = n / spent[v].Seconds()
 		b.ReportMetric(rate[v], variant.name+"-req/s")
 		perRequest := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
-		b.ReportMetric(perRequest(cpu[v].self), variant.name+"-go-cpu-us/req")
-		b.ReportMetric(perRequest(cpu[v].mariadb), variant.name+"-mariadb-cpu-us/req")
-		b.ReportMetric(perRequest(cpu[v].redis), variant.name+"-redis-cpu-us/req")
+		b.ReportMetric(perRequest(cpu[v].Self), variant.name+"-go-cpu-us/req")
+		b.ReportMetric(perRequest(cpu[v].MariaDB), variant.name+"-mariadb-cpu-us/req")
+		b.ReportMetric(perRequest(cpu[v].Redis), variant.name+"-redis-cpu-us/req")
 	}
 	b.ReportMetric(rate[1]/rate[0], "with/without")
 }

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"github.com/oncemall/oncemall/pkg/testkit/proccpu"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -71,12 +72,12 @@ func BenchmarkCreateOrderTracing(b *testing.B) {
 	for round := range b.N {
 		for k := range variants {
 			v := (round + k) % len(variants)
-			start, cpu0 := time.Now(), readCPU().self
+			start, cpu0 := time.Now(), proccpu.Read().Self
 			if err := postOrders(ctx, apis[v].Handler, products[v], perRound); err != nil {
 				b.Fatalf("%s: %v", variants[v].name, err)
 			}
 			spent[v] += time.Since(start)
-			cpu[v] += readCPU().self - cpu0
+			cpu[v] += proccpu.Read().Self - cpu0
 		}
 	}
 	b.StopTimer()

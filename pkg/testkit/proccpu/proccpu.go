@@ -1,4 +1,7 @@
-package lab
+// Package proccpu reads the CPU time a benchmark's process and the local
+// MariaDB and Redis servers have used, so a benchmark can report where its
+// work spent the machine's CPU, per process.
+package proccpu
 
 import (
 	"os"
@@ -10,41 +13,44 @@ import (
 	"time"
 )
 
-// cpuTimes is the CPU time (user + system) used so far by this test process
+// Times is the CPU time (user + system) used so far by this test process
 // and by the local MariaDB and Redis servers. On a machine where all three
 // share the cores, the difference of two readings tells where a stretch of
 // benchmark work spent the machine's CPU, per process. A server that does
 // not run on this machine (in another container's namespace, on another
 // host) reads zero.
-type cpuTimes struct {
-	self, mariadb, redis time.Duration
+type Times struct {
+	Self, MariaDB, Redis time.Duration
 }
 
-func readCPU() cpuTimes {
+// Read takes a reading.
+func Read() Times {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return cpuTimes{
-		self:    time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
-		mariadb: processCPU("mariadbd", "mysqld"),
-		redis:   processCPU("redis-server"),
+	return Times{
+		Self:    time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		MariaDB: Process("mariadbd", "mysqld"),
+		Redis:   Process("redis-server"),
 	}
 }
 
-func (c cpuTimes) sub(d cpuTimes) cpuTimes {
-	return cpuTimes{self: c.self - d.self, mariadb: c.mariadb - d.mariadb, redis: c.redis - d.redis}
+// Sub is c − d: what was used between reading d and reading c.
+func (c Times) Sub(d Times) Times {
+	return Times{Self: c.Self - d.Self, MariaDB: c.MariaDB - d.MariaDB, Redis: c.Redis - d.Redis}
 }
 
-func (c cpuTimes) add(d cpuTimes) cpuTimes {
-	return cpuTimes{self: c.self + d.self, mariadb: c.mariadb + d.mariadb, redis: c.redis + d.redis}
+// Add is c + d.
+func (c Times) Add(d Times) Times {
+	return Times{Self: c.Self + d.Self, MariaDB: c.MariaDB + d.MariaDB, Redis: c.Redis + d.Redis}
 }
 
 // clockTick is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100
 // on every Linux this runs on).
 const clockTick = 10 * time.Millisecond
 
-// processCPU sums the CPU time of the processes whose command name is one
+// Process sums the CPU time of the processes whose command name is one
 // of names, from /proc (zero where there is no /proc).
-func processCPU(names ...string) time.Duration {
+func Process(names ...string) time.Duration {
 	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
 	var ticks int64
 	for _, comm := range comms {
