@@ -54,3 +54,44 @@ func TestProductionBuildsLeaveTheTestKitOut(t *testing.T) {
 		})
 	}
 }
+
+// simulator is the payment platform's stand-in: payment's tests and lab
+// run against it, so payment's module may require it; no other module
+// under services/ may require another.
+const simulator = "github.com/oncemall/oncemall/services/psp-sim"
+
+// TestNoServiceRequiresAnother: each module under services/ requires pkg's
+// modules and libraries, never another service's module (but payment the
+// simulator's), so one service can be taken out of the repository with
+// pkg alone.
+func TestNoServiceRequiresAnother(t *testing.T) {
+	root, err := composecheck.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, err := filepath.Glob(filepath.Join(root, "services", "*", "go.mod"))
+	if err != nil || len(mods) < 3 {
+		t.Fatalf("found %d service modules: %v", len(mods), err)
+	}
+	for _, mod := range mods {
+		dir := filepath.Dir(mod)
+		cmd := exec.Command("go", "list", "-m", "-f", "{{.Path}}", "all")
+		cmd.Dir = dir
+		cmd.Env = append(cmd.Environ(), "GOWORK=off")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: go list -m all: %v", dir, err)
+		}
+		lines := strings.Fields(string(out))
+		self := lines[0]
+		for _, m := range lines[1:] {
+			if !strings.HasPrefix(m, "github.com/oncemall/oncemall/services/") {
+				continue
+			}
+			if self == "github.com/oncemall/oncemall/services/payment" && m == simulator {
+				continue
+			}
+			t.Errorf("%s requires %s: a service's module requires no other service's", self, m)
+		}
+	}
+}
