@@ -106,6 +106,7 @@ type request struct {
 	user         string // X-User-ID; none when empty
 	auth         string // Authorization; none when empty
 	body         string
+	typ          string // Content-Type: application/json when empty, none when "none"
 }
 
 func (s *server) send(r request) *httptest.ResponseRecorder {
@@ -116,7 +117,13 @@ func (s *server) send(r request) *httptest.ResponseRecorder {
 	if r.auth != "" {
 		req.Header.Set("Authorization", r.auth)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	switch r.typ {
+	case "":
+		req.Header.Set("Content-Type", "application/json")
+	case "none":
+	default:
+		req.Header.Set("Content-Type", r.typ)
+	}
 	if r.method == http.MethodPost && r.path == "/orders" {
 		// The deployed route requires a key (order.yaml); these handlers,
 		// built without the Guard, ignore it.
