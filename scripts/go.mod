@@ -10,11 +10,11 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/oncemall/oncemall/pkg v0.0.0
-	github.com/oncemall/oncemall/services/psp-sim v0.0.0
 	github.com/oncemall/oncemall/pkg/lab v0.0.0
 	github.com/oncemall/oncemall/pkg/testkit v0.0.0
 	github.com/oncemall/oncemall/services/order v0.0.0
 	github.com/oncemall/oncemall/services/payment v0.0.0
+	github.com/oncemall/oncemall/services/psp-sim v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 )
 
@@ -120,6 +120,7 @@ replace github.com/oncemall/oncemall/services/payment => ../services/payment
 tool github.com/nats-io/nats-server/v2
 
 replace github.com/oncemall/oncemall/services/psp-sim => ../services/psp-sim
+
 replace github.com/oncemall/oncemall/pkg/testkit => ../pkg/testkit
 
 replace github.com/oncemall/oncemall/pkg/lab => ../pkg/lab

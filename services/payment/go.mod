@@ -6,9 +6,9 @@ require (
 	github.com/gin-gonic/gin v1.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/oncemall/oncemall/pkg v0.0.0
-	github.com/oncemall/oncemall/services/psp-sim v0.0.0
 	github.com/oncemall/oncemall/pkg/lab v0.0.0
 	github.com/oncemall/oncemall/pkg/testkit v0.0.0
+	github.com/oncemall/oncemall/services/psp-sim v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel/trace v1.47.0
@@ -95,6 +95,7 @@ require (
 replace github.com/oncemall/oncemall/pkg => ../../pkg
 
 replace github.com/oncemall/oncemall/services/psp-sim => ../psp-sim
+
 replace github.com/oncemall/oncemall/pkg/testkit => ../../pkg/testkit
 
 replace github.com/oncemall/oncemall/pkg/lab => ../../pkg/lab
