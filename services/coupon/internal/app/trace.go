@@ -42,10 +42,14 @@ func (a *App) startDeduction(ctx context.Context, m coupon.Message) (context.Con
 		attribute.Int64("coupon_id", int64(m.CouponID)),
 		attribute.Int("attempt", m.RetryCount+1),
 	)}
-	if pass := trace.SpanContextFromContext(ctx); pass.IsValid() && len(m.Trace) > 0 {
+	parent := tracing.Extract(ctx, m.Trace)
+	// A link to the job pass that made the attempt; none when the attempt
+	// runs in the delivery that landed m (its span is the parent already,
+	// and a link to it as well would hide the parent in Jaeger).
+	if pass := trace.SpanContextFromContext(ctx); pass.IsValid() && len(m.Trace) > 0 && pass.SpanID() != trace.SpanContextFromContext(parent).SpanID() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: pass}))
 	}
-	ctx, span := a.tracer.Start(tracing.Extract(ctx, m.Trace), "deduct coupon", opts...)
+	ctx, span := a.tracer.Start(parent, "deduct coupon", opts...)
 	if id := tracing.RequestID(ctx); id != "" {
 		span.SetAttributes(tracing.RequestIDKey.String(id))
 	}
