@@ -3,6 +3,8 @@ package lab
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/oncemall/oncemall/services/order/internal/product"
 )
@@ -87,6 +89,7 @@ func (CheckThenInsert) CopyChunk(ctx context.Context, ptx product.Tx, plan produ
 	if err != nil {
 		return product.ChunkResult{}, err
 	}
+	meetTwin(ctx, fmt.Sprint(plan.Keys()))
 	if dups := plan.Duplicates(existing, nil); onDup == product.FailOnDuplicate && len(dups) > 0 {
 		return plan.FailAll(dups), nil
 	}
@@ -95,4 +98,34 @@ func (CheckThenInsert) CopyChunk(ctx context.Context, ptx product.Tx, plan produ
 		return product.ChunkResult{}, err
 	}
 	return plan.Result(existing, created), nil
+}
+
+// twins holds, per chunk of products, the chunk that did step 1 first and
+// waits for its twin.
+var twins sync.Map // string → chan struct{}
+
+// twinWait bounds how long a chunk waits for its twin: a copy sent once
+// (or the orderly variant's one worker) goes on after it.
+const twinWait = 50 * time.Millisecond
+
+// meetTwin holds a chunk between its two steps until the other copy of the
+// same products has done step 1 too, or twinWait has passed: the
+// interleaving the incident's consumers met at peak, on every run of the
+// lab instead of on some.
+func meetTwin(ctx context.Context, key string) {
+	ch := make(chan struct{})
+	if first, loaded := twins.LoadOrStore(key, ch); loaded {
+		twins.Delete(key)
+		close(first.(chan struct{}))
+		return
+	}
+	t := time.NewTimer(twinWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+		twins.CompareAndDelete(key, ch)
+	case <-ctx.Done():
+		twins.CompareAndDelete(key, ch)
+	}
 }
