@@ -258,7 +258,7 @@ func replay(c *gin.Context, r Response) {
 
 // run executes the handler under claim and records its outcome.
 func (m *Middleware) run(c *gin.Context, claim *Claim) {
-	w := &captureWriter{ResponseWriter: c.Writer}
+	w := &CaptureWriter{ResponseWriter: c.Writer}
 	st := &claimState{m: m, claim: claim, header: w.Header()}
 	c.Set(ginStateKey, st)
 	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), stateKey{}, st))
@@ -336,18 +336,22 @@ func (m *Middleware) selectHeaders(h http.Header) http.Header {
 	return out
 }
 
-// captureWriter passes the response through and keeps a copy of the body.
-type captureWriter struct {
+// CaptureWriter passes a response through and keeps a copy of its body:
+// what a guard hands to Stored once the handler has answered.
+type CaptureWriter struct {
 	gin.ResponseWriter
 	body bytes.Buffer
 }
 
-func (w *captureWriter) Write(b []byte) (int, error) {
+func (w *CaptureWriter) Write(b []byte) (int, error) {
 	w.body.Write(b)
 	return w.ResponseWriter.Write(b)
 }
 
-func (w *captureWriter) WriteString(s string) (int, error) {
+func (w *CaptureWriter) WriteString(s string) (int, error) {
 	w.body.WriteString(s)
 	return w.ResponseWriter.WriteString(s)
 }
+
+// Body is the copy of what was written.
+func (w *CaptureWriter) Body() []byte { return w.body.Bytes() }

@@ -5,7 +5,6 @@
 package idempotencylab
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -59,13 +58,13 @@ func BrokenCheckThenAct(m *idempotency.Middleware, log *slog.Logger) gin.Handler
 		// Act: the key was absent, so run the handler. THE RACE WINDOW: every
 		// request with this key that reaches the check above before the
 		// insert below lands runs the handler too.
-		w := &captureWriter{ResponseWriter: c.Writer}
+		w := &idempotency.CaptureWriter{ResponseWriter: c.Writer}
 		c.Writer = w
 		c.Next()
 
 		// Store the key after the fact. For every racer but one the unique
 		// key refuses the insert, long after its order committed.
-		resp, store := m.Stored(w.Status(), w.Header(), w.body.Bytes())
+		resp, store := m.Stored(w.Status(), w.Header(), w.Body())
 		if !store {
 			return
 		}
@@ -78,20 +77,4 @@ func BrokenCheckThenAct(m *idempotency.Middleware, log *slog.Logger) gin.Handler
 				"idempotency_key", req.Key)
 		}
 	}
-}
-
-// captureWriter passes the response through and keeps a copy of the body.
-type captureWriter struct {
-	gin.ResponseWriter
-	body bytes.Buffer
-}
-
-func (w *captureWriter) Write(b []byte) (int, error) {
-	w.body.Write(b)
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *captureWriter) WriteString(s string) (int, error) {
-	w.body.WriteString(s)
-	return w.ResponseWriter.WriteString(s)
 }
