@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/gin-gonic/gin v1.12.0
 	github.com/oncemall/oncemall/pkg v0.0.0
+	github.com/oncemall/oncemall/pkg/testkit v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	go.opentelemetry.io/otel/trace v1.47.0
 )

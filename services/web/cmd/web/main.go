@@ -23,6 +23,12 @@ import (
 	"github.com/oncemall/oncemall/services/web/internal/config"
 )
 
+// program is the storefront; Port is HTTP_ADDR's default (config.Config).
+var program = assembly.Program{
+	Name: "web",
+	Port: 8085,
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout)
@@ -51,13 +57,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log, err := logging.New(stdout, assembly.Name, cfg.Log)
+	log, err := logging.New(stdout, program.Name, cfg.Log)
 	if err != nil {
 		return err
 	}
 	// Tracing first and flushed last: every page's calls are spans of its
 	// trace.
-	tp, err := tracing.New(ctx, cfg.Tracing, assembly.Name)
+	tp, err := tracing.New(ctx, cfg.Tracing, program.Name)
 	if err != nil {
 		return err
 	}

@@ -21,11 +21,12 @@ import (
 	"github.com/oncemall/oncemall/services/web/internal/upstream"
 )
 
-// Name and Port are the storefront's.
-const (
-	Name = "web"
-	Port = 8085
-)
+// Program is how the storefront declares itself: its name (logs, traces)
+// and its port, HTTP_ADDR's default.
+type Program struct {
+	Name string
+	Port int
+}
 
 // Options are the substitutions a test may make; the zero value is
 // production.
