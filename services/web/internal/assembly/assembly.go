@@ -72,4 +72,3 @@ func Assemble(cfg config.Config, log *slog.Logger, tp trace.TracerProvider, o Op
 	p.Register(srv.Engine())
 	return srv, nil
 }
-

@@ -31,11 +31,11 @@ type Config struct {
 	// the same issuer and audience as the services it calls.
 	Auth auth.Config
 
-	IdentityURL string `env:"IDENTITY_URL" default:"http://127.0.0.1:8084" usage:"base URL of the identity service (POST /token)"`
-	OrderURL    string `env:"ORDER_URL" default:"http://127.0.0.1:8081" usage:"base URL of the order service (products, orders)"`
-	CouponURL   string `env:"COUPON_URL" default:"http://127.0.0.1:8082" usage:"base URL of the coupon service (the user's coupons)"`
-	PaymentURL  string `env:"PAYMENT_URL" default:"http://127.0.0.1:8083" usage:"base URL of the payment service (POST /payments)"`
-	PSPURL      string `env:"PSP_URL" default:"http://127.0.0.1:8090" usage:"base URL of the payment platform (the simulator): its answer about a charge is the checkout page"`
+	IdentityURL string        `env:"IDENTITY_URL" default:"http://127.0.0.1:8084" usage:"base URL of the identity service (POST /token)"`
+	OrderURL    string        `env:"ORDER_URL" default:"http://127.0.0.1:8081" usage:"base URL of the order service (products, orders)"`
+	CouponURL   string        `env:"COUPON_URL" default:"http://127.0.0.1:8082" usage:"base URL of the coupon service (the user's coupons)"`
+	PaymentURL  string        `env:"PAYMENT_URL" default:"http://127.0.0.1:8083" usage:"base URL of the payment service (POST /payments)"`
+	PSPURL      string        `env:"PSP_URL" default:"http://127.0.0.1:8090" usage:"base URL of the payment platform (the simulator): its answer about a charge is the checkout page"`
 	Timeout     time.Duration `env:"WEB_UPSTREAM_TIMEOUT" default:"5s" usage:"how long one call to a service may take (keep it below HTTP_REQUEST_TIMEOUT)"`
 
 	Brand        string `env:"WEB_BRAND" default:"demo" usage:"the brand whose products the catalog shows"`

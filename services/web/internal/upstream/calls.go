@@ -87,9 +87,9 @@ type Item struct {
 
 // Order is an order as the order service shows it.
 type Order struct {
-	OrderNo  string `json:"order_no"`
-	Status   string `json:"status"`
-	Items    []struct {
+	OrderNo string `json:"order_no"`
+	Status  string `json:"status"`
+	Items   []struct {
 		ProductID uint64 `json:"product_id"`
 		Name      string `json:"name"`
 		UnitPrice int64  `json:"unit_price"`
