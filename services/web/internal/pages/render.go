@@ -156,8 +156,12 @@ func (p *Pages) fail(c *gin.Context, err error) {
 	attrs := []any{"service", e.Service, "method", e.Method, "path", e.Path, "status", e.Status, "user_id", uid, "page", c.FullPath()}
 	if e.Unreachable() {
 		p.log.ErrorContext(ctx, "service call failed", append(attrs, "err", err)...)
-		p.problem(c, http.StatusBadGateway, fmt.Sprintf("The %s service did not answer", e.Service),
-			"Nothing was lost. Try again: the same request is sent again with the same key, so it cannot order or pay twice.")
+		title := fmt.Sprintf("The %s service did not answer", e.Service)
+		if e.Status != 0 {
+			title = fmt.Sprintf("The %s service cannot take this now", e.Service)
+		}
+		p.problem(c, http.StatusBadGateway, title,
+			"Nothing was lost. Try again in a moment: the same request is sent again with the same key, so it cannot order or pay twice.")
 		return
 	}
 	p.log.InfoContext(ctx, "service refused the request", append(attrs, "detail", e.Detail, "code", e.Code, "reason", e.Reason)...)
@@ -192,6 +196,8 @@ func (p *Pages) static(c *gin.Context) {
 		ct = "text/javascript; charset=utf-8"
 	case ".css":
 		ct = "text/css; charset=utf-8"
+	case ".svg":
+		ct = "image/svg+xml"
 	}
 	c.Header("Cache-Control", "public, max-age=300")
 	c.Data(http.StatusOK, ct, b)
