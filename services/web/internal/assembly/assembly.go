@@ -40,9 +40,11 @@ type Options struct {
 // Assemble builds the storefront as cfg and o say: its server, with the
 // pages registered, not yet listening.
 func Assemble(cfg config.Config, log *slog.Logger, tp trace.TracerProvider, o Options) (*httpserver.Server, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	hc := &http.Client{Timeout: cfg.Timeout, Transport: tracing.Transport(tp, http.DefaultTransport)}
 	client := upstream.New(upstream.URLs{Identity: cfg.IdentityURL, Order: cfg.OrderURL, Coupon: cfg.CouponURL,
-		Payment: cfg.PaymentURL, PSP: cfg.PSPURL}, hc)
+		Payment: cfg.PaymentURL, PSP: cfg.PSPURL}, hc, reg)
 	if o.Shop == nil {
 		o.Shop = client
 	}
@@ -58,8 +60,6 @@ func Assemble(cfg config.Config, log *slog.Logger, tp trace.TracerProvider, o Op
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Ready when the services it cannot show a page without answer:
 	// identity (sign-in, the keys) and order (the catalog).
 	check := func(service, base string) httpserver.Check {

@@ -36,7 +36,7 @@ func newShop(t *testing.T) *shop {
 	testenv.Must(t, err)
 	down := "http://" + closedAddr(t)
 	client := upstream.New(upstream.URLs{Identity: down, Order: down, Coupon: down, Payment: down, PSP: down},
-		&http.Client{Timeout: 2 * time.Second})
+		&http.Client{Timeout: 2 * time.Second}, nil)
 	p, err := pages.New(client, v, pages.Options{Log: testenv.Logger(t), Brand: "demo", CookieKey: []byte("test-cookie-key-0123456789")})
 	testenv.Must(t, err)
 	gin.SetMode(gin.ReleaseMode)

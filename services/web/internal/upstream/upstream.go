@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Caller is the signed-in user a call is made for: the access token from
@@ -34,16 +36,27 @@ type URLs struct {
 
 // Client calls the services.
 type Client struct {
-	urls URLs
-	http *http.Client
+	urls  URLs
+	http  *http.Client
+	calls *prometheus.CounterVec
 	// retryWait is how long a request whose Idempotency-Key is still being
 	// processed waits before it asks again.
 	retryWait time.Duration
 }
 
-// New returns a client of the services at urls, calling them with hc.
-func New(urls URLs, hc *http.Client) *Client {
-	return &Client{urls: urls, http: hc, retryWait: 300 * time.Millisecond}
+// New returns a client of the services at urls, calling them with hc. It
+// counts its calls in web_upstream_calls_total{service,outcome} on reg (nil:
+// uncounted): outcome ok, refused (a 4xx answer) or failed (no answer, or
+// a 5xx), the last what an operator watches.
+func New(urls URLs, hc *http.Client, reg prometheus.Registerer) *Client {
+	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "web_upstream_calls_total",
+		Help: "Calls of the storefront to the services, by service and outcome (ok, refused: a 4xx answer, failed: no answer or a 5xx).",
+	}, []string{"service", "outcome"})
+	if reg != nil {
+		reg.MustRegister(calls)
+	}
+	return &Client{urls: urls, http: hc, calls: calls, retryWait: 300 * time.Millisecond}
 }
 
 // Error is a call that did not succeed: the service refused it (Status and
@@ -97,6 +110,20 @@ type call struct {
 }
 
 func (c *Client) do(ctx context.Context, r call) (int, error) {
+	status, err := c.send(ctx, r)
+	outcome := "ok"
+	var e *Error
+	if errors.As(err, &e) {
+		outcome = "refused"
+		if e.Unreachable() {
+			outcome = "failed"
+		}
+	}
+	c.calls.WithLabelValues(r.service, outcome).Inc()
+	return status, err
+}
+
+func (c *Client) send(ctx context.Context, r call) (int, error) {
 	fail := func(status int, err error) *Error {
 		return &Error{Service: r.service, Method: r.method, Path: r.path, Status: status, Err: err}
 	}
