@@ -16,6 +16,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -131,7 +132,7 @@ func (p *Pages) user(c *gin.Context) (*session, error) {
 		p.cookies.clear(c.Writer, cookieUser)
 		return nil, nil
 	}
-	name := value(c.Request, cookieUser)
+	name, _ := url.QueryUnescape(value(c.Request, cookieUser))
 	if name == "" {
 		name = "user " + strconv.FormatUint(pr.UserID, 10)
 	}
@@ -153,7 +154,7 @@ func (p *Pages) requireUser(c *gin.Context) {
 		return
 	}
 	if c.Request.Method == http.MethodGet && !isAPI(c) {
-		c.Redirect(http.StatusSeeOther, "/signin?next="+urlQueryEscape(c.Request.URL.RequestURI()))
+		c.Redirect(http.StatusSeeOther, "/signin?next="+url.QueryEscape(c.Request.URL.RequestURI()))
 		c.Abort()
 		return
 	}

@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"path"
 	"sort"
 	"strings"
@@ -98,7 +97,9 @@ func (p *Pages) problem(c *gin.Context, status int, title, detail string) {
 		return
 	}
 	data := map[string]any{"Status": status, "Title": title, "Detail": detail}
-	if c.Request.Method == http.MethodPost && status != http.StatusForbidden {
+	// Not for the sign-in form, whose password is never written back into
+	// a page.
+	if c.Request.Method == http.MethodPost && status != http.StatusForbidden && c.FullPath() != "/signin" {
 		data["Retry"] = retryForm(c.Request)
 	}
 	p.render(c, status, "error", data)
@@ -116,7 +117,7 @@ func retryForm(r *http.Request) *retry {
 	out := &retry{Action: r.URL.RequestURI()}
 	names := make([]string, 0, len(r.PostForm))
 	for n := range r.PostForm {
-		if n != "password" && n != "csrf" {
+		if n != "csrf" {
 			names = append(names, n)
 		}
 	}
@@ -202,5 +203,3 @@ func (p *Pages) static(c *gin.Context) {
 	c.Header("Cache-Control", "public, max-age=300")
 	c.Data(http.StatusOK, ct, b)
 }
-
-func urlQueryEscape(s string) string { return url.QueryEscape(s) }
