@@ -456,35 +456,80 @@ func TestRetryPassesDrainABacklogOnceAcrossReplicas(t *testing.T) {
 	}
 }
 
-// TestADeliveryDeductsAtOnceAndThePassTakesOnlyWhatItLeft: the order.paid
-// consumer's handler lands the message and deducts once the transaction has
-// committed, so no retry pass is needed. A delivery whose attempt never ran
-// (the process died right after the commit: here, a transaction with no
-// after-commit hooks, as the inbox's would be without its consumer) left its
-// message PENDING, due after the claim lease: the pass leaves it alone until
-// then, and deducts it once.
-func TestADeliveryDeductsAtOnceAndThePassTakesOnlyWhatItLeft(t *testing.T) {
+// TestADeliveryDeductsInTheTransactionThatLandsIt: the order.paid
+// consumer's handler deducts a coupon LOCKED by the order in the inbox's
+// transaction, with three writes and no read: the conditional update, the
+// ledger row (its amount the template's) and the message, SUCCESS. They
+// commit with that transaction or not at all, and nothing is left for the
+// retry pass. No after-commit hook runs here (a plain transaction, as the
+// inbox's would be without its consumer), so what is done was done in the
+// transaction.
+func TestADeliveryDeductsInTheTransactionThatLandsIt(t *testing.T) {
+	rdb, rec := testenv.RecordSQL(testDB(t))
+	st := store.New(rdb)
+	f := newFixtureWith(t, app.DefaultConfig(), st, st)
+	c := f.issue(t, 7)
+	f.lock(t, c.ID, "ORDER-A", 7)
+	paid := app.OrderPaid{MessageID: "m-a", OrderNo: "ORDER-A", UserID: 7, CouponID: c.ID}
+	deliver := func(after error) error {
+		return st.DB().Transaction(func(gtx *gorm.DB) error {
+			if err := f.app.ReceiveOrderPaid(ctx, st.InboxTx(ctx, gtx), paid); err != nil {
+				return err
+			}
+			return after
+		})
+	}
+
+	rolledBack := errors.New("the inbox's transaction rolls back")
+	if err := deliver(rolledBack); !errors.Is(err, rolledBack) {
+		t.Fatalf("delivery = %v, want the rollback", err)
+	}
+	if got, _ := f.store.Coupon(ctx, c.ID); got.Status != coupon.StatusLocked ||
+		f.count(t, "coupon_deduction", "1 = 1")+f.count(t, "coupon_message", "1 = 1") != 0 {
+		t.Fatalf("a rolled-back delivery left the coupon %s and rows behind", got.Status)
+	}
+
+	rec.Take("")
+	testenv.Must(t, deliver(nil))
+	writes := rec.Take("")
+	if len(writes) != 3 || !strings.HasPrefix(writes[0], "UPDATE coupons ") ||
+		!strings.HasPrefix(writes[1], "INSERT INTO coupon_deduction") || !strings.HasPrefix(writes[2], "INSERT INTO `coupon_message`") {
+		t.Fatalf("the delivery sent %d statements, want the update, the ledger row and the message:\n%s", len(writes), strings.Join(writes, "\n"))
+	}
+	if n := f.count(t, "coupon_deduction", "order_no = ? AND coupon_id = ? AND user_id = ? AND amount = ? AND message_id = ?",
+		"ORDER-A", c.ID, 7, f.tpl.DiscountAmount, "m-a"); n != 1 {
+		t.Fatalf("%d ledger rows of ORDER-A with the template's discount, want 1", n)
+	}
+	if got, _ := f.store.Coupon(ctx, c.ID); got.Status != coupon.StatusUsed || got.UsedOrderNo != "ORDER-A" {
+		t.Fatalf("coupon %+v, want USED by ORDER-A", got)
+	}
+	if n := f.count(t, "coupon_message", "message_id = ? AND status = ?", "m-a", coupon.MessageSuccess); n != 1 {
+		t.Fatalf("the message is not landed SUCCESS")
+	}
+	if r, err := f.app.ProcessDueMessages(ctx); err != nil || r.Claimed != 0 {
+		t.Fatalf("pass = %+v, %v; want nothing left for it", r, err)
+	}
+}
+
+// TestADeliveryThatCannotDeductLeavesItsMessageToTheAttempt: a delivery
+// whose coupon is not LOCKED by the order lands the message PENDING, due
+// after the claim lease, for the attempt made after the commit. When that
+// attempt never runs (the process died right after the commit: here, a
+// transaction with no after-commit hooks), the pass leaves the message
+// alone until the lease has run out, then takes it once: here the coupon
+// has been locked by the order since, and the pass deducts it.
+func TestADeliveryThatCannotDeductLeavesItsMessageToTheAttempt(t *testing.T) {
 	f := newFixture(t, variant.Fixed)
 	now := time.Now().UTC()
 	f.setClock(func() time.Time { return now })
-
-	delivered := f.issue(t, 7)
-	f.lock(t, delivered.ID, "ORDER-A", 7)
-	testenv.Must(t, f.store.InTx(ctx, func(tx coupon.Tx) error {
-		return f.app.ReceiveOrderPaid(ctx, tx, app.OrderPaid{MessageID: "m-a", OrderNo: "ORDER-A", UserID: 7, CouponID: delivered.ID})
-	}))
-	if n := f.count(t, "coupon_deduction", "order_no = ?", "ORDER-A"); n != 1 {
-		t.Fatalf("ORDER-A has %d deductions right after its delivery, want 1", n)
-	}
-
-	crashed := f.issue(t, 7)
-	f.lock(t, crashed.ID, "ORDER-B", 7)
+	c := f.issue(t, 7)
 	testenv.Must(t, f.store.DB().Transaction(func(gtx *gorm.DB) error {
-		return f.app.ReceiveOrderPaid(ctx, f.store.InboxTx(ctx, gtx), app.OrderPaid{MessageID: "m-b", OrderNo: "ORDER-B", UserID: 7, CouponID: crashed.ID})
+		return f.app.ReceiveOrderPaid(ctx, f.store.InboxTx(ctx, gtx), app.OrderPaid{MessageID: "m-b", OrderNo: "ORDER-B", UserID: 7, CouponID: c.ID})
 	}))
-	if n := f.count(t, "coupon_deduction", "order_no = ?", "ORDER-B"); n != 0 {
-		t.Fatalf("ORDER-B has %d deductions though its attempt never ran", n)
+	if n := f.count(t, "coupon_message", "message_id = ? AND status = ?", "m-b", coupon.MessagePending); n != 1 {
+		t.Fatalf("the message of an UNUSED coupon is not landed PENDING")
 	}
+	f.lock(t, c.ID, "ORDER-B", 7)
 	r, err := f.app.ProcessDueMessages(ctx)
 	testenv.Must(t, err)
 	if r.Claimed != 0 {
@@ -497,9 +542,39 @@ func TestADeliveryDeductsAtOnceAndThePassTakesOnlyWhatItLeft(t *testing.T) {
 	if r.Claimed != 1 || r.Deducted != 1 {
 		t.Fatalf("pass after the claim lease = %+v, want ORDER-B's message claimed and deducted", r)
 	}
-	for _, no := range []string{"ORDER-A", "ORDER-B"} {
-		if n := f.count(t, "coupon_deduction", "order_no = ?", no); n != 1 {
-			t.Fatalf("%s has %d deductions, want 1", no, n)
-		}
+	if n := f.count(t, "coupon_deduction", "order_no = ?", "ORDER-B"); n != 1 {
+		t.Fatalf("ORDER-B has %d deductions, want 1", n)
+	}
+}
+
+// TestConcurrentDeliveriesOfOneOrderDeductOnce: order.paid of one order
+// under 20 message ids (the inbox deduplicates one id, not one order),
+// delivered at once: one delivery deducts in its transaction, the others
+// find the coupon USED, land their messages and are absorbed by their
+// attempts. One ledger row, every message SUCCESS.
+func TestConcurrentDeliveriesOfOneOrderDeductOnce(t *testing.T) {
+	const n = 20
+	f := newFixture(t, variant.Fixed)
+	c := f.issue(t, 7)
+	f.lock(t, c.ID, "ORDER-C", 7)
+	var wg sync.WaitGroup
+	var errs [n]error
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = f.store.InTx(ctx, func(tx coupon.Tx) error {
+				return f.app.ReceiveOrderPaid(ctx, tx, app.OrderPaid{MessageID: fmt.Sprintf("m-%d", i), OrderNo: "ORDER-C", UserID: 7, CouponID: c.ID})
+			})
+		})
+	}
+	wg.Wait()
+	testenv.Must(t, errors.Join(errs[:]...))
+	if rows := f.count(t, "coupon_deduction", "order_no = ?", "ORDER-C"); rows != 1 {
+		t.Fatalf("%d ledger rows for ORDER-C, want 1", rows)
+	}
+	if settled := f.count(t, "coupon_message", "status = ?", coupon.MessageSuccess); settled != n {
+		t.Fatalf("%d messages SUCCESS, want %d", settled, n)
+	}
+	if d, a := f.metric(t, "coupon_deductions_total", string(variant.Fixed)), f.metric(t, "coupon_deduction_duplicates_absorbed_total", ""); d != 1 || a != n-1 {
+		t.Fatalf("%v deductions and %v absorbed counted, want 1 and %d", d, a, n-1)
 	}
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
@@ -56,7 +57,7 @@ func (FixedDeducer) Deduct(ctx context.Context, env DeductEnv, m coupon.Message)
 			_, err := tx.SettleMessage(ctx, m.ID, now)
 			return err
 		}
-		n, err := tx.UseLockedCoupon(ctx, c.ID, m.OrderNo, now)
+		n, err := tx.UseLockedCoupon(ctx, c.ID, m.OrderNo, m.UserID, now)
 		if err != nil {
 			return err
 		}
@@ -88,4 +89,38 @@ func (FixedDeducer) Deduct(ctx context.Context, env DeductEnv, m coupon.Message)
 		return "", fmt.Errorf("deduct coupon %d for order %s: %w", m.CouponID, m.OrderNo, err)
 	}
 	return out, nil
+}
+
+// DeductOnDelivery is the fixed deduction made in tx, the transaction that
+// lands m: the inbox's, which holds the delivery's processed-message row.
+// The conditional update LOCKED by m's order -> USED, the ledger row and m
+// itself, SUCCESS, commit together with that row or not at all, so a paid
+// order's coupon costs one commit, and a lost COMMIT acknowledgement leaves
+// nothing to retry: the redelivery it brings is a duplicate to the inbox.
+//
+// It reports false, having written nothing, when the update changes no
+// row: the coupon is not LOCKED by m's order of m's user. Whether it is
+// used by that order already or not the order's to use is Deduct's
+// locking read to tell, so the caller lands m PENDING for an attempt.
+func (FixedDeducer) DeductOnDelivery(ctx context.Context, tx coupon.Tx, m coupon.Message, now time.Time) (bool, error) {
+	n, err := tx.UseLockedCoupon(ctx, m.CouponID, m.OrderNo, m.UserID, now)
+	if err != nil || n == 0 {
+		return false, err
+	}
+	if err := tx.InsertDeductionOf(ctx, m.CouponID, m.OrderNo, m.MessageID, now); err != nil {
+		return false, err
+	}
+	m.Status = coupon.MessageSuccess
+	inserted, err := tx.InsertMessage(ctx, &m)
+	if err != nil {
+		return false, err
+	}
+	if !inserted {
+		// m's id was landed before by another way than this delivery (the
+		// inbox would have dropped a duplicate) and is still the retry
+		// pass's to deduct: undo this deduction with the delivery. Its
+		// redelivery finds the coupon used and the id landed.
+		return false, fmt.Errorf("order.paid %s for order %s was landed before and not deducted yet", m.MessageID, m.OrderNo)
+	}
+	return true, nil
 }

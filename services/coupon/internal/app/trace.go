@@ -31,17 +31,18 @@ func (a *App) traceOf(ctx context.Context) map[string]string {
 // message landed without a trace gets the pass's span as its parent. The
 // returned end records the outcome (duplicate=true when the coupon was
 // already used by the order: the attempt was absorbed). Without tracing it
-// does nothing.
-func (a *App) startDeduction(ctx context.Context, m coupon.Message) (context.Context, func(Outcome)) {
+// does nothing. opts are added to the span's (a start time in the past, for
+// a deduction made before its outcome decided to trace it).
+func (a *App) startDeduction(ctx context.Context, m coupon.Message, opts ...trace.SpanStartOption) (context.Context, func(Outcome)) {
 	if a.tracer == nil {
 		return ctx, func(Outcome) {}
 	}
-	opts := []trace.SpanStartOption{trace.WithAttributes(
+	opts = append(opts, trace.WithAttributes(
 		semconv.MessagingMessageID(m.MessageID),
 		attribute.String("order_no", m.OrderNo),
 		attribute.Int64("coupon_id", int64(m.CouponID)),
 		attribute.Int("attempt", m.RetryCount+1),
-	)}
+	))
 	parent := tracing.Extract(ctx, m.Trace)
 	// A link to the job pass that made the attempt; none when the attempt
 	// runs in the delivery that landed m (its span is the parent already,

@@ -64,13 +64,19 @@ type Tx interface {
 	// that order: released already, used, or locked by another).
 	ReleaseLock(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
 	// UseLockedCoupon is the deduction's conditional update LOCKED by
-	// orderNo -> USED by orderNo; it returns the rows affected (0 or 1).
-	UseLockedCoupon(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
+	// orderNo -> USED by orderNo, of userID's coupon; it returns the rows
+	// affected (0 or 1).
+	UseLockedCoupon(ctx context.Context, id uint64, orderNo string, userID uint64, now time.Time) (int64, error)
 	// InsertDeduction writes a ledger row. The schema keeps one row per
 	// order: a second one returns ErrOrderAlreadyDeducted. (The lab runs
 	// the broken deduction on the incident's schema, which has no such key;
 	// there the second row goes in.)
 	InsertDeduction(ctx context.Context, d *Deduction) error
+	// InsertDeductionOf writes InsertDeduction's row for orderNo with
+	// coupon id's owner and its template's discount, which the insert
+	// reads itself: a deduction that has not read the coupon needs no read
+	// for its ledger row. ErrNotFound when there is no such coupon.
+	InsertDeductionOf(ctx context.Context, id uint64, orderNo, messageID string, now time.Time) error
 	// SettleMessage moves a PENDING message to SUCCESS and returns the rows
 	// affected (0 when it was no longer PENDING).
 	SettleMessage(ctx context.Context, id uint64, now time.Time) (int64, error)

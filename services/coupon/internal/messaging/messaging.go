@@ -23,10 +23,10 @@ const (
 	OrderCancelledConsumer = "coupon-order-cancelled"
 )
 
-// OrderPaid consumes order.paid: it lands the event (one row in
-// coupon_message) and deducts the coupon once the inbox's transaction has
-// committed; the retry job takes what the attempt left PENDING
-// (app.ReceiveOrderPaid).
+// OrderPaid consumes order.paid: it deducts the coupon and lands the event
+// (one row in coupon_message) in the inbox's transaction, or lands it for
+// an attempt after the commit; the retry job takes what the attempt left
+// PENDING (app.ReceiveOrderPaid).
 func OrderPaid(a *app.App) platform.ConsumerOf[coupon.Tx] {
 	return consumer(OrderPaidConsumer, events.OrderPaid, func(ctx context.Context, tx coupon.Tx, id string, e events.OrderPaidV1) error {
 		return a.ReceiveOrderPaid(ctx, tx, app.OrderPaid{MessageID: id, OrderNo: e.OrderNo, UserID: e.UserID, CouponID: couponID(e.CouponID)})

@@ -39,7 +39,7 @@ func TestStateUpdatesReadByKey(t *testing.T) {
 		moved(tx.LockCoupon(ctx, a.ID, "O-1", now.Add(time.Minute), now))
 		moved(tx.ReleaseLock(ctx, a.ID, "O-1", now))
 		moved(tx.LockCoupon(ctx, b.ID, "O-2", now.Add(time.Minute), now))
-		moved(tx.UseLockedCoupon(ctx, b.ID, "O-2", now))
+		moved(tx.UseLockedCoupon(ctx, b.ID, "O-2", b.UserID, now))
 		return nil
 	}))
 	claimed, err := rs.ClaimDueMessages(ctx, now, 10, time.Minute)

@@ -351,9 +351,9 @@ func (t *Tx) ReleaseLock(ctx context.Context, id uint64, orderNo string, now tim
 }
 
 // UseLockedCoupon implements coupon.Tx.
-func (t *Tx) UseLockedCoupon(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
+func (t *Tx) UseLockedCoupon(ctx context.Context, id uint64, orderNo string, userID uint64, now time.Time) (int64, error) {
 	res := couponByID(t.db.WithContext(ctx)).
-		Where("id = ? AND status = ? AND locked_order_no = ?", id, string(coupon.StatusLocked), orderNo).
+		Where("id = ? AND status = ? AND locked_order_no = ? AND user_id = ?", id, string(coupon.StatusLocked), orderNo, userID).
 		Updates(map[string]any{"status": string(coupon.StatusUsed), "used_order_no": orderNo,
 			"version": gorm.Expr("version + 1"), "updated_at": now})
 	if res.Error != nil {
@@ -374,6 +374,24 @@ func (t *Tx) InsertDeduction(ctx context.Context, d *coupon.Deduction) error {
 		return fmt.Errorf("insert deduction for order %s: %w", d.OrderNo, err)
 	}
 	d.ID = row.ID
+	return nil
+}
+
+// InsertDeductionOf implements coupon.Tx with INSERT … SELECT, the
+// owner and the discount joined from coupons and coupon_template by the
+// coupon's primary key.
+func (t *Tx) InsertDeductionOf(ctx context.Context, id uint64, orderNo, messageID string, now time.Time) error {
+	res := t.db.WithContext(ctx).Exec(`INSERT INTO coupon_deduction (order_no, coupon_id, user_id, amount, message_id, created_at)
+		SELECT ?, c.id, c.user_id, t.discount_amount, ?, ? FROM coupons c JOIN coupon_template t ON t.id = c.template_id WHERE c.id = ?`,
+		orderNo, messageID, now, id)
+	switch {
+	case database.IsDuplicateKey(res.Error):
+		return fmt.Errorf("%w: order %s", coupon.ErrOrderAlreadyDeducted, orderNo)
+	case res.Error != nil:
+		return fmt.Errorf("insert deduction of coupon %d for order %s: %w", id, orderNo, res.Error)
+	case res.RowsAffected != 1:
+		return fmt.Errorf("insert deduction of coupon %d for order %s: %w", id, orderNo, coupon.ErrNotFound)
+	}
 	return nil
 }
 

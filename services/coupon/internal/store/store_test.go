@@ -194,6 +194,32 @@ func TestDeductionIsUniquePerOrder(t *testing.T) {
 	}
 }
 
+// TestDeductionOfACouponTakesItsOwnerAndDiscount: InsertDeductionOf
+// writes the ledger row of an order with the coupon's owner and its
+// template's discount, refuses a second row for the order as
+// InsertDeduction does, and a coupon that does not exist with ErrNotFound.
+func TestDeductionOfACouponTakesItsOwnerAndDiscount(t *testing.T) {
+	s := newStore(t)
+	c := issue(t, s, 42)
+	now := time.Now().UTC()
+	insert := func(couponID uint64, orderNo string) error {
+		return s.InTx(ctx, func(tx coupon.Tx) error { return tx.InsertDeductionOf(ctx, couponID, orderNo, "m-"+orderNo, now) })
+	}
+	testenv.Must(t, insert(c.ID, "O1"))
+	var n int64
+	testenv.Must(t, s.DB().Table("coupon_deduction").Where("order_no = ? AND coupon_id = ? AND user_id = ? AND amount = ? AND message_id = ?",
+		"O1", c.ID, 42, 1000, "m-O1").Count(&n).Error)
+	if n != 1 {
+		t.Fatalf("%d ledger rows of O1 with the owner and the discount, want 1", n)
+	}
+	if err := insert(c.ID, "O1"); !errors.Is(err, coupon.ErrOrderAlreadyDeducted) {
+		t.Fatalf("second row for the order: err = %v, want ErrOrderAlreadyDeducted", err)
+	}
+	if err := insert(c.ID+1000, "O2"); !errors.Is(err, coupon.ErrNotFound) {
+		t.Fatalf("row of a coupon that does not exist: err = %v, want ErrNotFound", err)
+	}
+}
+
 // inTx runs one Tx call in its own transaction and returns its rows
 // affected.
 func inTx(t *testing.T, s *store.Store, fn func(tx coupon.Tx) (int64, error)) int64 {
@@ -221,9 +247,10 @@ func TestLockReleaseAndUseAreConditional(t *testing.T) {
 	release := func(order string) int64 {
 		return inTx(t, s, func(tx coupon.Tx) (int64, error) { return tx.ReleaseLock(ctx, c.ID, order, now) })
 	}
-	use := func(order string) int64 {
-		return inTx(t, s, func(tx coupon.Tx) (int64, error) { return tx.UseLockedCoupon(ctx, c.ID, order, now) })
+	useBy := func(order string, user uint64) int64 {
+		return inTx(t, s, func(tx coupon.Tx) (int64, error) { return tx.UseLockedCoupon(ctx, c.ID, order, user, now) })
 	}
+	use := func(order string) int64 { return useBy(order, c.UserID) }
 	steps := []struct {
 		what string
 		do   func() int64
@@ -239,6 +266,7 @@ func TestLockReleaseAndUseAreConditional(t *testing.T) {
 		{"release by o1", func() int64 { return release("o1") }, 1},
 		{"release by o1 again", func() int64 { return release("o1") }, 0},
 		{"lock for o2", func() int64 { return lock("o2") }, 1},
+		{"use for o2 as another user's coupon", func() int64 { return useBy("o2", c.UserID+1) }, 0},
 		{"use for o2", func() int64 { return use("o2") }, 1},
 		{"use for o2 again", func() int64 { return use("o2") }, 0},
 		{"release a USED coupon", func() int64 { return release("o2") }, 0},
@@ -310,7 +338,7 @@ func TestOverdueLocksPagesThroughLocksPastTheirDeadline(t *testing.T) {
 	}
 	used := overdue[len(overdue)-1]
 	overdue = overdue[:len(overdue)-1]
-	inTx(t, s, func(tx coupon.Tx) (int64, error) { return tx.UseLockedCoupon(ctx, used, "o6", now) })
+	inTx(t, s, func(tx coupon.Tx) (int64, error) { return tx.UseLockedCoupon(ctx, used, "o6", 1, now) })
 
 	var got []uint64
 	var after uint64
@@ -355,7 +383,7 @@ func TestReconcileFindsEachAnomaly(t *testing.T) {
 			if _, err := tx.LockCoupon(ctx, u.id, u.order, now.Add(time.Hour), now); err != nil {
 				return err
 			}
-			if _, err := tx.UseLockedCoupon(ctx, u.id, u.order, now); err != nil {
+			if _, err := tx.UseLockedCoupon(ctx, u.id, u.order, 1, now); err != nil {
 				return err
 			}
 		}

@@ -19,10 +19,12 @@ const orderPaidEventPrefix = "order-paid-"
 func OrderPaidEventID(orderNo string) string { return orderPaidEventPrefix + orderNo }
 
 // MarkOrderPaid applies a successful payment p to order orderNo inside tx,
-// the consumer's transaction: under the order's row lock, WAIT_PAY → PAID
-// (written with a conditional update whose rows affected the store checks),
-// every stock reservation of the order RESERVED → CONFIRMED, and the
-// order.paid event. It reports whether it paid the order now.
+// the consumer's transaction: under the order's row lock (read without its
+// items), WAIT_PAY → PAID (written with a conditional update whose rows
+// affected the store checks), every stock reservation of the order
+// RESERVED → CONFIRMED in one update by the order number, and the
+// order.paid event: four statements. It reports whether it paid the order
+// now.
 //
 // Redelivery and duplicate notifications are safe: concurrent deliveries
 // wait on the row lock, and an order already PAID by this same payment is
@@ -45,7 +47,7 @@ func (a *App) MarkOrderPaid(ctx context.Context, tx order.Tx, orderNo string, p 
 	}
 	var paid order.Order
 	changed := false
-	err := tx.UpdateOrder(ctx, orderNo, func(o *order.Order) error {
+	items, err := tx.UpdateOrderRow(ctx, orderNo, func(o *order.Order) error {
 		var err error
 		changed, err = o.Pay(p, a.now())
 		paid = *o
@@ -58,16 +60,12 @@ func (a *App) MarkOrderPaid(ctx context.Context, tx order.Tx, orderNo string, p 
 		a.log.InfoContext(ctx, "payment for an order this payment already paid; no effect", "order_no", orderNo, "payment_no", p.No)
 		return false, nil
 	}
-	lines := make([]order.Line, len(paid.Items))
-	for i, it := range paid.Items {
-		lines[i] = it.Line()
-	}
-	confirmed, err := tx.ConfirmReservations(ctx, orderNo, lines, a.now())
+	confirmed, err := tx.ConfirmReservations(ctx, orderNo, a.now())
 	if err != nil {
 		return false, err
 	}
-	if confirmed != len(lines) {
-		return false, fmt.Errorf("%w: order %s has %d items but %d reservations were RESERVED to confirm", order.ErrConflict, orderNo, len(lines), confirmed)
+	if confirmed != items {
+		return false, fmt.Errorf("%w: order %s has %d items but %d reservations were RESERVED to confirm", order.ErrConflict, orderNo, items, confirmed)
 	}
 	if err := tx.AddEvent(ctx, orderPaid(paid)); err != nil {
 		return false, err

@@ -44,6 +44,11 @@ type Tx interface {
 	// returned as is and nothing is written; ErrNotFound when there is no
 	// such order.
 	UpdateOrder(ctx context.Context, no string, fn func(*Order) error) error
+	// UpdateOrderRow is UpdateOrder reading the order's row alone: fn sees
+	// the order without its items (Items nil). It returns how many items
+	// the order has, counted in the same read, for a caller that moves
+	// their reservations by the order number.
+	UpdateOrderRow(ctx context.Context, no string, fn func(*Order) error) (items int, err error)
 	// AddEvent writes e to the outbox in this transaction; the relay
 	// publishes it after the commit.
 	AddEvent(ctx context.Context, e events.Event) error
@@ -61,10 +66,10 @@ type Tx interface {
 	// AddReservations writes one RESERVED reservation per line of order
 	// orderNo.
 	AddReservations(ctx context.Context, orderNo string, lines []Line, now time.Time) error
-	// ConfirmReservations moves the order's reservation of each line from
-	// RESERVED to CONFIRMED, each by a conditional update on its unique key,
-	// in product order, and returns how many moved.
-	ConfirmReservations(ctx context.Context, orderNo string, lines []Line, now time.Time) (int, error)
+	// ConfirmReservations moves every reservation of order orderNo from
+	// RESERVED to CONFIRMED, in one conditional update by the order number,
+	// and returns how many moved.
+	ConfirmReservations(ctx context.Context, orderNo string, now time.Time) (int, error)
 	// ReleaseReservations moves the order's reservation of each line from
 	// RESERVED to RELEASED and puts that line's units back in stock, each
 	// by a conditional update, in product order; it returns how many moved.

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,8 +40,8 @@ func TestReservationsMoveOnce(t *testing.T) {
 	release := func(no string, ls []order.Line) int {
 		return inTx(func(tx order.Tx) (int, error) { return tx.ReleaseReservations(ctx, no, ls, now) })
 	}
-	confirm := func(no string, ls []order.Line) int {
-		return inTx(func(tx order.Tx) (int, error) { return tx.ConfirmReservations(ctx, no, ls, now) })
+	confirm := func(no string) int {
+		return inTx(func(tx order.Tx) (int, error) { return tx.ConfirmReservations(ctx, no, now) })
 	}
 	if n := release(released.No, lines); n != 2 || env.Stock(t, a) != 4 || env.Stock(t, b) != 5 {
 		t.Fatalf("first release moved %d, stock %d and %d; want 2, 4 and 5", n, env.Stock(t, a), env.Stock(t, b))
@@ -47,14 +49,14 @@ func TestReservationsMoveOnce(t *testing.T) {
 	if n := release(released.No, lines); n != 0 || env.Stock(t, a) != 4 || env.Stock(t, b) != 5 {
 		t.Fatalf("second release moved %d, stock %d and %d; want nothing back", n, env.Stock(t, a), env.Stock(t, b))
 	}
-	if n := confirm(released.No, lines); n != 0 || env.Reservations(t, released.No, order.Released) != 2 {
+	if n := confirm(released.No); n != 0 || env.Reservations(t, released.No, order.Released) != 2 {
 		t.Fatalf("confirm after release moved %d", n)
 	}
 	one := []order.Line{{ProductID: a, Quantity: 1}}
-	if n := confirm(confirmed.No, one); n != 1 {
+	if n := confirm(confirmed.No); n != 1 {
 		t.Fatalf("confirm moved %d, want 1", n)
 	}
-	if n := confirm(confirmed.No, one) + release(confirmed.No, one); n != 0 || env.Stock(t, a) != 4 {
+	if n := confirm(confirmed.No) + release(confirmed.No, one); n != 0 || env.Stock(t, a) != 4 {
 		t.Fatalf("confirm and release after a confirm moved %d, stock %d", n, env.Stock(t, a))
 	}
 
@@ -102,4 +104,39 @@ func TestStateUpdatesReadByKey(t *testing.T) {
 	}))
 	// The order, its reservation, and the stock given back.
 	testenv.RequireKeyed(t, env.DB, rec.Take("UPDATE"), 3)
+
+	// The paid path: the order's row and its item count in one locking
+	// read, the order's move, and its reservations' move by the order's
+	// prefix of their unique key.
+	testenv.Must(t, env.DB.Exec("UPDATE orders SET status = 'CANCELLED'").Error)
+	testenv.Must(t, env.DB.Exec("UPDATE stock_reservation SET status = 'RELEASED'").Error)
+	two := env.PlaceOrder(t, 3, line, order.Line{ProductID: env.Product(t, "B", 100, 10), Quantity: 2})
+	rec.Take("")
+	testenv.Must(t, s.InTx(ctx, func(tx order.Tx) error {
+		items, err := tx.UpdateOrderRow(ctx, two.No, func(o *order.Order) error {
+			_, err := o.Pay(order.Payment{No: "P-2", Amount: o.PayAmount, PaidAt: now}, now)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		confirmed, err := tx.ConfirmReservations(ctx, two.No, now)
+		if err == nil && (items != 2 || confirmed != 2) {
+			err = fmt.Errorf("%d items, %d reservations confirmed; want 2 and 2", items, confirmed)
+		}
+		return err
+	}))
+	var reads, updates []string
+	for _, q := range rec.Take("") {
+		switch {
+		case strings.HasPrefix(q, "SELECT"):
+			reads = append(reads, q)
+		case strings.HasPrefix(q, "UPDATE"):
+			updates = append(updates, q)
+		}
+	}
+	if len(reads) != 1 {
+		t.Fatalf("the paid path read %d times, want once: %q", len(reads), reads)
+	}
+	testenv.RequireKeyed(t, env.DB, updates, 2)
 }

@@ -80,6 +80,12 @@ type dbOrder struct {
 
 func (dbOrder) TableName() string { return "orders" }
 
+// dbOrderItems is an orders row with the count of its items.
+type dbOrderItems struct {
+	Order dbOrder `gorm:"embedded"`
+	Items int
+}
+
 // dbItem is the order_items row.
 type dbItem struct {
 	ID        uint64 `gorm:"primaryKey"`
@@ -162,7 +168,29 @@ func (t *orderTx) UpdateOrder(ctx context.Context, no string, fn func(*order.Ord
 	if err != nil {
 		return err
 	}
-	read := o.Status
+	return t.update(ctx, o, fn)
+}
+
+// UpdateOrderRow is UpdateOrder on the order's row alone, read under lock
+// with the count of its items in one statement (see order.Tx). The lock
+// is the row's: a subquery of a locking read locks nothing.
+func (t *orderTx) UpdateOrderRow(ctx context.Context, no string, fn func(*order.Order) error) (int, error) {
+	var row dbOrderItems
+	res := t.db.WithContext(ctx).Raw(`SELECT o.*, (SELECT COUNT(*) FROM order_items i WHERE i.order_no = o.order_no) AS items
+		FROM orders o FORCE INDEX (uk_orders_order_no) WHERE o.order_no = ? FOR UPDATE`, no).Scan(&row)
+	switch {
+	case res.Error != nil:
+		return 0, fmt.Errorf("read order %s: %w", no, res.Error)
+	case res.RowsAffected == 0:
+		return 0, fmt.Errorf("%w: %s", order.ErrNotFound, no)
+	}
+	return row.Items, t.update(ctx, toOrder(row.Order, nil), fn)
+}
+
+// update applies fn to o, read under lock, and writes a changed status
+// with a conditional UPDATE on the status it read.
+func (t *orderTx) update(ctx context.Context, o order.Order, fn func(*order.Order) error) error {
+	no, read := o.No, o.Status
 	if err := fn(&o); err != nil {
 		return err
 	}
