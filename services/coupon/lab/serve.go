@@ -120,9 +120,9 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// waitReady waits until base answers /readyz, the service stops, or ctx
-// ends.
-func waitReady(ctx context.Context, base string, done <-chan error) error {
+// waitReady waits until base answers /readyz, the service stops (its
+// error is put back on done), or ctx ends.
+func waitReady(ctx context.Context, base string, done chan error) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
@@ -138,6 +138,7 @@ func waitReady(ctx context.Context, base string, done <-chan error) error {
 		}
 		select {
 		case err := <-done:
+			done <- err // for Close, which waits for it
 			return fmt.Errorf("the coupon service stopped before it was ready: %v", err)
 		case <-ctx.Done():
 			return fmt.Errorf("the coupon service at %s was not ready: %w", base, ctx.Err())
