@@ -46,7 +46,7 @@ func newLockServer(t *testing.T, mode variant.Mode, complete func(next func(ctx 
 	// A lock call that times out is a 503 the key is released for, not
 	// what these tests are about: on a loaded machine hundreds of copies
 	// may wait seconds at the coupon stand-in.
-	env := ordertest.New(t, map[string]string{"COUPON_TIMEOUT": "1m"}, assembly.Options{Numbers: numbers})
+	env := ordertest.Start(t, map[string]string{"COUPON_TIMEOUT": "1m"}, assembly.Options{Numbers: numbers})
 	dead := redisclient.New(redisclient.Config{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { dead.Close() })
 	cfg := idempotency.DefaultConfig()
