@@ -56,6 +56,9 @@ type OrderAPIConfig struct {
 	// and releases coupons at (the benchmark's real one); empty uses the
 	// Coupons stand-in.
 	CouponURL string
+	// Numbers is incident 7's order numbering: variant.Broken is
+	// PerAttemptOrderNumbers, anything else the fixed one.
+	Numbers variant.Mode
 	// Vars are more of the service's variables (TRACING_*, ...).
 	Vars map[string]string
 }
@@ -111,10 +114,12 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 		}
 	}
 	maps.Copy(vars, cfg.Vars)
-	var adjust func(*assembly.Options)
-	if cfg.Guard == NoGuard {
-		adjust = func(o *assembly.Options) {
+	adjust := func(o *assembly.Options) {
+		if cfg.Guard == NoGuard {
 			o.Guard = func(*idempotency.Middleware, *slog.Logger) gin.HandlerFunc { return func(c *gin.Context) { c.Next() } }
+		}
+		if cfg.Numbers == variant.Broken {
+			o.Numbers = PerAttemptOrderNumbers{}
 		}
 	}
 	// The gate goes in front of every route of the service, so it is the

@@ -48,6 +48,9 @@ type Options struct {
 	// Deducer is incident 1's deduction (nil: the fixed one); the lab's
 	// Plug sets the broken one in lab mode.
 	Deducer app.CouponDeducer
+	// Locks is incident 7's lock keeper (nil: the fixed one); the lab's
+	// scenarios set the broken one.
+	Locks app.LockKeeper
 }
 
 // Parts are what a test or a lab may need after assembly.
@@ -99,6 +102,7 @@ func useCases(db *gorm.DB, cfg config.Config, o Options, log *slog.Logger, reg p
 	appCfg.TracerProvider = tp
 	appCfg.Clock = o.Clock
 	appCfg.Deducer = o.Deducer
+	appCfg.Locks = o.Locks
 	a, err := app.New(st, o.Orders, appCfg, log, reg)
 	if err != nil {
 		return nil, err

@@ -131,6 +131,7 @@ type lockRequest struct {
 	OrderNo     string `json:"order_no"`
 	UserID      uint64 `json:"user_id"`
 	OrderAmount int64  `json:"order_amount"`
+	Attempt     string `json:"attempt,omitempty"`
 }
 
 type lockResponse struct {
@@ -142,6 +143,7 @@ type lockResponse struct {
 
 type releaseRequest struct {
 	OrderNo string `json:"order_no"`
+	Attempt string `json:"attempt,omitempty"`
 }
 
 type releaseResponse struct {
@@ -268,7 +270,7 @@ func (api *API) lock(c *gin.Context) {
 		return
 	}
 	l, err := api.app.LockCoupon(c.Request.Context(), id, coupon.LockRequest{OrderNo: req.OrderNo, UserID: req.UserID,
-		OrderAmount: req.OrderAmount})
+		OrderAmount: req.OrderAmount, Attempt: req.Attempt})
 	if err != nil {
 		api.refuseOrFail(c, err)
 		return
@@ -287,7 +289,7 @@ func (api *API) release(c *gin.Context) {
 	if !httpserver.DecodeJSON(c, &req) {
 		return
 	}
-	released, err := api.app.ReleaseLock(c.Request.Context(), id, req.OrderNo)
+	released, err := api.app.ReleaseLock(c.Request.Context(), id, req.OrderNo, req.Attempt)
 	if err != nil {
 		api.fail(c, err)
 		return

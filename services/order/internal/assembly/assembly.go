@@ -57,6 +57,9 @@ type Options struct {
 	// Idempotency-Key middleware (incident 4; nil: its HandlerInTx, the key
 	// claimed in the order's transaction).
 	Guard func(*idempotency.Middleware, *slog.Logger) gin.HandlerFunc
+	// Numbers numbers the orders (incident 7; nil: app.KeyedOrderNumbers,
+	// one number per Idempotency-Key).
+	Numbers app.OrderNumbers
 }
 
 // Parts are what a test or a lab may need after assembly.
@@ -75,7 +78,7 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	if o.Charges != nil {
 		payments = o.Charges
 	}
-	a, err := app.New(orders, products, coupons, payments, app.Choices{Stock: o.Stock, Products: o.Products, Clock: o.Clock}, cfg.App(), w.Log, w.Registry)
+	a, err := app.New(orders, products, coupons, payments, app.Choices{Stock: o.Stock, Products: o.Products, Numbers: o.Numbers, Clock: o.Clock}, cfg.App(), w.Log, w.Registry)
 	if err != nil {
 		return nil, err
 	}
