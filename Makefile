@@ -1,5 +1,5 @@
 # oncemall — run `make help` for the targets.
-MODULES  := pkg pkg/testkit pkg/lab services/order services/coupon services/payment services/identity services/psp-sim scripts deploy/k8s
+MODULES  := pkg pkg/testkit pkg/lab services/order services/coupon services/payment services/identity services/psp-sim services/web scripts deploy/k8s
 SERVICES := order coupon payment identity
 GO       ?= go
 

@@ -9,7 +9,7 @@
 #   scripts/run.sh stop    stop the programs a detached start left running
 #
 # Programs: the fault proxy and the PSP simulator (when their cmd/ directories
-# exist), then identity, order, coupon and payment. Like docker-compose.yml, the coupon
+# exist), then identity, order, coupon and payment, and the storefront (web). Like docker-compose.yml, the coupon
 # service reaches MySQL through the fault proxy when there is one. Logs go to
 # .run/<name>.log, pids to .run/<name>.pid.
 #
@@ -80,6 +80,9 @@ programs() {
   if [ -d scripts/cmd/faultproxy ]; then coupon_db="MYSQL_ADDR=127.0.0.1:3307"; fi
   echo "coupon|services/coupon/cmd/coupon|http://127.0.0.1:8082/readyz|HTTP_ADDR=:8082 MYSQL_DATABASE=oncemall_coupon $coupon_db"
   echo "payment|services/payment/cmd/payment|http://127.0.0.1:8083/readyz|HTTP_ADDR=:8083 MYSQL_DATABASE=oncemall_payment"
+  # The storefront (services/web), last: it owns no data and is ready once
+  # identity and order answer.
+  echo "web|services/web/cmd/web|http://127.0.0.1:8085/readyz|HTTP_ADDR=:8085"
 }
 
 # instances prints programs() with each service (services/<svc>/cmd/<svc>)
@@ -256,7 +259,7 @@ start() {
     # replica alike.
     local creds="" svc
     svc=$(binary "$pkg")
-    if [ "$pkg" = "services/$svc/cmd/$svc" ]; then creds=$(service_env "$svc"); fi
+    if [ "$pkg" = "services/$svc/cmd/$svc" ] && run_services | grep -qx "$svc"; then creds=$(service_env "$svc"); fi
     # shellcheck disable=SC2086 # extra and creds are lists of NAME=value words.
     env $creds $extra "$bin_dir/$svc" >"$run_dir/$name.log" 2>&1 &
     pid=$!

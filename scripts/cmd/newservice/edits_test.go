@@ -205,7 +205,7 @@ func TestAddToConfigDocEndsTheEachServiceSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "| `B` | `2` | b |\n\nInventory service (see `services/inventory/README.md`; `HTTP_ADDR` defaults to `:8084`):\n\n| variable | default | meaning |\n|---|---|---|\n| `INVENTORY_MAX_QUANTITY` | `1000000` | largest quantity an item may be created with |\n\n## Later\n"
+	want := "| `B` | `2` | b |\n\nInventory service (see `services/inventory/README.md`; `HTTP_ADDR` defaults to `:8084`):\n\n| variable | default | meaning |\n|---|---|---|\n| `INVENTORY_MAX_QUANTITY` | `1000000` | largest quantity an item may be created with |\n| `INVENTORY_PEER_URL` | `http://127.0.0.1:8099` | base URL of the peer the totals are reported to |\n| `INVENTORY_PEER_TIMEOUT` | `3s` | timeout of a call to the peer |\n| `INVENTORY_REPORT_SCHEDULE` | `@every 1h` | cron spec of the inventory-report job that reports the totals to the peer |\n\n## Later\n"
 	if !strings.Contains(out, want) {
 		t.Fatalf("addToConfigDoc = %s", out)
 	}

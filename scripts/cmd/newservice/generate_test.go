@@ -76,7 +76,12 @@ func TestGenerateWritesTheServiceAndRefusesTheSameNameAgain(t *testing.T) {
 		"services/" + name + "/internal/config/config.go",
 		"services/" + name + "/internal/" + name + "/item.go",
 		"services/" + name + "/internal/" + name + "/" + name + "_test.go",
+		"services/" + name + "/internal/assembly/assembly.go",
+		"services/" + name + "/internal/" + name + "test/" + name + "test.go",
 		"services/" + name + "/internal/app/app.go",
+		"services/" + name + "/internal/jobs/jobs.go",
+		"services/" + name + "/internal/peerclient/peerclient.go",
+		"services/" + name + "/lab/plug.go",
 		"services/" + name + "/internal/store/store.go",
 		"services/" + name + "/internal/httpapi/errors.go",
 		"services/" + name + "/internal/messaging/item_created.go",
@@ -87,12 +92,12 @@ func TestGenerateWritesTheServiceAndRefusesTheSameNameAgain(t *testing.T) {
 			t.Errorf("not generated: %v", err)
 		}
 	}
-	main, err := os.ReadFile(filepath.Join(root, "services/"+name+"/cmd/"+name+"/main.go"))
+	assembly, err := os.ReadFile(filepath.Join(root, "services/"+name+"/internal/assembly/assembly.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := bytes.Count(main, []byte("\n")); n >= 60 || !bytes.Contains(main, []byte("platform.Main(service)")) || !bytes.Contains(main, []byte(fmt.Sprintf("Port:       %d,", port))) {
-		t.Errorf("main.go (%d lines) is not the declaration the shape asks for:\n%s", n, main)
+	if !bytes.Contains(assembly, []byte(fmt.Sprintf("Port:       %d,", port))) {
+		t.Errorf("assembly.go does not declare port %d:\n%s", port, assembly)
 	}
 
 	before := snapshot(t, root)

@@ -6,8 +6,9 @@
 //
 // It writes services/<name>/ (the shape of docs/service-shape.md: an Item
 // with a name and a quantity, created over HTTP with an <name>.item_created
-// event through the outbox, and counted into a totals row by the service's
-// own consumer through the inbox) and pkg/events/<name>.go (the subject and
+// event through the outbox, counted into a totals row by the service's own
+// consumer through the inbox, and reported to a peer by a job; built by
+// internal/assembly, with a lab/ and a test kit) and pkg/events/<name>.go (the subject and
 // body of that event), then adds the service to go.work, the Makefile's
 // MODULES and SERVICES, scripts/run.sh, docker-compose.yml and
 // docs/configuration.md, and runs go mod tidy and go build in the new
@@ -17,7 +18,7 @@
 // NAME is lowercase letters and digits, starting with a letter, and names
 // no existing service, Go keyword, predeclared identifier or package the
 // template imports. PORT defaults to the one after the highest Port a
-// service declares in services/*/cmd/*/main.go (8084 when none does),
+// service declares (in internal/assembly or cmd/*/main.go; 8084 when none does),
 // skipping ports docker-compose.yml publishes.
 //
 // The templates are the files under template/ (with a .tmpl suffix, so

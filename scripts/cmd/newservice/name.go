@@ -161,14 +161,19 @@ func choosePort(root string, port int, compose *composecheck.File) (int, error) 
 	return 0, errors.New("no free port above the declared ones")
 }
 
-// declaredPorts reads the Port of every services/*/cmd/*/main.go.
+// declaredPorts reads the Port of every service's declaration: in
+// services/*/internal/assembly (the shape) or services/*/cmd/*/main.go.
 func declaredPorts(root string) (map[int]string, error) {
-	mains, err := filepath.Glob(filepath.Join(root, "services", "*", "cmd", "*", "main.go"))
-	if err != nil {
-		return nil, err
+	var files []string
+	for _, pattern := range []string{"services/*/cmd/*/main.go", "services/*/internal/assembly/*.go"} {
+		m, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(pattern)))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, m...)
 	}
 	ports := map[int]string{}
-	for _, path := range mains {
+	for _, path := range files {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return nil, err

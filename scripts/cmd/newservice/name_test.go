@@ -109,6 +109,10 @@ func TestChoosePort(t *testing.T) {
 		}
 	}
 	empty := t.TempDir()
+	write(t, root, "services/shop/internal/assembly/assembly.go", "package assembly\n\nfunc Definition() {\n\treturn platform.Service[config.Config]{\n\t\tPort:       8091,\n\t}\n}\n")
+	if p, err := choosePort(root, 0, compose); err != nil || p != 8092 {
+		t.Errorf("after a service whose assembly declares 8091: %d, %v; want 8092", p, err)
+	}
 	if p, err := choosePort(empty, 0, &composecheck.File{}); err != nil || p != minPort {
 		t.Errorf("with no service declaring a port: %d, %v; want %d", p, err, minPort)
 	}

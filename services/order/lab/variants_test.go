@@ -29,7 +29,7 @@ import (
 func TestStockModesUnderARace(t *testing.T) {
 	for _, mode := range []variant.Mode{variant.Fixed, lab.Optimistic, variant.Broken} {
 		t.Run(string(mode), func(t *testing.T) {
-			env := ordertest.New(t, nil, lab.Variants(config.Modes{Stock: mode}))
+			env := ordertest.Start(t, nil, lab.Variants(config.Modes{Stock: mode}))
 			p := env.Product(t, "Hot", 999, 10)
 			var placed, outOfStock, other int
 			var mu sync.Mutex
@@ -76,7 +76,7 @@ func TestStockModesUnderARace(t *testing.T) {
 // up with order.ErrStockContention, writing nothing.
 func TestOptimisticGivesUpAfterItsBound(t *testing.T) {
 	racing := &versionBumper{}
-	env := ordertest.New(t, nil, assembly.Options{Stock: racing})
+	env := ordertest.Start(t, nil, assembly.Options{Stock: racing})
 	racing.db = env.DB
 	p := env.Product(t, "Hot", 999, 10)
 	_, err := env.App.CreateOrder(context.Background(), app.CreateOrder{UserID: 1, Lines: []order.Line{{ProductID: p, Quantity: 1}}})
@@ -137,7 +137,7 @@ func (t bumpingTx) ReadStock(ctx context.Context, productID uint64) (order.Stock
 func TestCloseModesWhenTheCustomerHasPaid(t *testing.T) {
 	for _, mode := range []variant.Mode{variant.Fixed, variant.Broken} {
 		t.Run(string(mode), func(t *testing.T) {
-			env := ordertest.New(t, nil, lab.Variants(config.Modes{Close: mode}))
+			env := ordertest.Start(t, nil, lab.Variants(config.Modes{Close: mode}))
 			ctx := context.Background()
 			p := env.Product(t, "A", 100, 5)
 			o := env.PlaceOrder(t, 1, order.Line{ProductID: p, Quantity: 1})

@@ -21,7 +21,7 @@ import (
 // units back in stock) and writes one order.cancelled; a second cancel
 // answers the cancelled order and changes nothing.
 func TestCancelReleasesOnce(t *testing.T) {
-	env := ordertest.New(t, nil, assembly.Options{})
+	env := ordertest.Start(t, nil, assembly.Options{})
 	ctx := context.Background()
 	a, b := env.Product(t, "A", 100, 5), env.Product(t, "B", 200, 5)
 	o := env.PlaceOrder(t, 9, order.Line{ProductID: b, Quantity: 2}, order.Line{ProductID: a, Quantity: 3})
@@ -50,7 +50,7 @@ func TestCancelReleasesOnce(t *testing.T) {
 // reservations; a payment service that does not answer is ErrUnavailable
 // and changes nothing. Nothing is released in any of them.
 func TestCancelRefusals(t *testing.T) {
-	env := ordertest.New(t, nil, assembly.Options{})
+	env := ordertest.Start(t, nil, assembly.Options{})
 	ctx := context.Background()
 	p := env.Product(t, "A", 100, 10)
 	paid := env.PlaceOrder(t, 1, order.Line{ProductID: p, Quantity: 1})
@@ -86,7 +86,7 @@ func TestCancelRefusals(t *testing.T) {
 // turns out paid, and, while the payment service is down, every one (for
 // the next pass, which closes them).
 func TestCloseExpiredClosesOnlyExpiredOrders(t *testing.T) {
-	env := ordertest.New(t, map[string]string{"ORDER_PAY_TIMEOUT": "1h", "ORDER_CLOSE_BATCH": "3"}, assembly.Options{})
+	env := ordertest.Start(t, map[string]string{"ORDER_PAY_TIMEOUT": "1h", "ORDER_CLOSE_BATCH": "3"}, assembly.Options{})
 	ctx := context.Background()
 	p := env.Product(t, "A", 100, 100)
 	age := func(o order.Order, d time.Duration) {
@@ -144,7 +144,7 @@ func TestCloseExpiredClosesOnlyExpiredOrders(t *testing.T) {
 // 30 order.cancelled rows, 60 reservations released once each, the stock
 // back exactly. Repeated over several rounds.
 func TestCloseJobOnTwoReplicas(t *testing.T) {
-	env := ordertest.New(t, map[string]string{"ORDER_PAY_TIMEOUT": "1m"}, assembly.Options{})
+	env := ordertest.Start(t, map[string]string{"ORDER_PAY_TIMEOUT": "1m"}, assembly.Options{})
 	replicas := []*app.App{env.App, env.Replica(t)}
 	ctx := context.Background()
 	a, b := env.Product(t, "A", 100, 10_000), env.Product(t, "B", 300, 10_000)
@@ -197,7 +197,7 @@ func TestCloseJobOnTwoReplicas(t *testing.T) {
 // with it RELEASED, the unit back and order.cancelled only. The loser gets
 // order.ErrConflict.
 func TestCancelRacingPaymentEndsInOne(t *testing.T) {
-	env := ordertest.New(t, nil, assembly.Options{})
+	env := ordertest.Start(t, nil, assembly.Options{})
 	ctx := context.Background()
 	const rounds = 100
 	p := env.Product(t, "A", 100, rounds)

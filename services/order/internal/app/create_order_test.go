@@ -20,7 +20,7 @@ import (
 // with order.ErrPriceChanged; nothing is written and the coupon is
 // released. The retry prices the order anew.
 func TestPriceChangedWhileTheCouponIsLocked(t *testing.T) {
-	env := ordertest.New(t, nil, assembly.Options{})
+	env := ordertest.Start(t, nil, assembly.Options{})
 	ctx := context.Background()
 	kettle := env.Product(t, "Kettle", 1500, 5)
 	env.Coupons.Add(stubs.Coupon{ID: 1, UserID: 1, Discount: 100, MinOrderAmount: 1000})
@@ -46,7 +46,7 @@ func TestPriceChangedWhileTheCouponIsLocked(t *testing.T) {
 // transaction (a bug in a hook) rolls it back and still releases the
 // coupon on its way up.
 func TestPanicAfterTheLockReleasesTheCoupon(t *testing.T) {
-	env := ordertest.New(t, nil, assembly.Options{})
+	env := ordertest.Start(t, nil, assembly.Options{})
 	kettle := env.Product(t, "Kettle", 1500, 5)
 	env.Coupons.Add(stubs.Coupon{ID: 1, UserID: 1, Discount: 100})
 	coupon := uint64(1)
@@ -70,7 +70,7 @@ func TestPanicAfterTheLockReleasesTheCoupon(t *testing.T) {
 // waits for another in a cycle: no deadlock victim, every order placed,
 // and each product's stock down by exactly the units ordered.
 func TestOrdersOfOverlappingProductsDoNotDeadlock(t *testing.T) {
-	env := ordertest.New(t, nil, assembly.Options{})
+	env := ordertest.Start(t, nil, assembly.Options{})
 	a, b := env.Product(t, "A", 100, 1000), env.Product(t, "B", 200, 1000)
 	const n = 60
 	errs := make(chan error, n)

@@ -25,7 +25,7 @@ import (
 // for the cancel at all: it commits while the cancel is still open, and the
 // cancel then finishes.
 func TestPlacingAnOrderBesideACancelWaitsForNothing(t *testing.T) {
-	env := ordertest.New(t, nil, assembly.Options{})
+	env := ordertest.Start(t, nil, assembly.Options{})
 	ctx := context.Background()
 	line := order.Line{ProductID: env.Product(t, "A", 100, 10), Quantity: 1}
 	now := time.Now().UTC()

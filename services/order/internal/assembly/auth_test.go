@@ -24,7 +24,7 @@ import (
 // reservation, idempotency record, product, stock or order status
 // changed. The owner's own token then does what the others could not.
 func TestCustomerRoutesRequireAVerifiedToken(t *testing.T) {
-	env := ordertest.New(t, nil, assembly.Options{})
+	env := ordertest.Start(t, nil, assembly.Options{})
 	kettle := env.Product(t, "Kettle", 1500, 10)
 	placed := env.PlaceOrder(t, 42, order.Line{ProductID: kettle, Quantity: 1})
 	iss := env.Issuer

@@ -55,7 +55,7 @@ func TestMain(m *testing.M) {
 }
 
 type server struct {
-	*ordertest.Env
+	*ordertest.Service
 	t  *testing.T
 	db *gorm.DB
 	// e serves the routes, checked against spec.
@@ -65,7 +65,7 @@ type server struct {
 }
 
 // newServer serves the routes with opts (its Admin and Internal guards
-// defaulting to the test tokens) over a fresh Env in the service's default
+// defaulting to the test tokens) over a fresh ordertest.Service in the service's default
 // configuration.
 func newServer(t *testing.T, opts httpapi.Options) *server {
 	return newServerWith(t, nil, opts)
@@ -73,11 +73,11 @@ func newServer(t *testing.T, opts httpapi.Options) *server {
 
 // newServerWith is newServer with the service's variables vars set.
 func newServerWith(t *testing.T, vars map[string]string, opts httpapi.Options) *server {
-	env := ordertest.New(t, vars, assembly.Options{})
+	env := ordertest.Start(t, vars, assembly.Options{})
 	return serve(t, env, env.App, opts)
 }
 
-func serve(t *testing.T, env *ordertest.Env, a *app.App, opts httpapi.Options) *server {
+func serve(t *testing.T, env *ordertest.Service, a *app.App, opts httpapi.Options) *server {
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
 	opts.Log = testenv.Logger(t)
@@ -97,7 +97,7 @@ func serve(t *testing.T, env *ordertest.Env, a *app.App, opts httpapi.Options) *
 	api, err := httpapi.New(a, opts)
 	testenv.Must(t, err)
 	api.Register(e)
-	return &server{Env: env, t: t, db: env.DB, e: spec.Handler(t, e), app: a, orders: env.Orders}
+	return &server{Service: env, t: t, db: env.DB, e: spec.Handler(t, e), app: a, orders: env.Orders}
 }
 
 // unguarded is s served by handlers built without Admin and Internal
@@ -107,7 +107,7 @@ func (s *server) unguarded(t *testing.T) *server {
 	api, err := httpapi.New(s.app, httpapi.Options{Log: testenv.Logger(t)})
 	testenv.Must(t, err)
 	api.Register(e)
-	return &server{Env: s.Env, t: t, db: s.db, e: spec.Handler(t, e), app: s.app, orders: s.orders}
+	return &server{Service: s.Service, t: t, db: s.db, e: spec.Handler(t, e), app: s.app, orders: s.orders}
 }
 
 // request is one HTTP request to the server.

@@ -35,7 +35,7 @@ type guardedServer struct {
 
 func newGuardedServer(t *testing.T, rdb *redis.Client, prefix string) *guardedServer {
 	t.Helper()
-	env := ordertest.New(t, nil, assembly.Options{})
+	env := ordertest.Start(t, nil, assembly.Options{})
 	cfg := idempotency.DefaultConfig()
 	cfg.EntryPrefix = prefix + "idem:"
 	idem, err := idempotency.New(env.DB, rdb, cfg, testenv.Logger(t), prometheus.NewRegistry())

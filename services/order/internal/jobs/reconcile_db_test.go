@@ -20,7 +20,7 @@ import (
 // OrderReconcileFindings alert of deploy/prometheus/alerts.yml watches.
 func TestReconcileJobExportsFindings(t *testing.T) {
 	ctx := context.Background()
-	env := ordertest.New(t, nil, assembly.Options{})
+	env := ordertest.Start(t, nil, assembly.Options{})
 	p := env.Product(t, "lamp", 500, 3)
 	o := env.PlaceOrder(t, 1, order.Line{ProductID: p, Quantity: 1})
 	if paid, err := env.Pay(ctx, o, "P1"); err != nil || !paid {

@@ -25,7 +25,7 @@ import (
 )
 
 type fixture struct {
-	*ordertest.Env
+	*ordertest.Service
 	t      *testing.T
 	db     *gorm.DB
 	nc     *natsjs.Conn
@@ -34,7 +34,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	env := ordertest.New(t, nil, assembly.Options{})
+	env := ordertest.Start(t, nil, assembly.Options{})
 	nc := testenv.NATS(t)
 	stream := testenv.UniqueName(t, "PAY")
 	_, err := natsjs.EnsureStream(context.Background(), nc.JS, natsjs.StreamConfig(stream, stream))
@@ -45,7 +45,7 @@ func newFixture(t *testing.T) *fixture {
 	c := platform.Bind(env.Orders.InboxTx, messaging.PaymentSucceeded(env.App))
 	cons, err := inbox.NewConsumer(env.DB, nc.JS, inbox.Config{Name: c.Name, Stream: stream, FilterSubjects: []string{stream + ".succeeded"}, Workers: 8, Backoff: []time.Duration{50 * time.Millisecond}}, c.Handle, testenv.Logger(t), prometheus.NewRegistry())
 	testenv.Must(t, err)
-	return &fixture{Env: env, t: t, db: env.DB, nc: nc, stream: stream, cons: cons}
+	return &fixture{Service: env, t: t, db: env.DB, nc: nc, stream: stream, cons: cons}
 }
 
 // createOrder places an order of one unit of a new product priced amount

@@ -24,7 +24,6 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/assembly"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 	"github.com/oncemall/oncemall/services/order/internal/order"
-	"github.com/oncemall/oncemall/services/order/internal/store"
 	"github.com/oncemall/oncemall/services/order/internal/stubs"
 )
 
@@ -44,15 +43,13 @@ func Config() app.Config {
 	}
 }
 
-// Env is one test's order service.
-type Env struct {
+// Service is one test's order service.
+type Service struct {
+	*assembly.Parts
 	// URL is the service's base URL.
 	URL      string
 	Config   config.Config
 	DB       *gorm.DB
-	Orders   *store.Store
-	Products *store.Products
-	App      *app.App
 	Coupons  *stubs.CouponService
 	Payments *stubs.PaymentService
 	Registry *prometheus.Registry
@@ -64,12 +61,12 @@ type Env struct {
 	o    assembly.Options
 }
 
-// New starts the service in its default configuration with vars set on
+// Start runs the service in its default configuration with vars set on
 // top (ORDER_PAY_TIMEOUT, ...) and o's substitutions. The order-close and
 // order-reconcile jobs run once a day: a test runs their passes itself.
-func New(t testing.TB, vars map[string]string, o assembly.Options) *Env {
+func Start(t testing.TB, vars map[string]string, o assembly.Options) *Service {
 	t.Helper()
-	e := &Env{Coupons: stubs.NewCouponService(InternalToken), Payments: stubs.NewPaymentService(InternalToken), o: o,
+	e := &Service{Coupons: stubs.NewCouponService(InternalToken), Payments: stubs.NewPaymentService(InternalToken), o: o,
 		Issuer: authtest.New(t)}
 	t.Cleanup(e.Coupons.Close)
 	t.Cleanup(e.Payments.Close)
@@ -85,12 +82,12 @@ func New(t testing.TB, vars map[string]string, o assembly.Options) *Env {
 	parts, w := e.start(t, e.Config)
 	e.URL = "http://" + e.Config.HTTPAddr
 	e.DB, e.Registry = w.DB, w.Registry
-	e.Orders, e.Products, e.App = parts.Orders, parts.Products, parts.App
+	e.Parts = parts
 	return e
 }
 
 // start assembles and serves the service on cfg.
-func (e *Env) start(t testing.TB, cfg config.Config) (*assembly.Parts, *platform.Wiring) {
+func (e *Service) start(t testing.TB, cfg config.Config) (*assembly.Parts, *platform.Wiring) {
 	t.Helper()
 	var wiring *platform.Wiring
 	parts, _ := svctest.Start(t, assembly.Definition(nil), cfg, func(w *platform.Wiring, cfg config.Config) (*assembly.Parts, error) {
@@ -100,9 +97,9 @@ func (e *Env) start(t testing.TB, cfg config.Config) (*assembly.Parts, *platform
 	return parts, wiring
 }
 
-// Replica starts another process of the service on the Env's database and
+// Replica starts another process of the service on the Service's database and
 // event namespace, with the same substitutions, and returns its use cases.
-func (e *Env) Replica(t testing.TB) *app.App {
+func (e *Service) Replica(t testing.TB) *app.App {
 	t.Helper()
 	cfg := svctest.Config(t, assembly.Definition(nil), e.vars)
 	cfg.Database, cfg.Events = e.Config.Database, e.Config.Events
@@ -110,15 +107,15 @@ func (e *Env) Replica(t testing.TB) *app.App {
 	return parts.App
 }
 
-// Token is a customer's access token for user, from the Env's issuer.
-func (e *Env) Token(t testing.TB, user uint64) string {
+// Token is a customer's access token for user, from the service's issuer.
+func (e *Service) Token(t testing.TB, user uint64) string {
 	t.Helper()
 	return e.Issuer.Token(t, user, auth.RoleCustomer)
 }
 
 // Product creates a product priced price cents with stock units
 // available, and returns its id.
-func (e *Env) Product(t testing.TB, name string, price int64, stock int) uint64 {
+func (e *Service) Product(t testing.TB, name string, price int64, stock int) uint64 {
 	t.Helper()
 	ctx := context.Background()
 	p, err := e.App.CreateProduct(ctx, app.CreateProduct{Brand: "test", Name: name, Model: "M-" + name, Price: price})
@@ -129,13 +126,13 @@ func (e *Env) Product(t testing.TB, name string, price int64, stock int) uint64 
 }
 
 // Stock returns a product's available units.
-func (e *Env) Stock(t testing.TB, productID uint64) int {
+func (e *Service) Stock(t testing.TB, productID uint64) int {
 	t.Helper()
 	return e.Count(t, "SELECT COALESCE(MAX(available), 0) FROM product_stock WHERE product_id = ?", productID)
 }
 
 // Count runs a query returning one number.
-func (e *Env) Count(t testing.TB, query string, args ...any) int {
+func (e *Service) Count(t testing.TB, query string, args ...any) int {
 	t.Helper()
 	var n int
 	testenv.Must(t, e.DB.Raw(query, args...).Row().Scan(&n))
@@ -143,13 +140,13 @@ func (e *Env) Count(t testing.TB, query string, args ...any) int {
 }
 
 // Reservations returns how many reservations of order no are in status.
-func (e *Env) Reservations(t testing.TB, no string, status order.ReservationStatus) int {
+func (e *Service) Reservations(t testing.TB, no string, status order.ReservationStatus) int {
 	t.Helper()
 	return e.Count(t, "SELECT COUNT(*) FROM stock_reservation WHERE order_no = ? AND status = ?", no, string(status))
 }
 
 // Status returns order no's status.
-func (e *Env) Status(t testing.TB, no string) order.Status {
+func (e *Service) Status(t testing.TB, no string) order.Status {
 	t.Helper()
 	var s string
 	testenv.Must(t, e.DB.Raw("SELECT status FROM orders WHERE order_no = ?", no).Row().Scan(&s))
@@ -157,13 +154,13 @@ func (e *Env) Status(t testing.TB, no string) order.Status {
 }
 
 // Events returns how many outbox rows of subject name order no.
-func (e *Env) Events(t testing.TB, subject, no string) int {
+func (e *Service) Events(t testing.TB, subject, no string) int {
 	t.Helper()
 	return e.Count(t, "SELECT COUNT(*) FROM local_message WHERE topic = ? AND body LIKE ?", subject, "%\""+no+"\"%")
 }
 
 // PlaceOrder places an order of user for lines through the use case.
-func (e *Env) PlaceOrder(t testing.TB, user uint64, lines ...order.Line) order.Order {
+func (e *Service) PlaceOrder(t testing.TB, user uint64, lines ...order.Line) order.Order {
 	t.Helper()
 	o, err := e.App.CreateOrder(context.Background(), app.CreateOrder{UserID: user, Lines: lines})
 	testenv.Must(t, err)
@@ -172,7 +169,7 @@ func (e *Env) PlaceOrder(t testing.TB, user uint64, lines ...order.Line) order.O
 
 // Pay applies payment.succeeded for o's pay amount the way the consumer
 // does: the use case inside one transaction.
-func (e *Env) Pay(ctx context.Context, o order.Order, paymentNo string) (bool, error) {
+func (e *Service) Pay(ctx context.Context, o order.Order, paymentNo string) (bool, error) {
 	var paid bool
 	err := e.Orders.InTx(ctx, func(tx order.Tx) error {
 		var err error

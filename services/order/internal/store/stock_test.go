@@ -18,7 +18,7 @@ import (
 // nothing, and a release after a confirm releases nothing; the conditional
 // decrement takes units only while there are enough.
 func TestReservationsMoveOnce(t *testing.T) {
-	env := ordertest.New(t, nil, assembly.Options{})
+	env := ordertest.Start(t, nil, assembly.Options{})
 	ctx := context.Background()
 	a, b := env.Product(t, "A", 100, 5), env.Product(t, "B", 100, 5)
 	lines := []order.Line{{ProductID: b, Quantity: 2}, {ProductID: a, Quantity: 3}}
@@ -75,7 +75,7 @@ func TestReservationsMoveOnce(t *testing.T) {
 // database.ByKey for the deadlock that reading a status index invites).
 // MariaDB is asked for the plan of the statements the store really sent.
 func TestStateUpdatesReadByKey(t *testing.T) {
-	env := ordertest.New(t, nil, assembly.Options{})
+	env := ordertest.Start(t, nil, assembly.Options{})
 	ctx := context.Background()
 	line := order.Line{ProductID: env.Product(t, "A", 100, 10), Quantity: 1}
 	for range 3 {

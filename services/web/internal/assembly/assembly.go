@@ -1,0 +1,74 @@
+// Package assembly builds the storefront: the one place where its client of
+// the services, its session verifier, its pages and its HTTP server are
+// made. main's wire() calls it; a test that needs a substitution passes it
+// in Options.
+package assembly
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oncemall/oncemall/pkg/auth"
+	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/tracing"
+	"github.com/oncemall/oncemall/services/web/internal/config"
+	"github.com/oncemall/oncemall/services/web/internal/pages"
+	"github.com/oncemall/oncemall/services/web/internal/upstream"
+)
+
+// Program is how the storefront declares itself: its name (logs, traces)
+// and its port, HTTP_ADDR's default.
+type Program struct {
+	Name string
+	Port int
+}
+
+// Options are the substitutions a test may make; the zero value is
+// production.
+type Options struct {
+	// Shop replaces the client of the services.
+	Shop pages.Shop
+	// Verifier replaces the verifier of AUTH_ISSUER's tokens.
+	Verifier pages.Verifier
+}
+
+// Assemble builds the storefront as cfg and o say: its server, with the
+// pages registered, not yet listening.
+func Assemble(cfg config.Config, log *slog.Logger, tp trace.TracerProvider, o Options) (*httpserver.Server, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	hc := &http.Client{Timeout: cfg.Timeout, Transport: tracing.Transport(tp, http.DefaultTransport)}
+	client := upstream.New(upstream.URLs{Identity: cfg.IdentityURL, Order: cfg.OrderURL, Coupon: cfg.CouponURL,
+		Payment: cfg.PaymentURL, PSP: cfg.PSPURL}, hc, reg)
+	if o.Shop == nil {
+		o.Shop = client
+	}
+	if o.Verifier == nil {
+		v, err := auth.NewVerifier(cfg.Auth, auth.Options{Client: hc})
+		if err != nil {
+			return nil, err
+		}
+		o.Verifier = v
+	}
+	p, err := pages.New(o.Shop, o.Verifier, pages.Options{Log: log, Brand: cfg.Brand,
+		CookieKey: []byte(cfg.CookieKey), CookieSecure: cfg.CookieSecure})
+	if err != nil {
+		return nil, err
+	}
+	// Ready when the services it cannot show a page without answer:
+	// identity (sign-in, the keys) and order (the catalog).
+	check := func(service, base string) httpserver.Check {
+		return func(ctx context.Context) error { return client.Healthy(ctx, service, base) }
+	}
+	srv := httpserver.New(httpserver.Options{
+		Addr: cfg.HTTPAddr, Config: cfg.HTTP, Logger: log, Registry: reg, TracerProvider: tp,
+		Checks: map[string]httpserver.Check{"identity": check("identity", cfg.IdentityURL), "order": check("order", cfg.OrderURL)},
+	})
+	p.Register(srv.Engine())
+	return srv, nil
+}

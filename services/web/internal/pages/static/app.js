@@ -1,0 +1,40 @@
+// oncemall storefront: the order pages ask /api/orders/{no} every second
+// and update the statuses shown, until the order is settled (paid with its
+// coupon used, or cancelled). No framework; the pages work without it.
+"use strict";
+
+(function () {
+  var interval = 1000, giveUpAfter = 5 * 60 * 1000;
+
+  function set(el, value) {
+    if (!el || !value || el.dataset.status === value) return;
+    el.textContent = value;
+    el.dataset.status = value;
+  }
+
+  function poll(el) {
+    var url = el.dataset.poll, started = Date.now();
+    function tick() {
+      fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (s) {
+          if (!s) return;
+          set(el.querySelector("#order-status, [data-field=status]"), s.status);
+          set(el.querySelector("#coupon-status"), s.coupon_status);
+          set(el.querySelector("#payment-status"), s.payment_status);
+          if (s.status !== "WAIT_PAY") {
+            var actions = document.getElementById("actions");
+            if (actions) actions.remove();
+          }
+          if (s.settled) { el.dataset.settled = "true"; return true; }
+        })
+        .catch(function () { /* the next tick asks again */ })
+        .then(function (done) {
+          if (!done && Date.now() - started < giveUpAfter) setTimeout(tick, interval);
+        });
+    }
+    tick();
+  }
+
+  document.querySelectorAll("[data-poll]").forEach(poll);
+})();
