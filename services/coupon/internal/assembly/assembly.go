@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
@@ -36,6 +37,9 @@ func Definition(wire func(*platform.Wiring, config.Config) error) platform.Servi
 		Wire:       wire,
 	}
 }
+
+// authTimeout bounds a fetch of the identity service's keys.
+const authTimeout = 5 * time.Second
 
 // Options are the substitutions a lab or a test may make; the zero value is
 // production.
@@ -72,7 +76,14 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	if err != nil {
 		return nil, err
 	}
-	api, err := httpapi.New(p.App, httpapi.Options{Log: w.Log, Admin: w.Admin, Internal: w.Internal})
+	// Customers and operators present the identity service's access tokens;
+	// machines keep this service's ADMIN_TOKEN and INTERNAL_TOKEN.
+	verifier, err := auth.NewVerifier(cfg.Auth, auth.Options{Client: w.HTTPClient(authTimeout)})
+	if err != nil {
+		return nil, err
+	}
+	api, err := httpapi.New(p.App, httpapi.Options{Log: w.Log, User: verifier.Middleware(w.Log),
+		Admin: verifier.Operator(w.Log, w.Admin), Internal: w.Internal})
 	if err != nil {
 		return nil, err
 	}

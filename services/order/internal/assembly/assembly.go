@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/formtoken"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/migrate"
@@ -36,6 +37,9 @@ func Definition(wire func(*platform.Wiring, config.Config) error) platform.Servi
 		Wire:       wire,
 	}
 }
+
+// authTimeout bounds a fetch of the identity service's keys.
+const authTimeout = 5 * time.Second
 
 // Options are the substitutions a lab or a test may make; the zero value is
 // production. Each field is an interface or a func, nil meaning the
@@ -95,7 +99,14 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	if o.Guard != nil {
 		guard = o.Guard(idem, w.Log)
 	}
-	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, Admin: w.Admin, Internal: w.Internal, Tokens: tokens,
+	// Customers and operators present the identity service's access tokens;
+	// machines keep this service's ADMIN_TOKEN and INTERNAL_TOKEN.
+	verifier, err := auth.NewVerifier(cfg.Auth, auth.Options{Client: w.HTTPClient(authTimeout)})
+	if err != nil {
+		return nil, err
+	}
+	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, User: verifier.Middleware(w.Log), Admin: verifier.Operator(w.Log, w.Admin),
+		Internal: w.Internal, Tokens: tokens,
 		CompleteInTx: store.CompleteInTx, Guard: guard})
 	if err != nil {
 		return nil, err
