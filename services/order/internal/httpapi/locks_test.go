@@ -64,7 +64,7 @@ func newLockServer(t *testing.T, mode variant.Mode, complete func(next func(ctx 
 
 func (s *lockServer) request(key string) idempotencytest.Request {
 	return idempotencytest.Request{
-		Path: "/orders", Key: key, Token: s.Token(s.t, 101),
+		Path: "/orders", Key: key, Token: s.callerToken("101"),
 		Body:   fmt.Appendf(nil, `{"items":[{"product_id":%d,"quantity":1}],"coupon_id":1}`, s.product),
 		Header: http.Header{"Content-Type": {"application/json"}},
 	}
