@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -24,30 +25,72 @@ const UserIDHeader = "X-User-ID"
 // fetched, logged on log.
 func (v *Verifier) Middleware(log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if v.authenticate(c, log) {
+			c.Next()
+		}
+	}
+}
+
+// Operator guards operator routes (/admin): a person signs in and presents
+// an access token carrying RoleOperator (403 without the role), a machine
+// presents the service's own credential, which machine checks
+// (platform.Wiring.Admin: the ADMIN_TOKEN bearer). A bearer shaped like a
+// JWT (three dot-separated parts) is only ever checked as a token.
+func (v *Verifier) Operator(log *slog.Logger, machine gin.HandlerFunc) gin.HandlerFunc {
+	return func(c *gin.Context) {
 		raw, ok := bearer(c.GetHeader("Authorization"))
-		if !ok {
-			refuse(c, "", "a bearer token is required (Authorization: Bearer <access token>)")
+		if !ok || strings.Count(raw, ".") != 2 {
+			machine(c)
 			return
 		}
-		p, err := v.Verify(c.Request.Context(), raw)
-		switch {
-		case errors.Is(err, ErrKeysUnavailable):
-			log.ErrorContext(c.Request.Context(), "token not checked", "err", err)
-			c.Header("Retry-After", "1")
-			problem.Abort(c, http.StatusServiceUnavailable, "the token cannot be checked now: the identity service's keys are out of reach")
-			return
-		case err != nil:
-			refuse(c, `, error="invalid_token"`, "the token is invalid or expired")
+		if !v.authenticate(c, log) {
 			return
 		}
-		c.Request.Header.Del(UserIDHeader)
-		c.Request = c.Request.WithContext(WithPrincipal(c.Request.Context(), p))
+		if p, _ := User(c); !p.HasRole(RoleOperator) {
+			problem.Abort(c, http.StatusForbidden, "the token does not carry the role "+RoleOperator)
+			return
+		}
 		c.Next()
 	}
 }
 
+// authenticate verifies c's bearer token and puts its Principal in the
+// request's context, or answers (401, or 503 when the keys are out of
+// reach) and returns false.
+func (v *Verifier) authenticate(c *gin.Context, log *slog.Logger) bool {
+	raw, ok := bearer(c.GetHeader("Authorization"))
+	if !ok {
+		refuse(c, "", "a bearer token is required (Authorization: Bearer <access token>)")
+		return false
+	}
+	p, err := v.Verify(c.Request.Context(), raw)
+	switch {
+	case errors.Is(err, ErrKeysUnavailable):
+		log.ErrorContext(c.Request.Context(), "token not checked", "err", err)
+		c.Header("Retry-After", "1")
+		problem.Abort(c, http.StatusServiceUnavailable, "the token cannot be checked now: the identity service's keys are out of reach")
+		return false
+	case err != nil:
+		refuse(c, `, error="invalid_token"`, "the token is invalid or expired")
+		return false
+	}
+	c.Request.Header.Del(UserIDHeader)
+	c.Request = c.Request.WithContext(WithPrincipal(c.Request.Context(), p))
+	return true
+}
+
 // User returns the principal Middleware verified for c's request.
 func User(c *gin.Context) (Principal, bool) { return FromContext(c.Request.Context()) }
+
+// Subject is the verified user of c's request as a decimal string, "" when
+// Middleware did not verify one: the caller a form token or an
+// Idempotency-Key is scoped to.
+func Subject(c *gin.Context) string {
+	if p, ok := User(c); ok {
+		return strconv.FormatUint(p.UserID, 10)
+	}
+	return ""
+}
 
 // RequireRole lets through only requests whose verified token carries role,
 // answering 403 problem+json otherwise. It goes after Middleware; a request

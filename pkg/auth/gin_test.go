@@ -165,3 +165,56 @@ func TestMiddlewareIssuerDown(t *testing.T) {
 		t.Fatal("a handler ran without a verified token")
 	}
 }
+
+// TestOperator: an operator route serves an operator's token and the
+// machine credential; a customer's token is 403; a forged or expired token
+// is 401 even though a machine credential check would not have seen it,
+// and so is a wrong machine credential. Only the allowed requests ran.
+func TestOperator(t *testing.T) {
+	iss := authtest.New(t)
+	v := newVerifier(t, iss, nil)
+	gin.SetMode(gin.TestMode)
+	var served atomic.Int64
+	machine := func(c *gin.Context) {
+		if c.GetHeader("Authorization") != "Bearer machine-secret" {
+			problem.Abort(c, http.StatusUnauthorized, "admin token missing or wrong")
+			return
+		}
+		c.Next()
+	}
+	e := gin.New()
+	e.POST("/admin", v.Operator(slog.New(slog.DiscardHandler), machine), func(c *gin.Context) {
+		served.Add(1)
+		c.Status(http.StatusNoContent)
+	})
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		name   string
+		bearer string
+		status int
+	}{
+		{"operator token", iss.Token(t, 1, auth.RoleOperator), http.StatusNoContent},
+		{"machine credential", "machine-secret", http.StatusNoContent},
+		{"customer token", iss.Token(t, 42, auth.RoleCustomer), http.StatusForbidden},
+		{"forged operator token", iss.Forged(t, 1, auth.RoleOperator), http.StatusUnauthorized},
+		{"expired operator token", iss.Expired(t, 1, auth.RoleOperator), http.StatusUnauthorized},
+		{"wrong machine credential", "guess", http.StatusUnauthorized},
+		{"nothing", "", http.StatusUnauthorized},
+	} {
+		headers := map[string]string{}
+		if c.bearer != "" {
+			headers["Authorization"] = "Bearer " + c.bearer
+		}
+		resp, body := call(t, http.MethodPost, srv.URL+"/admin", headers)
+		if resp.StatusCode != c.status {
+			t.Fatalf("%s: %d %v, want %d", c.name, resp.StatusCode, body, c.status)
+		}
+		if c.status != http.StatusNoContent && resp.Header.Get("Content-Type") != problem.ContentType {
+			t.Fatalf("%s: %s, want problem+json", c.name, resp.Header.Get("Content-Type"))
+		}
+	}
+	if n := served.Load(); n != 2 {
+		t.Fatalf("%d requests served, want 2 (the operator's and the machine's)", n)
+	}
+}

@@ -228,3 +228,37 @@ func TestConfigLoadsFromTheEnvironment(t *testing.T) {
 		t.Fatalf("from the environment: %+v", cfg.Auth)
 	}
 }
+
+// TestDevIssuer: a token the development issuer mints passes a verifier
+// of its Config, fetched over HTTP; a token minted with the development
+// key for another issuer does not.
+func TestDevIssuer(t *testing.T) {
+	d, err := auth.StartDevIssuer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	v, err := auth.NewVerifier(d.Config("oncemall"), auth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := d.Token("oncemall", 42, auth.RoleCustomer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := v.Verify(context.Background(), tok)
+	if err != nil || p.UserID != 42 || !p.HasRole(auth.RoleCustomer) {
+		t.Fatalf("verify: %+v %v", p, err)
+	}
+	s, err := auth.DevSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere, err := s.Mint("http://elsewhere.invalid", "oncemall", 42, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(context.Background(), elsewhere); !errors.Is(err, auth.ErrInvalidToken) {
+		t.Fatalf("a token of another issuer: %v, want ErrInvalidToken", err)
+	}
+}

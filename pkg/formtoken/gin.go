@@ -11,13 +11,17 @@ import (
 // Header carries a form token on the submit.
 const Header = "X-Form-Token"
 
-// IssueHandler answers GET …/token with a fresh token for the caller named by
-// subjectHeader (e.g. X-User-ID): {"token": "…", "expires_in": seconds}.
-func (s *Store) IssueHandler(subjectHeader string) gin.HandlerFunc {
+// Subject names the caller a token is issued to and spent by, "" for none:
+// the verified user (auth.Subject) behind auth.Middleware.
+type Subject func(*gin.Context) string
+
+// IssueHandler answers GET …/token with a fresh token for the caller subject
+// names: {"token": "…", "expires_in": seconds}; 401 without a caller.
+func (s *Store) IssueHandler(subject Subject) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		subject := c.GetHeader(subjectHeader)
+		subject := subject(c)
 		if subject == "" {
-			problem.Abort(c, http.StatusBadRequest, subjectHeader+" is required to issue a form token")
+			problem.Abort(c, http.StatusUnauthorized, "a caller is required to issue a form token")
 			return
 		}
 		token, err := s.Issue(c.Request.Context(), subject)
@@ -41,8 +45,8 @@ func (s *Store) IssueHandler(subjectHeader string) gin.HandlerFunc {
 // middleware, so a retry with the same Idempotency-Key is replayed without
 // needing a second token:
 //
-//	r.POST("/orders", idem.HandlerInTx(), tokens.Require("X-User-ID", false), h.createOrder)
-func (s *Store) Require(subjectHeader string, required bool) gin.HandlerFunc {
+//	r.POST("/orders", v.Middleware(log), idem.HandlerInTx(), tokens.Require(auth.Subject, false), h.createOrder)
+func (s *Store) Require(subject Subject, required bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		token := c.GetHeader(Header)
 		if token == "" {
@@ -53,7 +57,7 @@ func (s *Store) Require(subjectHeader string, required bool) gin.HandlerFunc {
 			c.Next()
 			return
 		}
-		ok, err := s.Consume(c.Request.Context(), c.GetHeader(subjectHeader), token)
+		ok, err := s.Consume(c.Request.Context(), subject(c), token)
 		if err != nil {
 			problem.Abort(c, http.StatusServiceUnavailable, "could not check the form token")
 			return

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
@@ -18,11 +19,13 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/pkg/redisclient"
+	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
@@ -55,7 +58,10 @@ var testAppMigrations = migrate.Source{Name: "testapp", FS: fstest.MapFS{
 	"000002_test_message.down.sql": {Data: []byte(`DROP TABLE test_message`)},
 }}
 
-const callerHeader = "X-User-ID"
+// callerIDs are the user ids of the callers the tests name: the tokens the
+// test app's issuer mints for them carry these ids, and the middleware
+// scopes keys by them.
+var callerIDs = map[string]uint64{"u1": 1, "alice": 2, "bob": 3}
 
 // testApp is a small service: POST /orders writes an order and its
 // order.created message and completes the idempotency record in the same
@@ -67,6 +73,12 @@ type testApp struct {
 	mw      *idempotency.Middleware
 	reg     *prometheus.Registry
 	handler http.Handler
+	// iss issues the callers' tokens, which auth.Middleware verifies in
+	// front of every route; tokens caches one per caller.
+	iss    *authtest.Issuer
+	tb     testing.TB
+	mu     sync.Mutex
+	tokens map[string]string
 
 	// delay holds each transaction open, so duplicates arrive while the first
 	// request is processing.
@@ -140,7 +152,8 @@ func withServerSidePrepare(t testing.TB) appOption {
 
 func newTestApp(t testing.TB, opts ...appOption) *testApp {
 	t.Helper()
-	a := &testApp{db: testenv.DB(t, idempotency.Migrations, testAppMigrations), reg: prometheus.NewRegistry()}
+	a := &testApp{db: testenv.DB(t, idempotency.Migrations, testAppMigrations), reg: prometheus.NewRegistry(),
+		iss: authtest.New(t), tb: t, tokens: map[string]string{}}
 	a.rdb, a.prefix = testenv.Redis(t)
 	cfg := idempotency.DefaultConfig()
 	cfg.EntryPrefix = a.prefix
@@ -156,6 +169,9 @@ func newTestApp(t testing.TB, opts ...appOption) *testApp {
 	e := gin.New()
 	e.ContextWithFallback = true
 	e.Use(httpserver.Recovery(log))
+	v, err := auth.NewVerifier(a.iss.Config(), auth.Options{})
+	testenv.Must(t, err)
+	e.Use(v.Middleware(log))
 	guard := a.mw.Handler()
 	if a.inTx {
 		guard = a.mw.HandlerInTx()
@@ -199,7 +215,7 @@ func (a *testApp) createOrder(c *gin.Context) {
 	var body []byte
 	err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec(`INSERT INTO test_order (order_no, user_id, sku, quantity, created_at) VALUES (?, ?, ?, ?, ?)`,
-			orderNo, c.GetHeader(callerHeader), req.SKU, req.Quantity, time.Now().UTC()).Error; err != nil {
+			orderNo, auth.Subject(c), req.SKU, req.Quantity, time.Now().UTC()).Error; err != nil {
 			return err
 		}
 		var err error
@@ -307,10 +323,25 @@ func (a *testApp) insertCrashedClaim(t testing.TB, req idempotencytest.Request) 
 	testenv.Must(t, a.db.Exec(`INSERT INTO idempotency_record
 		(scope, idem_key, fingerprint, status, owner, locked_until, expire_time, created_at, updated_at)
 		VALUES (?, ?, ?, 'PROCESSING', 'crashed-owner-0000000000000000', ?, ?, ?, ?)`,
-		"u1 POST /orders", req.Key, idempotency.Fingerprint(http.MethodPost, "/orders", req.Body),
+		"1 POST /orders", req.Key, idempotency.Fingerprint(http.MethodPost, "/orders", req.Body),
 		now.Add(-time.Second), now.Add(time.Hour), now, now).Error)
 }
 
 func (a *testApp) order(key, user string, body string) idempotencytest.Request {
-	return idempotencytest.Request{Path: "/orders", Key: key, CallerHeader: callerHeader, Caller: user, Body: []byte(body)}
+	return idempotencytest.Request{Path: "/orders", Key: key, Token: a.token(user), Body: []byte(body)}
+}
+
+// token is user's access token (user is a key of callerIDs).
+func (a *testApp) token(user string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if tok, ok := a.tokens[user]; ok {
+		return tok
+	}
+	id, ok := callerIDs[user]
+	if !ok {
+		a.tb.Fatalf("caller %q has no user id", user)
+	}
+	a.tokens[user] = a.iss.Token(a.tb, id)
+	return a.tokens[user]
 }

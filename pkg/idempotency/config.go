@@ -13,11 +13,10 @@ import (
 // Config tunes the middleware and its archiver. A service embeds it in its
 // own configuration; DefaultConfig gives the documented defaults.
 type Config struct {
-	CallerHeader string        `env:"IDEMPOTENCY_CALLER_HEADER" default:"X-User-ID" usage:"request header naming the caller; keys are scoped per caller, method and route"`
-	LockTTL      time.Duration `env:"IDEMPOTENCY_LOCK_TTL" default:"60s" usage:"how long a request in progress holds its key before a retry may take it over; keep it above the longest request"`
-	Retention    time.Duration `env:"IDEMPOTENCY_RETENTION" default:"24h" usage:"how long a completed key is replayed before it is forgotten and archived"`
-	EntryTTL     time.Duration `env:"IDEMPOTENCY_ENTRY_TTL" default:"1h" usage:"lifetime of the Redis entry-layer marker of a key"`
-	EntryPrefix  string        `env:"IDEMPOTENCY_REDIS_PREFIX" default:"idem:" usage:"Redis key prefix of the entry layer"`
+	LockTTL     time.Duration `env:"IDEMPOTENCY_LOCK_TTL" default:"60s" usage:"how long a request in progress holds its key before a retry may take it over; keep it above the longest request"`
+	Retention   time.Duration `env:"IDEMPOTENCY_RETENTION" default:"24h" usage:"how long a completed key is replayed before it is forgotten and archived"`
+	EntryTTL    time.Duration `env:"IDEMPOTENCY_ENTRY_TTL" default:"1h" usage:"lifetime of the Redis entry-layer marker of a key"`
+	EntryPrefix string        `env:"IDEMPOTENCY_REDIS_PREFIX" default:"idem:" usage:"Redis key prefix of the entry layer"`
 	// ReplayHeaders are the response headers stored and replayed with the body.
 	ReplayHeaders []string `env:"IDEMPOTENCY_REPLAY_HEADERS" default:"Content-Type,Location" usage:"response headers stored and replayed with the body"`
 	// The archiver deletes up to ArchiveBatch × ArchiveMaxBatches records
@@ -49,9 +48,6 @@ func (c Config) Validate() error {
 		config.CheckPositive("IDEMPOTENCY_ENTRY_TTL", c.EntryTTL),
 		config.CheckPositive("IDEMPOTENCY_ARCHIVE_BATCH", c.ArchiveBatch),
 		config.CheckPositive("IDEMPOTENCY_ARCHIVE_MAX_BATCHES", c.ArchiveMaxBatches),
-	}
-	if c.CallerHeader == "" {
-		errs = append(errs, errors.New("config: IDEMPOTENCY_CALLER_HEADER must not be empty"))
 	}
 	if c.Retention <= c.LockTTL {
 		errs = append(errs, fmt.Errorf("config: IDEMPOTENCY_RETENTION=%v must exceed IDEMPOTENCY_LOCK_TTL=%v", c.Retention, c.LockTTL))

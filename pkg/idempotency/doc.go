@@ -9,9 +9,9 @@
 //   - The key comes from the Idempotency-Key header: 8 to 255 printable ASCII
 //     characters (a structured-field quoted string is unquoted). Missing or
 //     malformed: 400.
-//   - A key is scoped by the caller (Config.CallerHeader, X-User-ID by
-//     default; "anonymous" when absent), the method and the route, so two
-//     callers' equal keys never meet.
+//   - A key is scoped by the caller (the user of the token auth.Middleware
+//     verified before the guard; "anonymous" without one), the method and
+//     the route, so two callers' equal keys never meet.
 //   - The request's fingerprint is SHA-256 over the method, the route and the
 //     canonical body (JSON re-encoded with sorted keys; other bodies as sent).
 //     The same key with another fingerprint: 422.

@@ -13,14 +13,11 @@ import (
 const (
 	MinKeyLen = 8
 	MaxKeyLen = 255
-	// maxCallerLen bounds the caller id so the scope fits its column.
-	maxCallerLen = 128
 )
 
 var (
-	errKeyLength    = errors.New("Idempotency-Key must be 8 to 255 characters long")
-	errKeyCharset   = errors.New("Idempotency-Key must be printable ASCII")
-	errCallerFormat = errors.New("caller id must be at most 128 printable ASCII characters")
+	errKeyLength  = errors.New("Idempotency-Key must be 8 to 255 characters long")
+	errKeyCharset = errors.New("Idempotency-Key must be printable ASCII")
 )
 
 // ParseKey validates the Idempotency-Key header value. The draft defines the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/problem"
 )
 
@@ -26,8 +28,9 @@ const (
 	HeaderReplayed = "Idempotent-Replayed"
 )
 
-// anonymousCaller scopes requests that name no caller. Routes that serve
-// anonymous callers share one key space, so clients must use random keys.
+// anonymousCaller scopes requests without a verified caller (no
+// auth.Middleware before the guard). Routes that serve anonymous callers
+// share one key space, so clients must use random keys.
 const anonymousCaller = "anonymous"
 
 // retryAfterSeconds is the Retry-After of a 409.
@@ -120,12 +123,9 @@ func (m *Middleware) parse(c *gin.Context) (request, bool) {
 		m.reject(c, outcomeInvalid, http.StatusBadRequest, err.Error())
 		return request{}, false
 	}
-	caller := c.GetHeader(m.cfg.CallerHeader)
-	if caller == "" {
-		caller = anonymousCaller
-	} else if len(caller) > maxCallerLen || !printableASCII(caller) {
-		m.reject(c, outcomeInvalid, http.StatusBadRequest, m.cfg.CallerHeader+": "+errCallerFormat.Error())
-		return request{}, false
+	caller := anonymousCaller
+	if p, ok := auth.FromContext(c.Request.Context()); ok {
+		caller = strconv.FormatUint(p.UserID, 10)
 	}
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {

@@ -233,7 +233,7 @@ func TestTwoUsersWithOneKeyGetTwoOrders(t *testing.T) {
 func TestHandlerWithoutTransactionIsRecordedByTheMiddleware(t *testing.T) {
 	eachGuard(t, func(t *testing.T, g guard) {
 		app := newTestApp(t, g.opt)
-		req := idempotencytest.Request{Path: "/notes", Key: idempotencytest.NewKey(), CallerHeader: callerHeader, Caller: "u1", Body: []byte(`{"text":"hi"}`)}
+		req := idempotencytest.Request{Path: "/notes", Key: idempotencytest.NewKey(), Token: app.token("u1"), Body: []byte(`{"text":"hi"}`)}
 		rs := idempotencytest.Sequential(app.handler, 3, req)
 		for i, r := range rs {
 			if r.Status != http.StatusCreated || string(r.Body) != string(rs[0].Body) {

@@ -123,7 +123,7 @@ func TestInTxOldEntryWithoutRecordFreesTheKey(t *testing.T) {
 	app := newTestApp(t, inTx, func(_ *testApp, c *idempotency.Config) { c.LockTTL = time.Second })
 	req := app.order(idempotencytest.NewKey(), "u1", orderBody)
 	entry := idempotency.NewEntry(app.rdb, app.prefix, idempotency.DefaultConfig().EntryTTL)
-	_, err := entry.Check(context.Background(), "u1 POST /orders", req.Key, idempotency.Fingerprint(http.MethodPost, "/orders", req.Body))
+	_, err := entry.Check(context.Background(), "1 POST /orders", req.Key, idempotency.Fingerprint(http.MethodPost, "/orders", req.Body))
 	testenv.Must(t, err)
 
 	idempotencytest.CheckProblem(t, idempotencytest.Do(app.handler, req), http.StatusConflict)

@@ -24,7 +24,8 @@ const (
 
 // The ports `make run` gives the programs (scripts/run.sh), as the README's
 // commands reach them.
-var makeRunHosts = map[string]string{"order": "localhost:8081", "coupon": "localhost:8082", "payment": "localhost:8083", "psp-sim": "localhost:8090"}
+var makeRunHosts = map[string]string{"order": "localhost:8081", "coupon": "localhost:8082", "payment": "localhost:8083", "psp-sim": "localhost:8090",
+	"identity": "localhost:8084"}
 
 // section returns the lines of readmePage's section named heading, up to
 // the next section.
@@ -87,7 +88,7 @@ func TestReadmeBuySomethingIsComplete(t *testing.T) {
 		t.Fatalf("%d sh blocks and %d text blocks, want at least 3 sh blocks, each with its output", len(sh), len(text))
 	}
 	all := strings.Join(sh, "")
-	for _, step := range []string{"/admin/products", "/stock", "/admin/coupon-templates", "/admin/coupons", "/orders", "/payments", "X-User-ID: 42"} {
+	for _, step := range []string{"/admin/products", "/stock", "/admin/coupon-templates", "/admin/coupons", "/orders", "/payments", "/token", "Authorization: Bearer $TOKEN"} {
 		if !strings.Contains(all, step) {
 			t.Errorf("the commands never use %s", step)
 		}
@@ -132,6 +133,8 @@ func readmeBuySomething(t *testing.T, r *rig) {
 			p = r.payment.Addr
 		case "psp-sim":
 			p = r.psp.Addr
+		case "identity":
+			p = r.identity.Addr
 		}
 		hosts = append(hosts, host, p)
 	}

@@ -16,6 +16,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/scripts/proctest"
@@ -25,7 +26,13 @@ import (
 func TestMain(m *testing.M) { proctest.Main(m) }
 
 // The programs every rig runs, built together by one go command.
-var programs = []string{"services/order/cmd/order", "services/coupon/cmd/coupon", "services/payment/cmd/payment", "services/psp-sim/cmd/psp-sim"}
+var programs = []string{"services/order/cmd/order", "services/coupon/cmd/coupon", "services/payment/cmd/payment", "services/psp-sim/cmd/psp-sim",
+	"services/identity/cmd/identity"}
+
+// rigIssuer is the iss of every rig's identity service, the one its
+// services accept: the same in every rig, so that as mints tokens for any
+// of them; each service fetches its own rig's keys (AUTH_JWKS_URL).
+const rigIssuer = "http://identity.e2e.invalid"
 
 // flowDeadline bounds every wait of a flow: far above what a step takes on
 // a loaded machine, so that only a broken step reaches it.
@@ -61,6 +68,7 @@ type rigEnv struct {
 // what the tests need to drive and inspect them.
 type rig struct {
 	order, coupon, payment, psp service
+	identity                    service
 	js                          jetstream.JetStream
 	ev                          events.Config
 	callbackLock                bool
@@ -95,7 +103,7 @@ func startRig(t *testing.T, env rigEnv) *rig {
 	_, redisPrefix := testenv.Redis(t)
 
 	addr := map[string]string{}
-	for _, name := range []string{"order", "coupon", "payment", "psp-sim"} {
+	for _, name := range []string{"order", "coupon", "payment", "psp-sim", "identity"} {
 		addr[name] = testenv.FreeAddr(t)
 	}
 	url := func(name string) string { return "http://" + addr[name] }
@@ -114,6 +122,9 @@ func startRig(t *testing.T, env rigEnv) *rig {
 		// partly refused 503 by admission control, which pkg/httpserver's
 		// tests and the load generator's overload phases prove).
 		"HTTP_MAX_IN_FLIGHT=0",
+		// The customers sign in at the rig's identity service, which
+		// signs with the development key in dev (as() mints with it too).
+		"AUTH_ISSUER=" + rigIssuer, "AUTH_JWKS_URL=" + url("identity") + auth.JWKSPath,
 	}
 	withDB := func(name string, env ...string) service {
 		cfg, db := testenv.NewDatabase(t)
@@ -134,6 +145,7 @@ func startRig(t *testing.T, env rigEnv) *rig {
 		"PSP_REFUND_CALLBACK_URL=" + url("payment") + "/payments/refunds/callback",
 		"PSP_RETRY_SCHEDULE=100ms,200ms,300ms,500ms,1s,1s,2s", "PSP_NOTIFY_DELAY=10ms", "LOG_LEVEL=debug",
 	}, env.psp...)...)}
+	r.identity = withDB("identity", "IDENTITY_ISSUER="+rigIssuer)
 	r.order = withDB("order", append([]string{"COUPON_URL=" + url("coupon"), "PAYMENT_URL=" + url("payment")}, env.order...)...)
 	if env.coupon {
 		r.coupon = withDB("coupon", append([]string{"ORDER_URL=" + url("order"), "COUPON_RETRY_SCHEDULE=@every 1s", "COUPON_RETRY_BACKOFF=200ms"},
@@ -144,6 +156,7 @@ func startRig(t *testing.T, env rigEnv) *rig {
 	}, env.payment...)...)
 
 	r.psp.WaitStatus(t, "/healthz", http.StatusOK, flowDeadline)
+	r.identity.WaitStatus(t, "/readyz", http.StatusOK, flowDeadline)
 	for _, s := range r.services() {
 		s.WaitStatus(t, "/readyz", http.StatusOK, flowDeadline)
 	}
@@ -151,7 +164,8 @@ func startRig(t *testing.T, env rigEnv) *rig {
 	return r
 }
 
-// services lists the rig's services (not the simulator).
+// services lists the rig's services (not the simulator, nor the identity
+// service, which has no reconciler).
 func (r *rig) services() []service {
 	out := []service{r.order}
 	if r.coupon.Process != nil {
@@ -210,9 +224,21 @@ func (r *rig) finish(t *testing.T) {
 // admin is the operator's header.
 var admin = map[string]string{"Authorization": "Bearer " + adminToken}
 
-// as names the caller, as the gateway in front of the services does.
+// devSigner signs as the rigs' identity services do in dev.
+var devSigner = sync.OnceValues(auth.DevSigner)
+
+// as is the headers of a request by customer userID, signed in: a bearer
+// token of rigIssuer, signed with the development key.
 func as(userID uint64, more ...string) map[string]string {
-	h := map[string]string{"X-User-ID": strconv.FormatUint(userID, 10)}
+	s, err := devSigner()
+	var tok string
+	if err == nil {
+		tok, err = s.Mint(rigIssuer, "oncemall", userID, time.Hour, auth.RoleCustomer)
+	}
+	if err != nil {
+		panic("e2e: the development key does not sign: " + err.Error())
+	}
+	h := map[string]string{"Authorization": "Bearer " + tok}
 	for i := 0; i+1 < len(more); i += 2 {
 		h[more[i]] = more[i+1]
 	}

@@ -27,6 +27,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/lab"
@@ -213,13 +214,23 @@ func StartPurchaseRig(ctx context.Context, env lab.Env, suffix string, mode vari
 	}))
 	r.close = append(r.close, fwd.Close)
 
-	r.Payments, err = paymentlab.Start(ctx, env, suffix+"_pay", map[string]string{"ORDER_URL": fwd.URL, "PSP_URL": simURL})
+	// The customer signs in once for both services: one issuer of the
+	// development key, whose tokens the order lab's Authorization mints.
+	issuer, err := auth.StartDevIssuer()
+	if err != nil {
+		return nil, err
+	}
+	r.close = append(r.close, func() { _ = issuer.Close() })
+	signIn := map[string]string{"AUTH_ISSUER": issuer.URL, "AUTH_AUDIENCE": orderlab.Audience}
+
+	r.Payments, err = paymentlab.Start(ctx, env, suffix+"_pay", map[string]string{"ORDER_URL": fwd.URL, "PSP_URL": simURL,
+		"AUTH_ISSUER": issuer.URL, "AUTH_AUDIENCE": orderlab.Audience})
 	if err != nil {
 		return nil, err
 	}
 	r.close = append(r.close, r.Payments.Close)
 
-	r.Orders, err = orderlab.StartOrderAPI(ctx, env, suffix+"_ord", orderlab.OrderAPIConfig{Guard: variant.Fixed, Close: mode, PaymentURL: r.Payments.URL, Clients: 4})
+	r.Orders, err = orderlab.StartOrderAPI(ctx, env, suffix+"_ord", orderlab.OrderAPIConfig{Guard: variant.Fixed, Close: mode, PaymentURL: r.Payments.URL, Clients: 4, Vars: signIn})
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +364,11 @@ func (r *PurchaseRig) pay(ctx context.Context, orderNo string) (string, error) {
 		return "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(orderlab.UserIDHeader, fmt.Sprint(closeUser))
+	authz, err := r.Orders.Authorization(closeUser)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", authz)
 	req.Header.Set("Idempotency-Key", "late-pay-"+orderNo)
 	resp, err := r.Orders.Client.Do(req)
 	if err != nil {

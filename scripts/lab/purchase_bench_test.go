@@ -2,12 +2,12 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/oncemall/oncemall/pkg/testkit/proccpu"
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -111,7 +111,7 @@ func BenchmarkPurchaseOrder(b *testing.B) {
 				couponFor = func(user uint64) uint64 { return couponOf[user-1] }
 			}
 			start, cpu0 := time.Now(), proccpu.Read()
-			if err := purchaseRound(ctx, apis[v].Handler, products[v], first, perRound, couponFor); err != nil {
+			if err := purchaseRound(ctx, apis[v], products[v], first, perRound, couponFor); err != nil {
 				b.Fatalf("%s: %v", kinds[v], err)
 			}
 			spent[v] += time.Since(start)
@@ -194,7 +194,8 @@ func checkCouponsLocked(ctx context.Context, coupons *couponlab.Server, purchase
 // request i by user first+i (paying with couponFor(user) when couponFor is
 // set), from one goroutine per product pair, each ordering its own pair;
 // every answer must be 201.
-func purchaseRound(ctx context.Context, h http.Handler, products [][2]uint64, first uint64, n int, couponFor func(user uint64) uint64) error {
+func purchaseRound(ctx context.Context, api *orderlab.OrderAPI, products [][2]uint64, first uint64, n int, couponFor func(user uint64) uint64) error {
+	h := api.Handler
 	var (
 		wg    sync.WaitGroup
 		next  = make(chan uint64, n)
@@ -215,7 +216,14 @@ func purchaseRound(ctx context.Context, h http.Handler, products [][2]uint64, fi
 				body += "}"
 				req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(orderlab.UserIDHeader, strconv.FormatUint(user, 10))
+				authz, aerr := api.Authorization(user)
+				if aerr != nil {
+					errMu.Lock()
+					err = errors.Join(err, aerr)
+					errMu.Unlock()
+					return
+				}
+				req.Header.Set("Authorization", authz)
 				req.Header.Set(idempotency.HeaderKey, "buy-"+testenv.RandomSuffix(24))
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, req)

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/scripts/proctest"
@@ -34,6 +36,8 @@ type rig struct {
 	order, coupon, payment, psp *proctest.Process
 	adminToken                  string
 	subjectPrefix               string
+	// issuer signs the customers in; the services trust it (AUTH_ISSUER).
+	issuer *authtest.Issuer
 }
 
 // startRig starts psp-sim, order, coupon and payment as processes with
@@ -43,7 +47,7 @@ func startRig(t *testing.T, j *jaeger) *rig {
 	t.Helper()
 	sfx := testenv.RandomSuffix(8)
 	ev := events.Config{SubjectPrefix: "obs" + sfx + "."}
-	r := &rig{adminToken: "obs-admin-" + sfx, subjectPrefix: ev.SubjectPrefix}
+	r := &rig{adminToken: "obs-admin-" + sfx, subjectPrefix: ev.SubjectPrefix, issuer: authtest.New(t)}
 	nc := testenv.NATS(t)
 	for _, subject := range []string{events.OrderPaid, events.PaymentSucceeded, events.ProductBatchCopy} {
 		testenv.DeleteStreamAtCleanup(t, nc.JS, ev.StreamName(subject))
@@ -61,6 +65,7 @@ func startRig(t *testing.T, j *jaeger) *rig {
 		"OTEL_BSP_SCHEDULE_DELAY=100",
 	}
 	common := append([]string{
+		"AUTH_ISSUER=" + r.issuer.URL, "AUTH_AUDIENCE=" + authtest.Audience,
 		"EVENT_SUBJECT_PREFIX=" + r.subjectPrefix, "ADMIN_TOKEN=" + r.adminToken, "STARTUP_TIMEOUT=60s", "SHUTDOWN_TIMEOUT=10s",
 		"OUTBOX_POLL_SCHEDULE=@every 1s", "IDEMPOTENCY_REDIS_PREFIX=" + redisPrefix + "idem:",
 		"COUPON_URL=http://" + addrs["coupon"], "PAYMENT_URL=http://" + addrs["payment"], "ORDER_URL=http://" + addrs["order"],
@@ -125,7 +130,7 @@ func TestOnePurchaseIsOneTraceInJaeger(t *testing.T) {
 	j := startJaeger(t)
 	r := startRig(t, j)
 	const userID = 4343
-	user := map[string]string{"X-User-ID": fmt.Sprint(userID)}
+	user := map[string]string{"Authorization": "Bearer " + r.issuer.Token(t, userID, auth.RoleCustomer)}
 	admin := map[string]string{"Authorization": "Bearer " + r.adminToken}
 	setup := &buyer{client: http.DefaultClient, ctx: context.Background()}
 

@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/scripts/proctest"
 )
@@ -135,6 +137,8 @@ type services struct {
 	order, payment, coup *proctest.Process
 	psp                  *proctest.Process
 	adminToken           string
+	// issuer signs the customers in; the services trust it (AUTH_ISSUER).
+	issuer *authtest.Issuer
 }
 
 // startServices starts order, coupon, payment and psp-sim, each service on
@@ -152,8 +156,9 @@ func startServices(t *testing.T) *services {
 	for _, name := range []string{"order", "coupon", "payment", "psp-sim"} {
 		addr[name] = testenv.FreeAddr(t)
 	}
-	s := &services{adminToken: "prom-admin-" + sfx}
+	s := &services{adminToken: "prom-admin-" + sfx, issuer: authtest.New(t)}
 	common := []string{
+		"AUTH_ISSUER=" + s.issuer.URL, "AUTH_AUDIENCE=" + authtest.Audience,
 		"EVENT_SUBJECT_PREFIX=" + ev.SubjectPrefix, "ADMIN_TOKEN=" + s.adminToken, "STARTUP_TIMEOUT=30s", "SHUTDOWN_TIMEOUT=10s",
 		"OUTBOX_POLL_SCHEDULE=@every 1s", "IDEMPOTENCY_REDIS_PREFIX=" + redisPrefix + "idem:",
 		"ORDER_URL=http://" + addr["order"], "COUPON_URL=http://" + addr["coupon"], "PAYMENT_URL=http://" + addr["payment"],
@@ -190,7 +195,8 @@ func (s *services) traffic(t *testing.T) {
 	call(t, http.MethodPost, s.order.URL("/admin/products"), admin, map[string]any{"brand": "acme", "name": "Lamp", "model": "L-1", "price": 2500}, &product, http.StatusCreated)
 	call(t, http.MethodPut, s.order.URL(fmt.Sprintf("/admin/products/%d/stock", product.ID)), admin, map[string]any{"available": 5}, nil, http.StatusOK)
 
-	user := map[string]string{"X-User-ID": "7", "Idempotency-Key": "prom-order-" + testenv.RandomSuffix(12)}
+	signedIn := "Bearer " + s.issuer.Token(t, 7, auth.RoleCustomer)
+	user := map[string]string{"Authorization": signedIn, "Idempotency-Key": "prom-order-" + testenv.RandomSuffix(12)}
 	var o struct {
 		OrderNo string `json:"order_no"`
 		Status  string `json:"status"`
@@ -206,7 +212,7 @@ func (s *services) traffic(t *testing.T) {
 		var got struct {
 			Status string `json:"status"`
 		}
-		status, _ := do(t, http.MethodGet, s.order.URL("/orders/"+o.OrderNo), map[string]string{"X-User-ID": "7"}, nil, &got)
+		status, _ := do(t, http.MethodGet, s.order.URL("/orders/"+o.OrderNo), map[string]string{"Authorization": signedIn}, nil, &got)
 		return status == http.StatusOK && got.Status == "PAID"
 	})
 }

@@ -10,6 +10,8 @@ require (
 	gorm.io/gorm v1.31.2
 )
 
+require gopkg.in/yaml.v3 v3.0.1 // indirect
+
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

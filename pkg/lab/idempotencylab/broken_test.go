@@ -49,7 +49,7 @@ func TestBrokenCheckThenAct(t *testing.T) {
 		return n
 	}
 	request := func(path, key string) idempotencytest.Request {
-		return idempotencytest.Request{Path: path, Key: key, CallerHeader: "X-User-ID", Caller: "7", Body: []byte(`{"sku":"A"}`)}
+		return idempotencytest.Request{Path: path, Key: key, Body: []byte(`{"sku":"A"}`)}
 	}
 
 	rs := idempotencytest.Sequential(e, 3, request("/broken/orders", idempotencytest.NewKey()))

@@ -23,10 +23,11 @@ type Request struct {
 	Method string // default POST
 	Path   string
 	Key    string // the Idempotency-Key; empty sends none
-	// CallerHeader and Caller name the caller (e.g. "X-User-ID", "42").
-	CallerHeader, Caller string
-	Body                 []byte
-	Header               http.Header // any other headers
+	// Token is the caller's bearer access token (authtest's), sent as
+	// Authorization; empty sends none.
+	Token  string
+	Body   []byte
+	Header http.Header // any other headers
 }
 
 // Response is what came back.
@@ -53,8 +54,8 @@ func Do(h http.Handler, r Request) Response {
 	if r.Key != "" {
 		req.Header.Set(idempotency.HeaderKey, r.Key)
 	}
-	if r.CallerHeader != "" && r.Caller != "" {
-		req.Header.Set(r.CallerHeader, r.Caller)
+	if r.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.Token)
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)

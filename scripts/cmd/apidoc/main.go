@@ -184,7 +184,8 @@ func pathOrder(path string) ([]string, error) {
 
 // tokenNames says who holds the token of each security scheme.
 var tokenNames = map[string]string{
-	"adminToken":    "operator (`ADMIN_TOKEN`)",
+	"accessToken":   "the customer (access token)",
+	"adminToken":    "operator (token or `ADMIN_TOKEN`)",
 	"internalToken": "services (`INTERNAL_TOKEN`)",
 }
 
@@ -206,8 +207,6 @@ func who(doc *openapi3.T, op *openapi3.Operation) string {
 		p := ref.Value
 		switch {
 		case p.In != openapi3.ParameterInHeader || !p.Required:
-		case p.Name == "X-User-ID":
-			parts = append(parts, "the customer (`X-User-ID`)")
 		case strings.HasPrefix(p.Name, "X-PSP-"):
 			signed = true
 		default:

@@ -20,6 +20,7 @@ func all() []pkglab.Scenario {
 	out = append(out, orderlab.Scenarios()...)      // incident 3: batch product duplication; 4: double submit; 5: overselling
 	out = append(out, lab.RedisGuardScenarios()...) // incident 4: the Redis entry guards
 	out = append(out, lab.CloseScenarios()...)      // incident 6: paid after close
+	out = append(out, lab.LockScenarios()...)       // incident 7: locks that outlive their order
 	slices.SortStableFunc(out, func(a, b pkglab.Scenario) int { return a.Incident - b.Incident })
 	return out
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/oncemall/oncemall/pkg/auth"
 )
 
 // catalog is what the setup created for the run.
@@ -78,11 +80,14 @@ type purchaser struct {
 	cfg Config
 	cat catalog
 	st  *stats
+	// signer mints each customer's access token (auth.DevSigner).
+	signer *auth.Signer
 }
 
 // Outcomes of a purchase, the keys of Report.Outcomes.
 const (
 	outStarted        = "started"
+	outSignInFailed   = "sign-in failed"
 	outCouponIssued   = "coupon issued"
 	outOrdered        = "ordered"
 	outOutOfStock     = "order refused: out of stock"
@@ -115,8 +120,15 @@ func gaveUp(outcome string, err error) string {
 func (p *purchaser) purchase(ctx context.Context, i uint64) {
 	rng := rand.New(rand.NewPCG(uint64(p.cfg.Seed), i))
 	user := p.cat.UserBase + i
-	uid := strconv.FormatUint(user, 10)
 	p.st.outcome(outStarted)
+	// The customer signs in: a token for the services' issuer, minted
+	// with the development key that issuer publishes.
+	token, err := p.signer.Mint(p.c.targets.Issuer, p.c.targets.Audience, user, time.Hour, auth.RoleCustomer)
+	if err != nil {
+		p.st.outcome(outSignInFailed)
+		return
+	}
+	authz := "Bearer " + token
 
 	// The operator issues the customer a coupon.
 	var couponID uint64
@@ -154,7 +166,7 @@ func (p *purchaser) purchase(ctx context.Context, i uint64) {
 	if double {
 		p.st.outcome(outDoubleSubmits)
 	}
-	headers := map[string]string{"X-User-ID": uid, "Idempotency-Key": fmt.Sprintf("lg-%s-order-%d", p.cat.Tag, i)}
+	headers := map[string]string{"Authorization": authz, "Idempotency-Key": fmt.Sprintf("lg-%s-order-%d", p.cat.Tag, i)}
 	a, err := p.submit(ctx, double, request{step: "POST /orders", method: "POST", urls: p.c.targets.Order, path: "/orders", headers: headers, body: body, retry: retryCustomer})
 	var order struct {
 		OrderNo string `json:"order_no"`
@@ -177,7 +189,7 @@ func (p *purchaser) purchase(ctx context.Context, i uint64) {
 	draw := rng.Float64()
 	double = rng.Float64() < p.cfg.DoubleShare
 	pay := func() {
-		h := map[string]string{"X-User-ID": uid, "Idempotency-Key": fmt.Sprintf("lg-%s-pay-%d", p.cat.Tag, i)}
+		h := map[string]string{"Authorization": authz, "Idempotency-Key": fmt.Sprintf("lg-%s-pay-%d", p.cat.Tag, i)}
 		a, err := p.submit(ctx, double, request{step: "POST /payments", method: "POST", urls: p.c.targets.Payment, path: "/payments", headers: h, body: map[string]any{"order_no": order.OrderNo}, retry: retryCustomer})
 		switch {
 		case err != nil:
@@ -190,7 +202,7 @@ func (p *purchaser) purchase(ctx context.Context, i uint64) {
 	}
 	cancel := func() {
 		a, err := p.c.do(ctx, request{step: "POST /orders/:no/cancel", method: "POST", urls: p.c.targets.Order, path: "/orders/" + order.OrderNo + "/cancel",
-			headers: map[string]string{"X-User-ID": uid}, body: map[string]any{}, retry: retryCustomer})
+			headers: map[string]string{"Authorization": authz}, body: map[string]any{}, retry: retryCustomer})
 		switch {
 		case err != nil:
 			p.st.outcome(gaveUp(outCancelGaveUp, err))

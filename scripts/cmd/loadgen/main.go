@@ -137,13 +137,18 @@ type Targets struct {
 	PSP                    string   // the platform simulator's base URL
 	FaultProxyAdmin        string   // the fault proxy's admin base URL (the private rig, when a run needs it)
 	AdminToken             string
-	MySQLDSN               string // root-like DSN with no database: the checks read all three databases
-	OrderDB, CouponDB      string
-	PaymentDB              string
-	RedisAddr, RedisPass   string
-	NATSURL                string // with credentials that may read the streams' consumers; empty skips the JetStream check
-	NATSMonitor            string // the NATS server's monitoring endpoint (nats-server -m); empty leaves its figures out
-	SubjectPrefix          string
+	// Issuer and Audience are whose access tokens the services accept
+	// (their AUTH_ISSUER and AUTH_AUDIENCE): the customers' tokens are
+	// minted for them with the development signing key, which only an
+	// issuer in dev or lab publishes.
+	Issuer, Audience     string
+	MySQLDSN             string // root-like DSN with no database: the checks read all three databases
+	OrderDB, CouponDB    string
+	PaymentDB            string
+	RedisAddr, RedisPass string
+	NATSURL              string // with credentials that may read the streams' consumers; empty skips the JetStream check
+	NATSMonitor          string // the NATS server's monitoring endpoint (nats-server -m); empty leaves its figures out
+	SubjectPrefix        string
 }
 
 // The fault proxy's place in the private rig.
@@ -193,6 +198,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&payment, "payment-url", "http://127.0.0.1:8083", "payment service replicas, comma-separated (or the first one, with --replicas)")
 	fs.StringVar(&c.Targets.PSP, "psp-url", "http://127.0.0.1:8090", "the payment-platform simulator")
 	fs.StringVar(&c.Targets.AdminToken, "admin-token", envOr("ADMIN_TOKEN", "dev-admin-token"), "the services' ADMIN_TOKEN")
+	fs.StringVar(&c.Targets.Issuer, "auth-issuer", envOr("AUTH_ISSUER", "http://127.0.0.1:8084"), "the services' AUTH_ISSUER (make run's identity service); the customers' tokens are signed with its development key")
+	fs.StringVar(&c.Targets.Audience, "auth-audience", envOr("AUTH_AUDIENCE", "oncemall"), "the services' AUTH_AUDIENCE")
 	fs.StringVar(&c.Targets.MySQLDSN, "mysql", envOr("LOADGEN_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/"), "DSN (no database) the invariants are read with")
 	fs.StringVar(&c.Targets.OrderDB, "order-db", "oncemall_order", "the order service's database")
 	fs.StringVar(&c.Targets.CouponDB, "coupon-db", "oncemall_coupon", "the coupon service's database")

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 )
 
@@ -37,6 +38,9 @@ type rig struct {
 	byName  map[string]*proc
 	targets Targets
 	log     io.Writer
+	// issuer signs the customers in: the development key's, served by
+	// loadgen itself, which the services trust (AUTH_ISSUER).
+	issuer *auth.DevIssuer
 }
 
 // proc is one program the rig runs.
@@ -150,7 +154,11 @@ func startRig(ctx context.Context, cfg Config, tag string, log io.Writer) (*rig,
 	}
 
 	const adminToken = "dev-admin-token"
+	if r.issuer, err = auth.StartDevIssuer(); err != nil {
+		return nil, err
+	}
 	r.targets = Targets{
+		Issuer: r.issuer.URL, Audience: "oncemall",
 		Order: urls("order"), Coupon: urls("coupon"), Payment: urls("payment"), PSP: url(pspPort),
 		FaultProxyAdmin: url(proxyAdmin), AdminToken: adminToken,
 		MySQLDSN: mysqlDSN(cfg, r.mysql),
@@ -204,6 +212,7 @@ func startRig(ctx context.Context, cfg Config, tag string, log io.Writer) (*rig,
 		fmt.Sprintf("MYSQL_MAX_OPEN_CONNS=%d", conns), fmt.Sprintf("MYSQL_MAX_IDLE_CONNS=%d", conns),
 		"ONCEMALL_ENV=dev", "LOG_LEVEL=info", "STARTUP_TIMEOUT=60s", "SHUTDOWN_TIMEOUT=10s",
 		"ADMIN_TOKEN=" + adminToken, "MYSQL_USER=root", "MYSQL_PASSWORD=",
+		"AUTH_ISSUER=" + r.targets.Issuer, "AUTH_AUDIENCE=" + r.targets.Audience,
 		"NATS_URL=" + r.targets.NATSURL, "REDIS_ADDR=" + r.targets.RedisAddr, "REDIS_PASSWORD=",
 		"OUTBOX_POLL_SCHEDULE=@every 1s",
 		// A client whose request died with the process retries the key;
@@ -451,6 +460,9 @@ func (r *rig) healDB() error {
 // close stops every program, services first, and drops the run's
 // databases and directory unless keep is set.
 func (r *rig) close(keep bool) {
+	if r.issuer != nil {
+		defer r.issuer.Close()
+	}
 	var wg sync.WaitGroup
 	for _, p := range r.procs {
 		if p.kind == "service" {

@@ -18,12 +18,18 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/oncemall/oncemall/pkg/auth"
 )
 
 // Run makes one run: the private rig if asked, the setup, the idle
 // window, the load phase after phase (with chaos or a phase's outage if
 // asked), the settling, and the verdicts.
 func Run(ctx context.Context, cfg Config, log io.Writer) (*Report, error) {
+	signer, err := auth.DevSigner()
+	if err != nil {
+		return nil, err
+	}
 	tag := fmt.Sprintf("%x", rand.Uint32())[:6]
 	if len(cfg.Phases) == 0 {
 		cfg.Phases = []Phase{{Rate: cfg.Rate, Duration: cfg.Duration}}
@@ -197,7 +203,7 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (*Report, error) {
 	outages := &outageLog{began: began, log: log}
 	readingsCh := make(chan []reading, 1)
 	go func() { readingsCh <- outages.boundaries(ctx, tl, m, r, first) }()
-	p := &purchaser{c: c, cfg: cfg, cat: cat, st: st}
+	p := &purchaser{c: c, cfg: cfg, cat: cat, st: st, signer: signer}
 	started, tail := p.drive(ctx, tl, began)
 	readings := <-readingsCh
 	<-profiled

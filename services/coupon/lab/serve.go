@@ -17,6 +17,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
@@ -41,6 +42,12 @@ type Server struct {
 // internalToken and /admin behind adminToken; its consumers wait for an
 // order stream nobody declares. Close stops it and drops the database.
 func Serve(ctx context.Context, env lab.Env, suffix, internalToken, adminToken string) (*Server, error) {
+	return ServeLocks(ctx, env, suffix, internalToken, adminToken, variant.Fixed)
+}
+
+// ServeLocks is Serve with incident 7's lock keeper of mode: variant.Broken
+// is BrokenLockKeeper, anything else the fixed one.
+func ServeLocks(ctx context.Context, env lab.Env, suffix, internalToken, adminToken string, mode variant.Mode) (*Server, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -64,7 +71,11 @@ func Serve(ctx context.Context, env lab.Env, suffix, internalToken, adminToken s
 		drop()
 		return nil, err
 	}
-	p, err := assembly.Assemble(w, cfg, assembly.Options{Orders: noOrderService{}})
+	o := assembly.Options{Orders: noOrderService{}}
+	if mode == variant.Broken {
+		o.Locks = BrokenLockKeeper{}
+	}
+	p, err := assembly.Assemble(w, cfg, o)
 	if err != nil {
 		// Serving a cancelled context shuts down what Build opened.
 		cancelled, cancel := context.WithCancel(ctx)
@@ -109,9 +120,9 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// waitReady waits until base answers /readyz, the service stops, or ctx
-// ends.
-func waitReady(ctx context.Context, base string, done <-chan error) error {
+// waitReady waits until base answers /readyz, the service stops (its
+// error is put back on done), or ctx ends.
+func waitReady(ctx context.Context, base string, done chan error) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
@@ -127,6 +138,7 @@ func waitReady(ctx context.Context, base string, done <-chan error) error {
 		}
 		select {
 		case err := <-done:
+			done <- err // for Close, which waits for it
 			return fmt.Errorf("the coupon service stopped before it was ready: %v", err)
 		case <-ctx.Done():
 			return fmt.Errorf("the coupon service at %s was not ready: %w", base, ctx.Err())
@@ -153,6 +165,14 @@ func (s *Server) Issue(ctx context.Context, templateID, userID uint64) (uint64, 
 		return 0, err
 	}
 	return c.ID, nil
+}
+
+// CouponState returns the status of coupon id and the order that holds it
+// (empty when none), read from the database.
+func (s *Server) CouponState(ctx context.Context, id uint64) (status, orderNo string, err error) {
+	err = s.DB.WithContext(ctx).Raw("SELECT status, COALESCE(locked_order_no, '') FROM coupons WHERE id = ?", id).
+		Row().Scan(&status, &orderNo)
+	return status, orderNo, err
 }
 
 // CountByStatus returns how many coupons are in each status (UNUSED,

@@ -6,7 +6,6 @@ import (
 	"github.com/oncemall/oncemall/pkg/testkit/proccpu"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 )
 
 // BenchmarkCreateOrderAPI measures the throughput of the order service's
@@ -73,7 +71,7 @@ func BenchmarkCreateOrderAPI(b *testing.B) {
 		for k := range variants {
 			v := (round + k) % len(variants)
 			start, cpu0 := time.Now(), proccpu.Read()
-			if err := postOrders(ctx, apis[v].Handler, products[v], perRound); err != nil {
+			if err := postOrders(ctx, apis[v], products[v], perRound); err != nil {
 				b.Fatalf("%s: %v", variants[v].name, err)
 			}
 			spent[v] += time.Since(start)
@@ -96,7 +94,8 @@ func BenchmarkCreateOrderAPI(b *testing.B) {
 // postOrders serves n POST /orders, each with its own Idempotency-Key, from
 // one goroutine per product, each a user of its own ordering one unit of
 // its product.
-func postOrders(ctx context.Context, h http.Handler, products []uint64, n int) error {
+func postOrders(ctx context.Context, api *OrderAPI, products []uint64, n int) error {
+	h := api.Handler
 	var (
 		wg    sync.WaitGroup
 		next  = make(chan struct{}, n)
@@ -108,13 +107,16 @@ func postOrders(ctx context.Context, h http.Handler, products []uint64, n int) e
 	}
 	close(next)
 	for w, product := range products {
-		user := strconv.Itoa(w + 1)
+		authz, err := api.Authorization(uint64(w + 1))
+		if err != nil {
+			return err
+		}
 		body := OrderBody(product, 1)
 		wg.Go(func() {
 			for range next {
 				req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(httpapi.UserIDHeader, user)
+				req.Header.Set("Authorization", authz)
 				req.Header.Set(idempotency.HeaderKey, "bench-"+testenv.RandomSuffix(24))
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, req)

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,7 +29,6 @@ import (
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/assembly"
-	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
 	"github.com/oncemall/oncemall/services/order/internal/stubs"
 )
@@ -56,6 +56,9 @@ type OrderAPIConfig struct {
 	// and releases coupons at (the benchmark's real one); empty uses the
 	// Coupons stand-in.
 	CouponURL string
+	// Numbers is incident 7's order numbering: variant.Broken is
+	// PerAttemptOrderNumbers, anything else the fixed one.
+	Numbers variant.Mode
 	// Vars are more of the service's variables (TRACING_*, ...).
 	Vars map[string]string
 }
@@ -111,10 +114,12 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 		}
 	}
 	maps.Copy(vars, cfg.Vars)
-	var adjust func(*assembly.Options)
-	if cfg.Guard == NoGuard {
-		adjust = func(o *assembly.Options) {
+	adjust := func(o *assembly.Options) {
+		if cfg.Guard == NoGuard {
 			o.Guard = func(*idempotency.Middleware, *slog.Logger) gin.HandlerFunc { return func(c *gin.Context) { c.Next() } }
+		}
+		if cfg.Numbers == variant.Broken {
+			o.Numbers = PerAttemptOrderNumbers{}
 		}
 	}
 	// The gate goes in front of every route of the service, so it is the
@@ -230,14 +235,23 @@ func RecordReplies(tl *lab.Timeline, replies []Reply, actor func(i int) string) 
 	}
 }
 
-// PostOrder sends POST /orders as user with key and body.
+// PostOrder sends POST /orders as user (a user id in decimal) with key and
+// body.
 func (a *OrderAPI) PostOrder(ctx context.Context, user, key, body string) (Reply, error) {
+	id, err := strconv.ParseUint(user, 10, 64)
+	if err != nil {
+		return Reply{}, fmt.Errorf("user %q: %w", user, err)
+	}
+	authz, err := a.Authorization(id)
+	if err != nil {
+		return Reply{}, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.URL+"/orders", strings.NewReader(body))
 	if err != nil {
 		return Reply{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(httpapi.UserIDHeader, user)
+	req.Header.Set("Authorization", authz)
 	req.Header.Set(idempotency.HeaderKey, key)
 	start := time.Now()
 	resp, err := a.Client.Do(req)
@@ -409,9 +423,6 @@ func (g *arrivalGate) hold(c *gin.Context) {
 	}
 	c.Next()
 }
-
-// UserIDHeader is the header that names the customer of a request.
-const UserIDHeader = httpapi.UserIDHeader
 
 // AddCoupon makes a coupon known to the coupon stand-in, UNUSED: id for
 // user, discount cents off an order of at least minOrder cents.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/lab"
@@ -21,6 +22,17 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/assembly"
 	"github.com/oncemall/oncemall/services/order/internal/config"
 )
+
+// Audience is the audience of the customers' tokens in the lab.
+const Audience = "oncemall"
+
+// Authorization is the Authorization header of a request by customer user:
+// a bearer token of the issuer the service trusts, signed with the
+// development key.
+func (s *Service) Authorization(user uint64) (string, error) {
+	tok, err := s.signer.Mint(s.Config.Auth.Issuer, s.Config.Auth.Audience, user, time.Hour, auth.RoleCustomer)
+	return "Bearer " + tok, err
+}
 
 // The tokens of the lab's operator and internal routes.
 const (
@@ -42,6 +54,11 @@ type Service struct {
 	done   chan error
 	env    lab.Env
 	name   string
+	// signer mints the customers' tokens with the development key, for
+	// the issuer the service trusts (AUTH_ISSUER); issuer is the run's own
+	// when the caller named none.
+	signer *auth.Signer
+	issuer *auth.DevIssuer
 }
 
 // StartService starts the service named env.Name(suffix) with vars set on
@@ -75,12 +92,30 @@ func StartService(ctx context.Context, env lab.Env, suffix string, vars map[stri
 	for k, v := range vars {
 		set[k] = v
 	}
+	// The customers are signed in with the development key, by an issuer
+	// of the run's own unless vars name one (which must publish that key:
+	// an identity service in dev or lab, another rig's DevIssuer).
+	signer, err := auth.DevSigner()
+	if err != nil {
+		return nil, err
+	}
+	var issuer *auth.DevIssuer
+	if _, ok := set["AUTH_ISSUER"]; !ok {
+		if issuer, err = auth.StartDevIssuer(); err != nil {
+			return nil, err
+		}
+		set["AUTH_ISSUER"], set["AUTH_AUDIENCE"] = issuer.URL, Audience
+	}
 	svc := assembly.Definition(nil)
 	cfg, err := svc.Load(func(k string) (string, bool) { v, ok := set[k]; return v, ok })
 	if err != nil {
+		if issuer != nil {
+			_ = issuer.Close()
+		}
 		return nil, fmt.Errorf("order service configuration: %w", err)
 	}
-	s := &Service{URL: "http://" + addr, Config: cfg, env: env, name: name, done: make(chan error, 1)}
+	s := &Service{URL: "http://" + addr, Config: cfg, env: env, name: name, done: make(chan error, 1),
+		signer: signer, issuer: issuer}
 	w, err := platform.Build(ctx, svc, cfg, env.Log)
 	if err != nil {
 		s.drop()
@@ -153,6 +188,9 @@ func (s *Service) Close() {
 }
 
 func (s *Service) drop() {
+	if s.issuer != nil {
+		_ = s.issuer.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = database.DropDatabase(ctx, s.env.MySQL, s.name)

@@ -73,7 +73,7 @@ func BenchmarkCreateOrderTracing(b *testing.B) {
 		for k := range variants {
 			v := (round + k) % len(variants)
 			start, cpu0 := time.Now(), proccpu.Read().Self
-			if err := postOrders(ctx, apis[v].Handler, products[v], perRound); err != nil {
+			if err := postOrders(ctx, apis[v], products[v], perRound); err != nil {
 				b.Fatalf("%s: %v", variants[v].name, err)
 			}
 			spent[v] += time.Since(start)

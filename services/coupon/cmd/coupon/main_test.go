@@ -16,8 +16,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 	"github.com/oncemall/oncemall/pkg/testkit/configtest"
 	"github.com/oncemall/oncemall/pkg/testkit/outboxtest"
@@ -42,8 +44,10 @@ func labEnv(t *testing.T) (events.Config, string) {
 	}
 	testenv.PublishersStreams(t, conn.JS, ev, "order")
 	addr := testenv.FreeAddr(t)
+	issuer = authtest.New(t)
 	for k, v := range map[string]string{
 		"ONCEMALL_ENV": "lab", "EVENT_SUBJECT_PREFIX": ev.SubjectPrefix,
+		"AUTH_ISSUER": issuer.URL, "AUTH_AUDIENCE": authtest.Audience,
 		"MYSQL_ADDR": mysqlCfg.Addr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr,
 		// The jobs' Redis locks are named the same in every coupon process
 		// on this Redis; a short expiry bounds how long a killed run holds
@@ -54,6 +58,10 @@ func labEnv(t *testing.T) (events.Config, string) {
 	}
 	return ev, addr
 }
+
+// issuer is the identity service labEnv set up (the tests run one at a
+// time: they set the environment).
+var issuer *authtest.Issuer
 
 // TestRunServesConsumesDeductsAndShutsDown starts the whole service as
 // `coupon` would and drives each path of a coupon through it: the operator
@@ -127,7 +135,7 @@ func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 	couponIs := func(id uint64, want ...string) func() bool {
 		return func() bool {
 			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/coupons/%d", base, id), nil)
-			req.Header.Set("X-User-ID", "7")
+			req.Header.Set("Authorization", "Bearer "+issuer.Token(t, 7, auth.RoleCustomer))
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				return false

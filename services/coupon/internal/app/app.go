@@ -1,7 +1,7 @@
 // Package app holds the coupon service's use cases, one file each:
 //
 //	commands: CreateTemplate, IssueCoupon, LockCoupon, ReleaseLock,
-//	          ReleaseCancelledOrder, SweepLocks, ReceiveOrderPaid, LandOrderPaid,
+//	          ReleaseCancelledOrder, SweepLocks, ForgetReleases, ReceiveOrderPaid, LandOrderPaid,
 //	          ProcessDueMessages, ProcessMessage (through a CouponDeducer)
 //	queries:  Template, Coupon, UserCoupons, Reconcile
 //
@@ -41,6 +41,9 @@ type Config struct {
 	// Deducer makes each attempt at a landed message; nil is the fixed
 	// deduction (deduct_fixed.go). The lab plugs in the incident's.
 	Deducer CouponDeducer
+	// Locks takes and releases the order locks; nil is FixedLockKeeper.
+	// The lab plugs in incident 7's.
+	Locks LockKeeper
 	// Retry is the backoff and retry limit of the local message table.
 	Retry coupon.RetryPolicy
 	// ClaimBatch is how many due messages one pass of the retry job claims.
@@ -124,6 +127,7 @@ type App struct {
 	metrics *metrics
 	now     func() time.Time
 	deducer CouponDeducer
+	locks   LockKeeper
 	tracer  trace.Tracer // nil when tracing is off
 	// templates caches the templates read so far (id → coupon.Template);
 	// see Template.
@@ -143,12 +147,15 @@ func New(store coupon.Store, orders Orders, cfg Config, log *slog.Logger, reg pr
 	if err != nil {
 		return nil, err
 	}
-	a := &App{store: store, orders: orders, cfg: cfg, log: log, metrics: m, now: cfg.Clock, deducer: cfg.Deducer}
+	a := &App{store: store, orders: orders, cfg: cfg, log: log, metrics: m, now: cfg.Clock, deducer: cfg.Deducer, locks: cfg.Locks}
 	if a.now == nil {
 		a.now = func() time.Time { return time.Now().UTC() }
 	}
 	if a.deducer == nil {
 		a.deducer = FixedDeducer{}
+	}
+	if a.locks == nil {
+		a.locks = FixedLockKeeper{}
 	}
 	if tracing.Enabled(cfg.TracerProvider) {
 		a.tracer = cfg.TracerProvider.Tracer(tracerScope)

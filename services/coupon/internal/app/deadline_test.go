@@ -134,7 +134,7 @@ func TestAPaidOrderWhoseLockWasReleasedIsReported(t *testing.T) {
 	f := newFixture(t, "fixed")
 	c := f.issue(t, 7)
 	f.lock(t, c.ID, "PAID-LATE", 7)
-	if ok, err := f.app.ReleaseLock(ctx, c.ID, "PAID-LATE"); err != nil || !ok {
+	if ok, err := f.app.ReleaseLock(ctx, c.ID, "PAID-LATE", ""); err != nil || !ok {
 		t.Fatalf("release: %v, %v", ok, err)
 	}
 	f.lock(t, c.ID, "NEXT", 7)

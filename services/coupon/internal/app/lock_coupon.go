@@ -2,95 +2,159 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
+// LockKeeper is incident 7's choice on the coupon side: how a lock is taken
+// and how an order's attempt gives it back. The service's is FixedLockKeeper
+// (here); the incident's, side by side with it, is services/coupon/lab's
+// lock_broken.go, plugged in only in lab mode.
+type LockKeeper interface {
+	// Lock takes couponID's lock for r until until, or returns the lock r's
+	// order already holds (sameLock true); a refusal is an error
+	// coupon.RefusalReason names.
+	Lock(ctx context.Context, env LockEnv, couponID uint64, r coupon.LockRequest, until time.Time) (l coupon.Lock, sameLock bool, err error)
+	// Release gives back the lock attempt of orderNo holds on couponID and
+	// reports whether there was one to give back.
+	Release(ctx context.Context, env LockEnv, couponID uint64, orderNo, attempt string) (bool, error)
+}
+
+// LockEnv is what a LockKeeper works with.
+type LockEnv struct {
+	Store    coupon.Store
+	Now      func() time.Time
+	Template func(ctx context.Context, id uint64) (coupon.Template, error)
+	// LockTTL is how long a lock lasts, and so how long a release is
+	// remembered.
+	LockTTL time.Duration
+}
+
 // LockCoupon locks couponID for the order r is placing and returns the lock:
 // the discount the order applies and the lock's deadline. It is the order
 // service's call before it commits an order (POST
-// /internal/coupons/{id}/lock).
-//
-// The decision is taken on a plain read, and the conditional update
-// UNUSED -> LOCKED is what makes it stick. Everything the decision looks at
-// but the status never changes (the owner, the expiry, the template), so a
-// decision that was right when read is still right if the coupon is still
-// UNUSED when the update runs, and the update's WHERE clause checks exactly
-// that. Two statements, no transaction:
-//
-//   - Orders racing for one coupon all read it UNUSED; their updates queue on
-//     the row, the first changes it, and every other one changes nothing, reads
-//     the coupon again, and is refused with coupon.ErrNotAvailable.
-//   - A retry by the order that holds the lock (its first answer was lost)
-//     reads it LOCKED by itself and gets the same lock back, deadline
-//     included, never a second one: the lock is idempotent per order
-//     number.
-//   - The unique key on locked_order_no keeps an order to one coupon.
-//
-// A refusal is one of the errors coupon.RefusalReason names; nothing is
-// written then.
+// /internal/coupons/{id}/lock). The lock is idempotent per order number: a
+// retry by the order that holds it (its first answer was lost, or its
+// service died before the order committed) gets the same lock back,
+// deadline included, never a second one. A refusal is one of the errors
+// coupon.RefusalReason names; nothing is written then.
 func (a *App) LockCoupon(ctx context.Context, couponID uint64, r coupon.LockRequest) (coupon.Lock, error) {
 	if err := r.Validate(); err != nil {
 		return coupon.Lock{}, err
 	}
-	lock, outcome, err := a.lockCoupon(ctx, couponID, r)
+	// The deadline is stored to the millisecond (DATETIME(3)); cut it there
+	// before answering, so a retry that reads it back gets exactly the
+	// deadline the first answer carried.
+	until := a.now().Add(a.cfg.LockTTL).Truncate(time.Millisecond)
+	lock, same, err := a.locks.Lock(ctx, a.lockEnv(), couponID, r, until)
 	if err != nil {
 		if reason, ok := coupon.RefusalReason(err); ok {
 			a.metrics.lockRequests.WithLabelValues(reason).Inc()
 		}
 		return coupon.Lock{}, fmt.Errorf("lock coupon %d for order %s: %w", couponID, r.OrderNo, err)
 	}
-	a.metrics.lockRequests.WithLabelValues(outcome).Inc()
-	if outcome == lockSameLock {
+	if same {
+		a.metrics.lockRequests.WithLabelValues(lockSameLock).Inc()
 		a.log.InfoContext(ctx, "coupon already locked by this order, same lock returned", "coupon_id", couponID,
-			"order_no", r.OrderNo, "locked_until", lock.LockedUntil)
+			"order_no", r.OrderNo, "attempt", r.Attempt, "locked_until", lock.LockedUntil)
 	} else {
-		a.log.InfoContext(ctx, "coupon locked", "coupon_id", couponID, "order_no", r.OrderNo,
+		a.metrics.lockRequests.WithLabelValues(lockLocked).Inc()
+		a.log.InfoContext(ctx, "coupon locked", "coupon_id", couponID, "order_no", r.OrderNo, "attempt", r.Attempt,
 			"discount_amount", lock.DiscountAmount, "locked_until", lock.LockedUntil)
 	}
 	return lock, nil
 }
 
-// lockAttempts bounds how often lockCoupon reads and updates again after its
-// update found the coupon changed: only a coupon released between two reads
-// makes it try once more.
-const lockAttempts = 3
+func (a *App) lockEnv() LockEnv {
+	return LockEnv{Store: a.store, Now: a.now, Template: a.Template, LockTTL: a.cfg.LockTTL}
+}
 
-// lockCoupon decides on a read and locks with the conditional update. When
-// the update changes nothing, the coupon left UNUSED after the read, and the
-// decision is taken again on what it is now: locked by this same order (a
-// concurrent copy of the request) is AlreadyDone, by anyone else a refusal.
-func (a *App) lockCoupon(ctx context.Context, couponID uint64, r coupon.LockRequest) (coupon.Lock, string, error) {
-	for range lockAttempts {
-		now := a.now()
-		c, err := a.store.Coupon(ctx, couponID)
+// FixedLockKeeper takes and releases locks so that a lock request that
+// arrives after its own release (delayed on the network while its order
+// timed out, gave up and released) never holds the coupon:
+//
+//   - Release records, in the transaction of its conditional update, that
+//     this attempt of the order released, whether or not it found the lock
+//     (RecordRelease); the record lasts the lock TTL.
+//   - Lock reads the coupon under its row lock, and is refused with
+//     coupon.ErrReleased when the record is there, in the transaction that
+//     would take the lock. Both start with the coupon's row lock, so a
+//     release and a lock of the same coupon run one after the other: the
+//     lock either lands first (and the release frees it) or sees the record.
+//
+// The decision and the conditional update UNUSED -> LOCKED are taken on the
+// locked row, so orders racing for one coupon queue on it: the first locks,
+// the others read it LOCKED and are refused with coupon.ErrNotAvailable. The
+// unique key on locked_order_no keeps an order to one coupon.
+type FixedLockKeeper struct{}
+
+// Lock implements LockKeeper.
+func (FixedLockKeeper) Lock(ctx context.Context, env LockEnv, couponID uint64, r coupon.LockRequest, until time.Time) (coupon.Lock, bool, error) {
+	var lock coupon.Lock
+	var same bool
+	err := env.Store.InTx(ctx, func(tx coupon.Tx) error {
+		c, err := tx.CouponForUpdate(ctx, couponID)
 		if err != nil {
-			return coupon.Lock{}, "", err
+			return err
 		}
-		t, err := a.Template(ctx, c.TemplateID)
+		released, err := tx.Released(ctx, c.ID, r.OrderNo, r.Attempt)
 		if err != nil {
-			return coupon.Lock{}, "", err
+			return err
 		}
-		decision, err := c.DecideLock(t, r, now)
+		if released {
+			return fmt.Errorf("%w: attempt %q of order %s released coupon %d already", coupon.ErrReleased, r.Attempt, r.OrderNo, c.ID)
+		}
+		t, err := env.Template(ctx, c.TemplateID)
 		if err != nil {
-			return coupon.Lock{}, "", err
+			return err
+		}
+		decision, err := c.DecideLock(t, r, env.Now())
+		if err != nil {
+			return err
 		}
 		if decision == coupon.AlreadyDone {
-			return c.HeldLock(t), lockSameLock, nil
+			lock, same = c.HeldLock(t), true
+			return nil
 		}
-		// The deadline is stored to the millisecond (DATETIME(3)); cut it
-		// there before answering, so a retry that reads it back gets
-		// exactly the deadline the first answer carried.
-		until := now.Add(a.cfg.LockTTL).Truncate(time.Millisecond)
-		n, err := a.store.LockCoupon(ctx, c.ID, r.OrderNo, until, now)
-		if err != nil {
-			return coupon.Lock{}, "", err
+		n, err := tx.LockCoupon(ctx, c.ID, r.OrderNo, until, env.Now())
+		switch {
+		case err != nil:
+			return err
+		case n != 1:
+			// The row is locked and was read UNUSED: nothing can have
+			// changed it.
+			return fmt.Errorf("coupon %d: %w", c.ID, coupon.ErrConcurrentChange)
 		}
-		if n == 1 {
-			return coupon.Lock{CouponID: c.ID, OrderNo: r.OrderNo, DiscountAmount: t.DiscountAmount, LockedUntil: until}, lockLocked, nil
-		}
+		lock = coupon.Lock{CouponID: c.ID, OrderNo: r.OrderNo, DiscountAmount: t.DiscountAmount, LockedUntil: until}
+		return nil
+	})
+	if err != nil {
+		return coupon.Lock{}, false, err
 	}
-	return coupon.Lock{}, "", fmt.Errorf("coupon %d for order %s: %w", couponID, r.OrderNo, coupon.ErrConcurrentChange)
+	return lock, same, nil
+}
+
+// Release implements LockKeeper: under the coupon's row lock, the
+// conditional update LOCKED by orderNo -> UNUSED and the release record. An
+// unknown coupon has nothing to release and no lock that could land.
+func (FixedLockKeeper) Release(ctx context.Context, env LockEnv, couponID uint64, orderNo, attempt string) (bool, error) {
+	var n int64
+	err := env.Store.InTx(ctx, func(tx coupon.Tx) error {
+		c, err := tx.CouponForUpdate(ctx, couponID)
+		if err != nil {
+			return err
+		}
+		now := env.Now()
+		if n, err = tx.ReleaseLock(ctx, c.ID, orderNo, now); err != nil {
+			return err
+		}
+		return tx.RecordRelease(ctx, c.ID, orderNo, attempt, now, now.Add(env.LockTTL))
+	})
+	if errors.Is(err, coupon.ErrNotFound) {
+		return false, nil
+	}
+	return n == 1, err
 }

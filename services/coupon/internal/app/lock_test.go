@@ -242,7 +242,7 @@ func TestReleaseOnlyTheHoldersLockOnce(t *testing.T) {
 	c := f.issue(t, 7)
 	f.lock(t, c.ID, "HOLDER", 7)
 	release := func(couponID uint64, order string) bool {
-		ok, err := f.app.ReleaseLock(ctx, couponID, order)
+		ok, err := f.app.ReleaseLock(ctx, couponID, order, "")
 		testenv.Must(t, err)
 		return ok
 	}
@@ -265,7 +265,7 @@ func TestReleaseOnlyTheHoldersLockOnce(t *testing.T) {
 	if v := f.metric(t, "coupon_lock_releases_total", "release_call"); v != 1 {
 		t.Fatalf("coupon_lock_releases_total{by=release_call} = %v, want 1", v)
 	}
-	if _, err := f.app.ReleaseLock(ctx, c.ID, ""); !errors.Is(err, coupon.ErrInvalid) {
+	if _, err := f.app.ReleaseLock(ctx, c.ID, "", ""); !errors.Is(err, coupon.ErrInvalid) {
 		t.Fatalf("release without an order number: %v, want ErrInvalid", err)
 	}
 }
@@ -284,7 +284,7 @@ func TestConcurrentReleasesReleaseOnce(t *testing.T) {
 	for range n {
 		wg.Go(func() {
 			<-start
-			ok, err := f.app.ReleaseLock(ctx, c.ID, "HOLDER")
+			ok, err := f.app.ReleaseLock(ctx, c.ID, "HOLDER", "")
 			if err != nil {
 				t.Error(err)
 			}

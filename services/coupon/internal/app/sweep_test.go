@@ -231,7 +231,7 @@ func TestSweeperLeavesALockSettledWhileItAsked(t *testing.T) {
 	l := f.lock(t, c.ID, "FIRST", 7)
 	f.orders.set("FIRST", "CANCELLED")
 	f.orders.beforeAnswer = func() {
-		if ok, err := f.app.ReleaseLock(ctx, c.ID, "FIRST"); err != nil || !ok {
+		if ok, err := f.app.ReleaseLock(ctx, c.ID, "FIRST", ""); err != nil || !ok {
 			t.Errorf("release while the sweeper asks: %v, %v", ok, err)
 		}
 		if _, err := f.app.LockCoupon(ctx, c.ID, coupon.LockRequest{OrderNo: "SECOND", UserID: 7, OrderAmount: orderAmount}); err != nil {

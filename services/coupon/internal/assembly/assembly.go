@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
@@ -37,6 +38,9 @@ func Definition(wire func(*platform.Wiring, config.Config) error) platform.Servi
 	}
 }
 
+// authTimeout bounds a fetch of the identity service's keys.
+const authTimeout = 5 * time.Second
+
 // Options are the substitutions a lab or a test may make; the zero value is
 // production.
 type Options struct {
@@ -48,6 +52,9 @@ type Options struct {
 	// Deducer is incident 1's deduction (nil: the fixed one); the lab's
 	// Plug sets the broken one in lab mode.
 	Deducer app.CouponDeducer
+	// Locks is incident 7's lock keeper (nil: the fixed one); the lab's
+	// scenarios set the broken one.
+	Locks app.LockKeeper
 }
 
 // Parts are what a test or a lab may need after assembly.
@@ -69,7 +76,14 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	if err != nil {
 		return nil, err
 	}
-	api, err := httpapi.New(p.App, httpapi.Options{Log: w.Log, Admin: w.Admin, Internal: w.Internal})
+	// Customers and operators present the identity service's access tokens;
+	// machines keep this service's ADMIN_TOKEN and INTERNAL_TOKEN.
+	verifier, err := auth.NewVerifier(cfg.Auth, auth.Options{Client: w.HTTPClient(authTimeout)})
+	if err != nil {
+		return nil, err
+	}
+	api, err := httpapi.New(p.App, httpapi.Options{Log: w.Log, User: verifier.Middleware(w.Log),
+		Admin: verifier.Operator(w.Log, w.Admin), Internal: w.Internal})
 	if err != nil {
 		return nil, err
 	}
@@ -99,6 +113,7 @@ func useCases(db *gorm.DB, cfg config.Config, o Options, log *slog.Logger, reg p
 	appCfg.TracerProvider = tp
 	appCfg.Clock = o.Clock
 	appCfg.Deducer = o.Deducer
+	appCfg.Locks = o.Locks
 	a, err := app.New(st, o.Orders, appCfg, log, reg)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
@@ -46,6 +47,10 @@ type Config struct {
 	OrderURL     string        `env:"ORDER_URL" default:"http://127.0.0.1:8081" usage:"base URL of the order service, asked by the lock sweeper what became of a lock's order"`
 	OrderTimeout time.Duration `env:"ORDER_TIMEOUT" default:"3s" usage:"timeout of a call to the order service"`
 
+	// Auth is whose access tokens the customer's and the operator's routes
+	// accept (AUTH_*): the identity service's.
+	Auth auth.Config
+
 	// The reconciliation job.
 	ReconcileSchedule string `env:"COUPON_RECONCILE_SCHEDULE" default:"@every 1m" usage:"cron spec of the coupon-reconcile job that logs findings and sets coupon_reconcile_findings"`
 }
@@ -69,6 +74,7 @@ func (c Config) Validate() error {
 	return errors.Join(
 		c.Config.Validate(),
 		c.Modes.Validate(),
+		c.Auth.Validate(),
 		pkgconfig.CheckSchedule("COUPON_RETRY_SCHEDULE", c.RetrySchedule),
 		pkgconfig.CheckPositive("COUPON_RETRY_MAX", c.RetryMax),
 		pkgconfig.CheckPositive("COUPON_RETRY_BACKOFF", c.RetryBackoff),

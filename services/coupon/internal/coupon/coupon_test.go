@@ -226,7 +226,7 @@ func TestLockRequestValidate(t *testing.T) {
 func TestRefusalReasons(t *testing.T) {
 	for err, want := range map[error]string{
 		coupon.ErrNotFound: "not_found", coupon.ErrWrongOwner: "not_owner", coupon.ErrNotAvailable: "not_available",
-		coupon.ErrExpired: "expired", coupon.ErrBelowMinimum: "below_minimum",
+		coupon.ErrExpired: "expired", coupon.ErrBelowMinimum: "below_minimum", coupon.ErrReleased: "released",
 	} {
 		if got, ok := coupon.RefusalReason(fmt.Errorf("lock: %w", err)); !ok || got != want {
 			t.Errorf("%v: reason %q, %v; want %q", err, got, ok, want)
@@ -237,7 +237,7 @@ func TestRefusalReasons(t *testing.T) {
 			t.Errorf("%v is a refusal %q, want none", err, got)
 		}
 	}
-	if got := coupon.RefusalReasons(); fmt.Sprint(got) != "[not_found not_owner not_available expired below_minimum]" {
+	if got := coupon.RefusalReasons(); fmt.Sprint(got) != "[not_found not_owner not_available expired below_minimum released]" {
 		t.Errorf("RefusalReasons() = %v", got)
 	}
 }

@@ -11,6 +11,10 @@ type LockRequest struct {
 	OrderNo     string
 	UserID      uint64
 	OrderAmount int64 // cents, the order's total before the discount
+	// Attempt names one try of the order (empty: the order number alone
+	// names it). A retry of one request keeps its order number and sends a
+	// new attempt, so the release of an earlier try does not refuse it.
+	Attempt string
 }
 
 // Validate reports a request that names no order, no user or no amount.
@@ -22,6 +26,15 @@ func (r LockRequest) Validate() error {
 		return fmt.Errorf("%w: user_id must be positive", ErrInvalid)
 	case r.OrderAmount <= 0:
 		return fmt.Errorf("%w: order_amount must be positive", ErrInvalid)
+	}
+	return CheckAttempt(r.Attempt)
+}
+
+// CheckAttempt reports an attempt longer than the 64 characters a release
+// record keeps.
+func CheckAttempt(attempt string) error {
+	if len(attempt) > 64 {
+		return fmt.Errorf("%w: attempt must be at most 64 characters", ErrInvalid)
 	}
 	return nil
 }
@@ -50,6 +63,11 @@ var (
 	// ErrBelowMinimum: the order does not reach the template's minimum, or
 	// is not above the discount (an order is never free).
 	ErrBelowMinimum = errors.New("order amount below the coupon's minimum")
+	// ErrReleased: this attempt of the order released the lock before the
+	// lock request arrived (it was delayed on the way; its order gave up
+	// and will never exist). Taking the lock now would hold the coupon for
+	// nobody.
+	ErrReleased = errors.New("lock released by its order before it arrived")
 )
 
 // refusalReasons maps the errors a lock can be refused with to the reason
@@ -65,6 +83,7 @@ var refusalReasons = []struct {
 	{ErrNotAvailable, "not_available"},
 	{ErrExpired, "expired"},
 	{ErrBelowMinimum, "below_minimum"},
+	{ErrReleased, "released"},
 }
 
 // RefusalReason returns the reason a lock was refused with, or false when

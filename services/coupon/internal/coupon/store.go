@@ -38,6 +38,10 @@ type Store interface {
 	LockCoupon(ctx context.Context, id uint64, orderNo string, until, now time.Time) (int64, error)
 	ReleaseLock(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
 
+	// ForgetReleases deletes up to limit release records (Tx.RecordRelease)
+	// that expired before now and returns how many it deleted.
+	ForgetReleases(ctx context.Context, now time.Time, limit int) (int64, error)
+
 	// InTx runs fn in one database transaction, committed when fn returns
 	// nil. A commit error is returned as is: the transaction may or may not
 	// have committed (a lost COMMIT acknowledgement looks exactly like this).
@@ -63,6 +67,12 @@ type Tx interface {
 	// it returns the rows affected (0 when the coupon is not locked by
 	// that order: released already, used, or locked by another).
 	ReleaseLock(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
+	// RecordRelease records that attempt of order orderNo released its
+	// lock on coupon id, until expires; recording it again changes nothing.
+	RecordRelease(ctx context.Context, id uint64, orderNo, attempt string, now, expires time.Time) error
+	// Released reports whether attempt of order orderNo released its lock
+	// on coupon id (a record RecordRelease wrote, not yet forgotten).
+	Released(ctx context.Context, id uint64, orderNo, attempt string) (bool, error)
 	// UseLockedCoupon is the deduction's conditional update LOCKED by
 	// orderNo -> USED by orderNo, of userID's coupon; it returns the rows
 	// affected (0 or 1).

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/svctest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
@@ -29,6 +30,9 @@ type Service struct {
 	Config config.Config
 	// Declared is what its assembly declared: routes, consumers, jobs.
 	Declared platform.Declarations
+	// Issuer is the identity service its customer's and operator's routes
+	// trust: cfg.Auth is set to it.
+	Issuer *authtest.Issuer
 }
 
 // Config is the service's configuration for t (svctest.Config, with the
@@ -48,7 +52,9 @@ func Start(t testing.TB, vars map[string]string, o assembly.Options) *Service {
 // StartWith runs the coupon service on cfg, assembled with o, until t ends.
 func StartWith(t testing.TB, cfg config.Config, o assembly.Options) *Service {
 	t.Helper()
-	s := &Service{Config: cfg}
+	s := &Service{Issuer: authtest.New(t)}
+	cfg.Auth = s.Issuer.Config()
+	s.Config = cfg
 	s.Parts, s.URL = svctest.Start(t, assembly.Definition(nil), cfg, func(w *platform.Wiring, cfg config.Config) (*assembly.Parts, error) {
 		p, err := assembly.Assemble(w, cfg, o)
 		s.Declared = w.Declared()

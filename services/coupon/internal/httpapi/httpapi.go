@@ -15,24 +15,25 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
-// UserIDHeader carries the caller's user id. The gateway in front of the
-// services authenticates the customer and sets it; the service trusts it
-// (docs/security.md), and answers only for that user's coupons.
-const UserIDHeader = "X-User-ID"
-
 // Options are what the routes need besides the use cases.
 type Options struct {
 	// Log receives the errors the API answers with 500 (logged once, here).
 	Log *slog.Logger
-	// Admin guards the operator routes under /admin: the platform's
-	// ADMIN_TOKEN check (platform.Wiring.Admin). Without it they refuse
-	// every request: an operator route is never left open by omission.
+	// User guards the customer's routes: auth.Middleware, which verifies
+	// the bearer token; the handlers answer only for its user (auth.User).
+	// Without it they refuse every request.
+	User gin.HandlerFunc
+	// Admin guards the operator routes under /admin: auth's Operator, an
+	// operator's token or the platform's ADMIN_TOKEN check
+	// (platform.Wiring.Admin). Without it they refuse every request: an
+	// operator route is never left open by omission.
 	Admin gin.HandlerFunc
 	// Internal guards the routes other services call, under /internal: the
 	// platform's INTERNAL_TOKEN check (platform.Wiring.Internal). Without it
@@ -54,12 +55,13 @@ func New(a *app.App, o Options) (*API, error) {
 	return &API{app: a, opts: o}, nil
 }
 
-// Register installs the routes on r: the user's routes open (the gateway
-// names the user), the service routes behind Options.Internal and the
+// Register installs the routes on r: the user's routes behind
+// Options.User, the service routes behind Options.Internal and the
 // operator routes behind Options.Admin.
 func (api *API) Register(r gin.IRouter) {
-	r.GET("/coupons/:id", api.getCoupon)
-	r.GET("/users/:id/coupons", api.userCoupons)
+	user := guard(api.opts.User, "customer routes are not enabled")
+	r.GET("/coupons/:id", user, api.getCoupon)
+	r.GET("/users/:id/coupons", user, api.userCoupons)
 
 	internal := r.Group("/internal", guard(api.opts.Internal, "service routes are not enabled"))
 	internal.POST("/coupons/:id/lock", api.lock)
@@ -131,6 +133,7 @@ type lockRequest struct {
 	OrderNo     string `json:"order_no"`
 	UserID      uint64 `json:"user_id"`
 	OrderAmount int64  `json:"order_amount"`
+	Attempt     string `json:"attempt,omitempty"`
 }
 
 type lockResponse struct {
@@ -142,6 +145,7 @@ type lockResponse struct {
 
 type releaseRequest struct {
 	OrderNo string `json:"order_no"`
+	Attempt string `json:"attempt,omitempty"`
 }
 
 type releaseResponse struct {
@@ -268,7 +272,7 @@ func (api *API) lock(c *gin.Context) {
 		return
 	}
 	l, err := api.app.LockCoupon(c.Request.Context(), id, coupon.LockRequest{OrderNo: req.OrderNo, UserID: req.UserID,
-		OrderAmount: req.OrderAmount})
+		OrderAmount: req.OrderAmount, Attempt: req.Attempt})
 	if err != nil {
 		api.refuseOrFail(c, err)
 		return
@@ -287,7 +291,7 @@ func (api *API) release(c *gin.Context) {
 	if !httpserver.DecodeJSON(c, &req) {
 		return
 	}
-	released, err := api.app.ReleaseLock(c.Request.Context(), id, req.OrderNo)
+	released, err := api.app.ReleaseLock(c.Request.Context(), id, req.OrderNo, req.Attempt)
 	if err != nil {
 		api.fail(c, err)
 		return
@@ -309,16 +313,15 @@ func (api *API) reconcile(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-// callerID reads the caller from UserIDHeader: missing or not a positive
-// integer is 400.
+// callerID is the caller, the user of the token Options.User verified;
+// without one it answers 401.
 func callerID(c *gin.Context) (uint64, bool) {
-	raw := c.GetHeader(UserIDHeader)
-	id, err := strconv.ParseUint(raw, 10, 64)
-	if err != nil || id == 0 {
-		problem.Abort(c, http.StatusBadRequest, fmt.Sprintf("%s %q is not a positive integer", UserIDHeader, raw))
+	p, ok := auth.User(c)
+	if !ok {
+		problem.Abort(c, http.StatusUnauthorized, "a verified access token is required")
 		return 0, false
 	}
-	return id, true
+	return p.UserID, true
 }
 
 // callerAndPathID reads the caller (callerID) and the path's id (pathID);

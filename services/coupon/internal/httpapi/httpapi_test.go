@@ -15,8 +15,10 @@ import (
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/pkg/testkit/apitest"
+	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
@@ -50,7 +52,7 @@ const (
 var (
 	asAdmin    = []string{"Authorization", "Bearer " + adminToken}
 	asService  = []string{"Authorization", "Bearer " + internalToken}
-	asUser42   = []string{httpapi.UserIDHeader, "42"}
+	asUser42   = []string{signedInAs, "42"}
 	ctx        = context.Background()
 	noSweeping = noOrders{}
 )
@@ -74,7 +76,25 @@ func newServer(t *testing.T) (http.Handler, *gorm.DB, *app.App) {
 		"HTTP_MAX_IN_FLIGHT": "0", "COUPON_RETRY_SCHEDULE": "@every 1h"}, assembly.Options{Orders: noSweeping})
 	base, err := url.Parse(svc.URL)
 	testenv.Must(t, err)
-	return spec.Handler(t, httputil.NewSingleHostReverseProxy(base)), svc.DB(), svc.App
+	return signIn(t, svc.Issuer, spec.Handler(t, httputil.NewSingleHostReverseProxy(base))), svc.DB(), svc.App
+}
+
+// signedInAs is the test client's own header: a request carrying it (a user
+// id) is sent with that customer's access token instead, as a signed-in
+// client would, before the contract and the service see it.
+const signedInAs = "X-Test-Signed-In-As"
+
+// signIn is h behind a client that holds the customers' tokens of iss.
+func signIn(t *testing.T, iss *authtest.Issuer, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if user := r.Header.Get(signedInAs); user != "" {
+			id, err := strconv.ParseUint(user, 10, 64)
+			testenv.Must(t, err)
+			r.Header.Del(signedInAs)
+			r.Header.Set("Authorization", "Bearer "+iss.Token(t, id, auth.RoleCustomer))
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func do(t *testing.T, h http.Handler, method, path, body string, headers ...string) *httptest.ResponseRecorder {
@@ -167,7 +187,7 @@ func TestTheOperatorIssuesAndOnlyTheOwnerReads(t *testing.T) {
 
 	// Another user: the coupon is as missing as one that does not exist,
 	// and another user's list is forbidden.
-	other := []string{httpapi.UserIDHeader, "43"}
+	other := []string{signedInAs, "43"}
 	stranger := do(t, h, http.MethodGet, "/coupons/"+itoa(c.ID), "", other...)
 	missing := do(t, h, http.MethodGet, "/coupons/"+itoa(c.ID+1000), "", other...)
 	if stranger.Code != http.StatusNotFound || missing.Code != http.StatusNotFound ||
@@ -184,7 +204,7 @@ func TestTheOperatorIssuesAndOnlyTheOwnerReads(t *testing.T) {
 
 // TestRoutesAnswerOnlyTheirCallers: the operator routes need the admin
 // token, the service routes the internal token (and the two are not
-// interchangeable); the user routes need X-User-ID.
+// interchangeable); the user routes need a customer's token.
 func TestRoutesAnswerOnlyTheirCallers(t *testing.T) {
 	h, db, _ := newServer(t)
 	_, couponID := seed(t, h)
@@ -196,16 +216,16 @@ func TestRoutesAnswerOnlyTheirCallers(t *testing.T) {
 		{"template without a token", http.MethodPost, "/admin/coupon-templates", `{"name":"x","discount_amount":1}`, nil, http.StatusUnauthorized},
 		{"issue without a token", http.MethodPost, "/admin/coupons", `{"template_id":1,"user_id":42}`, nil, http.StatusUnauthorized},
 		{"issue with the internal token", http.MethodPost, "/admin/coupons", `{"template_id":1,"user_id":42}`, asService, http.StatusUnauthorized},
-		{"reconcile as a user", http.MethodGet, "/admin/reconcile", "", asUser42, http.StatusUnauthorized},
+		{"reconcile as a customer", http.MethodGet, "/admin/reconcile", "", asUser42, http.StatusForbidden},
 		{"lock without a token", http.MethodPost, "/internal/coupons/" + itoa(couponID) + "/lock", `{"order_no":"O","user_id":42,"order_amount":5000}`, nil, http.StatusUnauthorized},
 		{"lock with the admin token", http.MethodPost, "/internal/coupons/" + itoa(couponID) + "/lock", `{"order_no":"O","user_id":42,"order_amount":5000}`, asAdmin, http.StatusUnauthorized},
 		{"release as a user", http.MethodPost, "/internal/coupons/" + itoa(couponID) + "/release", `{"order_no":"O"}`, asUser42, http.StatusUnauthorized},
 		{"the old open template route", http.MethodPost, "/coupon-templates", `{"name":"x","discount_amount":1}`, nil, http.StatusNotFound},
 		{"the old open issue route", http.MethodPost, "/coupons", `{"template_id":1,"user_id":42}`, nil, http.StatusNotFound},
-		{"a coupon without X-User-ID", http.MethodGet, "/coupons/" + itoa(couponID), "", nil, http.StatusBadRequest},
-		{"a coupon with a malformed X-User-ID", http.MethodGet, "/coupons/" + itoa(couponID), "", []string{httpapi.UserIDHeader, "42abc"}, http.StatusBadRequest},
-		{"a list without X-User-ID", http.MethodGet, "/users/42/coupons", "", nil, http.StatusBadRequest},
-		{"a list with X-User-ID 0", http.MethodGet, "/users/42/coupons", "", []string{httpapi.UserIDHeader, "0"}, http.StatusBadRequest},
+		{"a coupon without a token", http.MethodGet, "/coupons/" + itoa(couponID), "", nil, http.StatusUnauthorized},
+		{"a coupon with only X-User-ID", http.MethodGet, "/coupons/" + itoa(couponID), "", []string{auth.UserIDHeader, "42"}, http.StatusUnauthorized},
+		{"a list without a token", http.MethodGet, "/users/42/coupons", "", nil, http.StatusUnauthorized},
+		{"a list with only X-User-ID", http.MethodGet, "/users/42/coupons", "", []string{auth.UserIDHeader, "42"}, http.StatusUnauthorized},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -382,7 +402,7 @@ func TestBadInputIsRefusedWithProblemAndWritesNothing(t *testing.T) {
 		{"template: validity too long", http.MethodPost, "/admin/coupon-templates", `{"name":"x","discount_amount":1,"valid_days":3651}`, asAdmin, http.StatusBadRequest},
 		{"template: negative validity", http.MethodPost, "/admin/coupon-templates", `{"name":"x","discount_amount":1,"valid_days":-1}`, asAdmin, http.StatusBadRequest},
 		{"read: non-numeric coupon id", http.MethodGet, "/coupons/abc", "", asUser42, http.StatusBadRequest},
-		{"read: zero user id", http.MethodGet, "/users/0/coupons", "", []string{httpapi.UserIDHeader, "0"}, http.StatusBadRequest},
+		{"read: zero user id", http.MethodGet, "/users/0/coupons", "", asUser42, http.StatusBadRequest},
 		{"read: missing coupon", http.MethodGet, "/coupons/999", "", asUser42, http.StatusNotFound},
 		{"lock: not JSON", http.MethodPost, lock, `{"order_no":`, asService, http.StatusBadRequest},
 		{"lock: unknown field", http.MethodPost, lock, `{"order_no":"O","user_id":42,"order_amount":5000,"discount_amount":5000}`, asService, http.StatusBadRequest},

@@ -92,6 +92,17 @@ type deductionRow struct {
 
 func (deductionRow) TableName() string { return "coupon_deduction" }
 
+// releaseRow is a record of coupon_lock_release (migration 000008).
+type releaseRow struct {
+	CouponID   uint64 `gorm:"primaryKey"`
+	OrderNo    string `gorm:"primaryKey"`
+	Attempt    string `gorm:"primaryKey"`
+	ReleasedAt time.Time
+	ExpiresAt  time.Time
+}
+
+func (releaseRow) TableName() string { return "coupon_lock_release" }
+
 type messageRow struct {
 	ID            uint64 `gorm:"primaryKey"`
 	MessageID     string

@@ -187,6 +187,16 @@ func (s *Store) ReleaseLock(ctx context.Context, id uint64, orderNo string, now 
 	return s.autocommit().ReleaseLock(ctx, id, orderNo, now)
 }
 
+// ForgetReleases implements coupon.Store: one bounded DELETE in the order of
+// the expiry index, so a large backlog is cleared in short statements.
+func (s *Store) ForgetReleases(ctx context.Context, now time.Time, limit int) (int64, error) {
+	res := s.db.WithContext(ctx).Exec("DELETE FROM coupon_lock_release WHERE expires_at < ? ORDER BY expires_at LIMIT ?", now, limit)
+	if res.Error != nil {
+		return 0, fmt.Errorf("forget lock releases: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
 // autocommit returns a Tx whose statements run on the pool, each committing
 // by itself. Only single-statement changes go through it.
 func (s *Store) autocommit() *Tx { return &Tx{db: s.db} }
@@ -348,6 +358,27 @@ func (t *Tx) ReleaseLock(ctx context.Context, id uint64, orderNo string, now tim
 		return 0, fmt.Errorf("release coupon %d of order %s: %w", id, orderNo, res.Error)
 	}
 	return res.RowsAffected, nil
+}
+
+// RecordRelease implements coupon.Tx with an insert that ignores the
+// record already there.
+func (t *Tx) RecordRelease(ctx context.Context, id uint64, orderNo, attempt string, now, expires time.Time) error {
+	row := releaseRow{CouponID: id, OrderNo: orderNo, Attempt: attempt, ReleasedAt: now, ExpiresAt: expires}
+	if err := t.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
+		return fmt.Errorf("record release of coupon %d by order %s: %w", id, orderNo, err)
+	}
+	return nil
+}
+
+// Released implements coupon.Tx.
+func (t *Tx) Released(ctx context.Context, id uint64, orderNo, attempt string) (bool, error) {
+	var n int64
+	err := t.db.WithContext(ctx).Model(&releaseRow{}).
+		Where("coupon_id = ? AND order_no = ? AND attempt = ?", id, orderNo, attempt).Count(&n).Error
+	if err != nil {
+		return false, fmt.Errorf("read release of coupon %d by order %s: %w", id, orderNo, err)
+	}
+	return n > 0, nil
 }
 
 // UseLockedCoupon implements coupon.Tx.

@@ -21,11 +21,23 @@ import (
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 	"github.com/oncemall/oncemall/pkg/testkit/configtest"
 	"github.com/oncemall/oncemall/pkg/testkit/svctest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/identity/internal/config"
 )
+
+// TestComposeDockerfileAndDocsMatch is the drift test: see
+// pkg/testkit/composecheck for the rules.
+func TestComposeDockerfileAndDocsMatch(t *testing.T) {
+	composecheck.Run(t, composecheck.Program{
+		Service:  "identity",
+		Dir:      "services/identity/cmd/identity",
+		Vars:     service.Vars(),
+		AddrVars: []string{"HTTP_ADDR"},
+	})
+}
 
 // TestLoadDefaultsAndBadValues: with nothing set the issuer listens on
 // :8084 as http://127.0.0.1:8084 for the audience oncemall; every unusable

@@ -21,7 +21,7 @@ import (
 // DevSigningKey is the published development value of
 // IDENTITY_SIGNING_KEY: the base64 of the 32 bytes
 // "oncemall-dev-signing-key-32bytes". Outside dev and lab it is refused.
-const DevSigningKey = "b25jZW1hbGwtZGV2LXNpZ25pbmcta2V5LTMyYnl0ZXM="
+const DevSigningKey = auth.DevSigningKey
 
 // Config is everything the identity service reads from the environment.
 type Config struct {

@@ -16,9 +16,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 	"github.com/oncemall/oncemall/pkg/testkit/configtest"
 	"github.com/oncemall/oncemall/pkg/testkit/outboxtest"
@@ -103,10 +105,12 @@ func testService(t *testing.T) instance {
 	}
 	testenv.PublishersStreams(t, conn.JS, ev, "payment")
 	addr := testenv.FreeAddr(t)
+	issuer = authtest.New(t)
 	for k, v := range map[string]string{
 		"ONCEMALL_ENV": "lab", "MYSQL_ADDR": mysqlCfg.Addr, "MYSQL_DATABASE": dbName, "HTTP_ADDR": addr,
 		"EVENT_SUBJECT_PREFIX": ev.SubjectPrefix, "ADMIN_TOKEN": testAdminToken,
 		"IDEMPOTENCY_REDIS_PREFIX": redisPrefix + "idem:", "SHUTDOWN_TIMEOUT": "10s",
+		"AUTH_ISSUER": issuer.URL, "AUTH_AUDIENCE": authtest.Audience,
 	} {
 		t.Setenv(k, v)
 	}
@@ -133,10 +137,16 @@ func count(t *testing.T, db *gorm.DB, query string, args ...any) int {
 // testAdminToken is the ADMIN_TOKEN testService sets.
 const testAdminToken = "order-test-admin-token"
 
-// post sends body to base+path as user 7 and decodes the JSON answer.
+// issuer is the identity service of the test's instance (the tests run one
+// at a time: they set the environment).
+var issuer *authtest.Issuer
+
+// post sends body to base+path as user 7, signed in, and decodes the JSON
+// answer.
 func post(t *testing.T, base, path, key, body string) (int, map[string]any) {
 	t.Helper()
-	return send(t, http.MethodPost, base+path, map[string]string{"X-User-ID": "7", "Idempotency-Key": key}, body)
+	return send(t, http.MethodPost, base+path, map[string]string{
+		"Authorization": "Bearer " + issuer.Token(t, 7, auth.RoleCustomer), "Idempotency-Key": key}, body)
 }
 
 // admin sends body to base+path as the operator and decodes the JSON

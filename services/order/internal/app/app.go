@@ -31,8 +31,6 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -99,8 +97,9 @@ type Coupons interface {
 	Lock(ctx context.Context, r order.CouponLockRequest) (order.CouponLock, error)
 	// Release releases the coupon's lock if order orderNo holds it, and
 	// reports whether it did; releasing a lock the order does not hold
-	// changes nothing.
-	Release(ctx context.Context, couponID uint64, orderNo string) (bool, error)
+	// changes nothing, except that a lock of attempt arriving later is
+	// refused (the coupon service remembers the release).
+	Release(ctx context.Context, couponID uint64, orderNo, attempt string) (bool, error)
 }
 
 // Payments is the payment service as closing an order needs it
@@ -122,6 +121,8 @@ type Choices struct {
 	// Products creates products, one or a batch-copy chunk at a time
 	// (incident 3); nil: KeyedProducts.
 	Products ProductCreator
+	// Numbers numbers the orders (incident 7); nil: KeyedOrderNumbers.
+	Numbers OrderNumbers
 	// Clock is the use cases' time; nil: the system clock in UTC. What it
 	// returns is truncated to the millisecond the database keeps.
 	Clock func() time.Time
@@ -135,6 +136,7 @@ type App struct {
 	payments Payments
 	stock    StockReserver
 	creator  ProductCreator
+	numbers  OrderNumbers
 	cfg      Config
 	log      *slog.Logger
 	now      func() time.Time
@@ -198,26 +200,19 @@ func New(orders order.Store, products product.Store, coupons Coupons, payments P
 	if ch.Products == nil {
 		ch.Products = KeyedProducts{}
 	}
+	if ch.Numbers == nil {
+		ch.Numbers = KeyedOrderNumbers{}
+	}
 	clock := time.Now
 	if ch.Clock != nil {
 		clock = ch.Clock
 	}
 	return &App{
 		orders: orders, products: products, coupons: coupons, payments: payments, cfg: cfg, log: log, m: m,
-		stock: ch.Stock, creator: ch.Products,
+		stock: ch.Stock, creator: ch.Products, numbers: ch.Numbers,
 		// UTC, to the millisecond the database keeps (DATETIME(3)), so that
 		// an answer built from a value just written says what a later read
 		// of it says.
 		now: func() time.Time { return clock().UTC().Truncate(time.Millisecond) },
 	}, nil
-}
-
-// newOrderNo returns a unique, roughly time-ordered order number:
-// "O" + UTC time to the millisecond + 8 random hex digits.
-func newOrderNo(now time.Time) (string, error) {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("order number: %w", err)
-	}
-	return fmt.Sprintf("O%s%03d%s", now.Format("20060102150405"), now.Nanosecond()/1e6, hex.EncodeToString(b)), nil
 }

@@ -16,6 +16,10 @@ type CreateOrder struct {
 	UserID   uint64
 	Lines    []order.Line
 	CouponID *uint64
+	// IdempotencyKey is the request's Idempotency-Key, empty without one:
+	// every try of one keyed request is placed under one order number
+	// (KeyedOrderNumbers).
+	IdempotencyKey string
 }
 
 // TxHook runs last inside CreateOrder's transaction, after the order and
@@ -46,8 +50,12 @@ const releaseTimeout = 5 * time.Second
 //
 // If anything after the lock fails (a refusal, an error, a panic), the lock
 // is released before CreateOrder returns. If the process dies between the
-// lock and the commit, nothing here can release it: the coupon service's
-// lock deadline and its sweeper, which asks GET /internal/orders/{no}, do.
+// lock and the commit, nothing here can release it: a retry with the same
+// Idempotency-Key finds the lock its own (one order number per key) and
+// places the order; without a retry, the coupon service's lock deadline and
+// its sweeper, which asks GET /internal/orders/{no}, release it. An order
+// number already taken (a concurrent copy of the request committed first)
+// is order.ErrConflict, and nothing is written.
 // Every refusal leaves nothing of the order written.
 func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook) (o order.Order, err error) {
 	switch {
@@ -60,7 +68,7 @@ func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook)
 		return order.Order{}, err
 	}
 	now := a.now()
-	no, err := newOrderNo(now)
+	no, err := a.numbers.OrderNo(cmd.UserID, cmd.IdempotencyKey, now)
 	if err != nil {
 		return order.Order{}, err
 	}
@@ -79,8 +87,12 @@ func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook)
 		if priced, err = order.Price(cmd.Lines, catalog); err != nil {
 			return order.Order{}, err
 		}
+		var attempt string
+		if attempt, err = newAttempt(); err != nil {
+			return order.Order{}, err
+		}
 		var lock order.CouponLock
-		if lock, err = a.lockCoupon(ctx, order.CouponLockRequest{CouponID: *cmd.CouponID, OrderNo: no, UserID: cmd.UserID, OrderAmount: order.Total(priced)}); err != nil {
+		if lock, err = a.lockCoupon(ctx, order.CouponLockRequest{CouponID: *cmd.CouponID, OrderNo: no, UserID: cmd.UserID, OrderAmount: order.Total(priced), Attempt: attempt}); err != nil {
 			return order.Order{}, err
 		}
 		discount = lock.DiscountAmount
@@ -88,11 +100,11 @@ func (a *App) CreateOrder(ctx context.Context, cmd CreateOrder, hooks ...TxHook)
 			// Whatever made the order fail, or a panic on its way up,
 			// releases the lock this order took.
 			if p := recover(); p != nil {
-				a.releaseCoupon(ctx, *cmd.CouponID, no, fmt.Errorf("panic: %v", p))
+				a.releaseCoupon(ctx, *cmd.CouponID, no, attempt, fmt.Errorf("panic: %v", p))
 				panic(p)
 			}
 			if err != nil {
-				a.releaseCoupon(ctx, *cmd.CouponID, no, err)
+				a.releaseCoupon(ctx, *cmd.CouponID, no, attempt, err)
 			}
 		}()
 	}
@@ -152,9 +164,10 @@ func (a *App) placeInTx(ctx context.Context, tx order.Tx, o order.Order, hooks [
 
 // lockCoupon locks the coupon of r at the coupon service and checks the
 // answer against the contract. A lock call that got no usable answer may
-// have locked the coupon all the same, so it is released before the error
-// is returned: the release only frees a lock this order number holds, and
-// the number is never used again.
+// have locked the coupon all the same, or may still land, so it is released
+// before the error is returned: the release frees a lock this order number
+// holds, and the coupon service refuses this attempt's lock if it lands
+// later.
 func (a *App) lockCoupon(ctx context.Context, r order.CouponLockRequest) (order.CouponLock, error) {
 	lock, err := a.coupons.Lock(ctx, r)
 	var refused *order.CouponRefusedError
@@ -169,7 +182,7 @@ func (a *App) lockCoupon(ctx context.Context, r order.CouponLockRequest) (order.
 	}
 	if err != nil {
 		a.m.couponLocks.WithLabelValues("failed").Inc()
-		a.releaseCoupon(ctx, r.CouponID, r.OrderNo, err)
+		a.releaseCoupon(ctx, r.CouponID, r.OrderNo, r.Attempt, err)
 		return order.CouponLock{}, err
 	}
 	a.m.couponLocks.WithLabelValues("locked").Inc()
@@ -183,7 +196,7 @@ func (a *App) lockCoupon(ctx context.Context, r order.CouponLockRequest) (order.
 // best effort: one that fails, or an order that cannot be read, is logged
 // and left to the coupon service's sweeper, which frees the lock after its
 // deadline when the order does not exist.
-func (a *App) releaseCoupon(ctx context.Context, couponID uint64, orderNo string, cause error) {
+func (a *App) releaseCoupon(ctx context.Context, couponID uint64, orderNo, attempt string, cause error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	switch _, err := a.orders.Head(ctx, orderNo); {
@@ -198,7 +211,7 @@ func (a *App) releaseCoupon(ctx context.Context, couponID uint64, orderNo string
 			"coupon_id", couponID, "order_no", orderNo, "cause", cause, "err", err)
 		return
 	}
-	released, err := a.coupons.Release(ctx, couponID, orderNo)
+	released, err := a.coupons.Release(ctx, couponID, orderNo, attempt)
 	switch {
 	case err != nil:
 		a.m.couponReleases.WithLabelValues("failed").Inc()

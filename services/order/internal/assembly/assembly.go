@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/formtoken"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/migrate"
@@ -37,6 +38,9 @@ func Definition(wire func(*platform.Wiring, config.Config) error) platform.Servi
 	}
 }
 
+// authTimeout bounds a fetch of the identity service's keys.
+const authTimeout = 5 * time.Second
+
 // Options are the substitutions a lab or a test may make; the zero value is
 // production. Each field is an interface or a func, nil meaning the
 // production choice.
@@ -57,6 +61,9 @@ type Options struct {
 	// Idempotency-Key middleware (incident 4; nil: its HandlerInTx, the key
 	// claimed in the order's transaction).
 	Guard func(*idempotency.Middleware, *slog.Logger) gin.HandlerFunc
+	// Numbers numbers the orders (incident 7; nil: app.KeyedOrderNumbers,
+	// one number per Idempotency-Key).
+	Numbers app.OrderNumbers
 }
 
 // Parts are what a test or a lab may need after assembly.
@@ -75,7 +82,7 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	if o.Charges != nil {
 		payments = o.Charges
 	}
-	a, err := app.New(orders, products, coupons, payments, app.Choices{Stock: o.Stock, Products: o.Products, Clock: o.Clock}, cfg.App(), w.Log, w.Registry)
+	a, err := app.New(orders, products, coupons, payments, app.Choices{Stock: o.Stock, Products: o.Products, Numbers: o.Numbers, Clock: o.Clock}, cfg.App(), w.Log, w.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +99,14 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	if o.Guard != nil {
 		guard = o.Guard(idem, w.Log)
 	}
-	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, Admin: w.Admin, Internal: w.Internal, Tokens: tokens,
+	// Customers and operators present the identity service's access tokens;
+	// machines keep this service's ADMIN_TOKEN and INTERNAL_TOKEN.
+	verifier, err := auth.NewVerifier(cfg.Auth, auth.Options{Client: w.HTTPClient(authTimeout)})
+	if err != nil {
+		return nil, err
+	}
+	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, User: verifier.Middleware(w.Log), Admin: verifier.Operator(w.Log, w.Admin),
+		Internal: w.Internal, Tokens: tokens,
 		CompleteInTx: store.CompleteInTx, Guard: guard})
 	if err != nil {
 		return nil, err

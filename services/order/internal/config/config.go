@@ -10,6 +10,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/formtoken"
 	"github.com/oncemall/oncemall/pkg/idempotency"
@@ -26,6 +27,9 @@ type Config struct {
 	Orders Orders
 	// Peers are the coupon and payment services (COUPON_*, PAYMENT_*).
 	Peers Peers
+	// Auth is whose access tokens the customer's and the operator's routes
+	// accept (AUTH_*): the identity service's.
+	Auth auth.Config
 	// Idempotency configures the Idempotency-Key layer on POST /orders
 	// (IDEMPOTENCY_* variables).
 	Idempotency idempotency.Config
@@ -43,6 +47,7 @@ func (c Config) Validate() error {
 		c.Modes.Validate(),
 		c.Orders.Validate(),
 		c.Peers.Validate(),
+		c.Auth.Validate(),
 		c.Idempotency.Validate(),
 		pkgconfig.CheckPositive("FORM_TOKEN_TTL", c.FormTokenTTL),
 		c.Products.Validate(),

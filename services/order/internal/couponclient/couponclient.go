@@ -35,6 +35,7 @@ type lockRequest struct {
 	OrderNo     string `json:"order_no"`
 	UserID      uint64 `json:"user_id"`
 	OrderAmount int64  `json:"order_amount"`
+	Attempt     string `json:"attempt,omitempty"`
 }
 
 // lockResponse is its 200 answer.
@@ -56,7 +57,7 @@ type refusal struct {
 func (c *Client) Lock(ctx context.Context, r order.CouponLockRequest) (order.CouponLock, error) {
 	var out lockResponse
 	status, raw, err := c.post(ctx, fmt.Sprintf("/internal/coupons/%d/lock", r.CouponID),
-		lockRequest{OrderNo: r.OrderNo, UserID: r.UserID, OrderAmount: r.OrderAmount})
+		lockRequest{OrderNo: r.OrderNo, UserID: r.UserID, OrderAmount: r.OrderAmount, Attempt: r.Attempt})
 	if err != nil {
 		return order.CouponLock{}, fmt.Errorf("%w: lock coupon %d: %w", order.ErrUnavailable, r.CouponID, err)
 	}
@@ -77,12 +78,13 @@ func (c *Client) Lock(ctx context.Context, r order.CouponLockRequest) (order.Cou
 	return order.CouponLock{CouponID: out.CouponID, OrderNo: out.OrderNo, DiscountAmount: out.DiscountAmount, LockedUntil: out.LockedUntil}, nil
 }
 
-// Release releases the coupon's lock if order orderNo holds it, and
-// reports whether it did.
-func (c *Client) Release(ctx context.Context, couponID uint64, orderNo string) (bool, error) {
+// Release releases the coupon's lock if attempt of order orderNo holds it,
+// and reports whether it did.
+func (c *Client) Release(ctx context.Context, couponID uint64, orderNo, attempt string) (bool, error) {
 	status, raw, err := c.post(ctx, fmt.Sprintf("/internal/coupons/%d/release", couponID), struct {
 		OrderNo string `json:"order_no"`
-	}{orderNo})
+		Attempt string `json:"attempt,omitempty"`
+	}{orderNo, attempt})
 	if err != nil {
 		return false, fmt.Errorf("%w: release coupon %d: %w", order.ErrUnavailable, couponID, err)
 	}

@@ -37,10 +37,10 @@ func TestClientSpeaksTheContract(t *testing.T) {
 	if _, err := c.Lock(ctx, other); !errors.As(err, &refused) || refused.Reason != "not_available" || refused.CouponID != 7 {
 		t.Fatalf("lock by another order: %v", err)
 	}
-	if released, err := c.Release(ctx, 7, "O2"); err != nil || released {
+	if released, err := c.Release(ctx, 7, "O2", ""); err != nil || released {
 		t.Fatalf("release by an order without the lock: %v %v", released, err)
 	}
-	if released, err := c.Release(ctx, 7, "O1"); err != nil || !released {
+	if released, err := c.Release(ctx, 7, "O1", ""); err != nil || !released {
 		t.Fatalf("release by the holder: %v %v", released, err)
 	}
 
@@ -48,7 +48,7 @@ func TestClientSpeaksTheContract(t *testing.T) {
 	if _, err := wrong.Lock(ctx, req); !errors.Is(err, order.ErrUnavailable) {
 		t.Fatalf("wrong token: %v, want ErrUnavailable", err)
 	}
-	if _, err := wrong.Release(ctx, 7, "O1"); !errors.Is(err, order.ErrUnavailable) {
+	if _, err := wrong.Release(ctx, 7, "O1", ""); !errors.Is(err, order.ErrUnavailable) {
 		t.Fatalf("release with a wrong token: %v, want ErrUnavailable", err)
 	}
 	for name, h := range map[string]http.HandlerFunc{

@@ -16,8 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/outbox"
+	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/couponclient"
@@ -125,7 +127,10 @@ func TestCrashChild(t *testing.T) {
 	testenv.Must(t, err)
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
-	api, err := httpapi.New(a, httpapi.Options{Log: testenv.Logger(t), CompleteInTx: func(ctx context.Context, tx order.Tx, status int, body []byte) error {
+	iss := authtest.New(t)
+	v, err := auth.NewVerifier(iss.Config(), auth.Options{})
+	testenv.Must(t, err)
+	api, err := httpapi.New(a, httpapi.Options{Log: testenv.Logger(t), User: v.Middleware(testenv.Logger(t)), CompleteInTx: func(ctx context.Context, tx order.Tx, status int, body []byte) error {
 		// The last step inside the order's transaction: report, then wait
 		// to be killed.
 		no := ""
@@ -139,7 +144,7 @@ func TestCrashChild(t *testing.T) {
 	testenv.Must(t, err)
 	api.Register(e)
 	req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(os.Getenv(crashBodyVar)))
-	req.Header.Set(httpapi.UserIDHeader, "1")
+	req.Header.Set("Authorization", "Bearer "+iss.Token(t, 1, auth.RoleCustomer))
 	req.Header.Set("Content-Type", "application/json")
 	e.ServeHTTP(httptest.NewRecorder(), req)
 	t.Fatal("the order's transaction went on; the parent should have killed this process")

@@ -10,30 +10,28 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/formtoken"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
 
-// UserIDHeader carries the authenticated user's id. The gateway in front of
-// the service authenticates the customer and sets it; the body never names
-// the user, so a client cannot order on someone else's behalf by editing
-// JSON, and an Idempotency-Key middleware can scope keys per user before
-// reading the body.
-const UserIDHeader = "X-User-ID"
-
 // Options wires the handlers.
 type Options struct {
 	// Log receives the errors that become a 500, once each (nil:
 	// slog.Default()).
 	Log *slog.Logger
-	// Admin guards the operator routes (/admin); without it they refuse
-	// every request.
+	// User guards the customer's routes (/orders): auth.Middleware, which
+	// verifies the bearer token; the handlers take the user only from it
+	// (auth.User). Without it they refuse every request.
+	User gin.HandlerFunc
+	// Admin guards the operator routes (/admin): auth's Operator, an
+	// operator's token or the ADMIN_TOKEN; without it they refuse every
+	// request.
 	Admin gin.HandlerFunc
 	// Internal guards the routes other services call (/internal); without
 	// it they refuse every request.
@@ -67,6 +65,9 @@ func New(a *app.App, o Options) (*API, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.User == nil {
+		o.User = func(c *gin.Context) { problem.Abort(c, http.StatusUnauthorized, "customer routes are not configured") }
+	}
 	if o.Admin == nil {
 		o.Admin = func(c *gin.Context) { problem.Abort(c, http.StatusUnauthorized, "operator routes are not configured") }
 	}
@@ -76,21 +77,24 @@ func New(a *app.App, o Options) (*API, error) {
 	return &API{app: a, opts: o}, nil
 }
 
-// Register mounts every route on r: the customer's orders, the catalog's
-// reads, the internal routes behind Options.Internal and the operator
-// routes behind Options.Admin.
+// Register mounts every route on r: the customer's orders behind
+// Options.User, the catalog's reads, the internal routes behind
+// Options.Internal and the operator routes behind Options.Admin. The token
+// is verified before the Idempotency-Key guard, so a refused request
+// stores nothing and keys are scoped by the verified user.
 func (h *API) Register(r gin.IRouter) {
+	user := r.Group("/orders", h.opts.User)
 	var entry []gin.HandlerFunc
 	if h.opts.Guard != nil {
 		entry = append(entry, h.opts.Guard)
 	}
 	if h.opts.Tokens != nil {
-		entry = append(entry, h.opts.Tokens.Require(UserIDHeader, false))
-		r.GET("/orders/token", h.opts.Tokens.IssueHandler(UserIDHeader))
+		entry = append(entry, h.opts.Tokens.Require(auth.Subject, false))
+		user.GET("/token", h.opts.Tokens.IssueHandler(auth.Subject))
 	}
-	r.POST("/orders", append(entry, h.createOrder)...)
-	r.GET("/orders/:no", h.getOrder)
-	r.POST("/orders/:no/cancel", h.cancelOrder)
+	user.POST("", append(entry, h.createOrder)...)
+	user.GET("/:no", h.getOrder)
+	user.POST("/:no/cancel", h.cancelOrder)
 
 	r.GET("/products", h.listProducts)
 	r.GET("/products/:id", h.getProduct)
@@ -108,13 +112,14 @@ func (h *API) Register(r gin.IRouter) {
 	admin.GET("/products/batch-copy/:job", h.copyProgress)
 }
 
-// userID reads the caller from UserIDHeader; without a positive integer
-// there it answers 400 and returns false.
+// userID is the caller, the user of the token Options.User verified;
+// without one (a route registered outside the guard) it answers 401 and
+// returns false.
 func userID(c *gin.Context) (uint64, bool) {
-	id, err := strconv.ParseUint(c.GetHeader(UserIDHeader), 10, 64)
-	if err != nil || id == 0 {
-		problem.Abort(c, http.StatusBadRequest, UserIDHeader+" header must be a positive integer")
+	p, ok := auth.User(c)
+	if !ok {
+		problem.Abort(c, http.StatusUnauthorized, "a verified access token is required")
 		return 0, false
 	}
-	return id, true
+	return p.UserID, true
 }

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/idempotency"
@@ -54,6 +56,7 @@ func TestMain(m *testing.M) {
 
 type server struct {
 	*ordertest.Service
+	t  *testing.T
 	db *gorm.DB
 	// e serves the routes, checked against spec.
 	e      http.Handler
@@ -78,8 +81,15 @@ func serve(t *testing.T, env *ordertest.Service, a *app.App, opts httpapi.Option
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
 	opts.Log = testenv.Logger(t)
+	// The guards assembly.Assemble installs: the Env's issuer's tokens for
+	// customers and operators, the admin token for machines.
+	v, err := auth.NewVerifier(env.Issuer.Config(), auth.Options{})
+	testenv.Must(t, err)
+	if opts.User == nil {
+		opts.User = v.Middleware(opts.Log)
+	}
 	if opts.Admin == nil {
-		opts.Admin = httpserver.AdminAuth(adminToken)
+		opts.Admin = v.Operator(opts.Log, httpserver.AdminAuth(adminToken))
 	}
 	if opts.Internal == nil {
 		opts.Internal = httpserver.AdminAuth(internalToken)
@@ -87,7 +97,7 @@ func serve(t *testing.T, env *ordertest.Service, a *app.App, opts httpapi.Option
 	api, err := httpapi.New(a, opts)
 	testenv.Must(t, err)
 	api.Register(e)
-	return &server{Service: env, db: env.DB, e: spec.Handler(t, e), app: a, orders: env.Orders}
+	return &server{Service: env, t: t, db: env.DB, e: spec.Handler(t, e), app: a, orders: env.Orders}
 }
 
 // unguarded is s served by handlers built without Admin and Internal
@@ -97,22 +107,26 @@ func (s *server) unguarded(t *testing.T) *server {
 	api, err := httpapi.New(s.app, httpapi.Options{Log: testenv.Logger(t)})
 	testenv.Must(t, err)
 	api.Register(e)
-	return &server{Service: s.Service, db: s.db, e: spec.Handler(t, e), app: s.app, orders: s.orders}
+	return &server{Service: s.Service, t: t, db: s.db, e: spec.Handler(t, e), app: s.app, orders: s.orders}
 }
 
 // request is one HTTP request to the server.
 type request struct {
 	method, path string
-	user         string // X-User-ID; none when empty
-	auth         string // Authorization; none when empty
-	body         string
-	typ          string // Content-Type: application/json when empty, none when "none"
+	// user is the customer: a positive id sends their access token, any
+	// other text only an X-User-ID header with it (refused), empty neither.
+	user string
+	auth string // Authorization; none when empty
+	body string
+	typ  string // Content-Type: application/json when empty, none when "none"
 }
 
 func (s *server) send(r request) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(r.method, r.path, strings.NewReader(r.body))
-	if r.user != "" {
-		req.Header.Set(httpapi.UserIDHeader, r.user)
+	if id, err := strconv.ParseUint(r.user, 10, 64); err == nil && id > 0 {
+		req.Header.Set("Authorization", "Bearer "+s.Token(s.t, id))
+	} else if r.user != "" {
+		req.Header.Set(auth.UserIDHeader, r.user)
 	}
 	if r.auth != "" {
 		req.Header.Set("Authorization", r.auth)
@@ -218,9 +232,15 @@ func TestCreateOrderPricesFromTheCatalog(t *testing.T) {
 			problemDoc(t, rec)
 		}
 	}
-	for _, user := range []string{"", "abc", "0"} {
-		if rec := s.do(http.MethodGet, "/orders/"+o.OrderNo, user, ""); rec.Code != http.StatusBadRequest {
-			t.Errorf("GET with X-User-ID %q: %d, want 400", user, rec.Code)
+	for _, user := range []string{"", "abc", "0", "42"} {
+		rec := s.send(request{method: http.MethodGet, path: "/orders/" + o.OrderNo, user: user, auth: func() string {
+			if user == "42" {
+				return "Bearer " + s.Issuer.Expired(t, 42, auth.RoleCustomer)
+			}
+			return ""
+		}()})
+		if rec.Code != http.StatusUnauthorized {
+			t.Errorf("GET with X-User-ID %q and no valid token: %d, want 401", user, rec.Code)
 		}
 	}
 }
@@ -248,9 +268,9 @@ func TestCreateOrderBadInputWritesNothing(t *testing.T) {
 		status           int
 		says             string // in the detail, or the reason/code member
 	}{
-		{"no user header", "", `{"items":[` + item(1) + `]}`, 400, "X-User-ID"},
-		{"user not a number", "abc", `{"items":[` + item(1) + `]}`, 400, "X-User-ID"},
-		{"user zero", "0", `{"items":[` + item(1) + `]}`, 400, "X-User-ID"},
+		{"no token", "", `{"items":[` + item(1) + `]}`, 401, "bearer token"},
+		{"X-User-ID not a number", "abc", `{"items":[` + item(1) + `]}`, 401, "bearer token"},
+		{"X-User-ID zero", "0", `{"items":[` + item(1) + `]}`, 401, "bearer token"},
 		{"malformed json", "1", `{"items":`, 400, "malformed"},
 		{"trailing data", "1", `{"items":[` + item(1) + `]} {}`, 400, "trailing"},
 		{"a client price", "1", fmt.Sprintf(`{"items":[{"product_id":%d,"quantity":1,"unit_price":1}]}`, kettle), 400, `"unit_price"`},
@@ -515,7 +535,7 @@ func TestProductWritesAreOperatorRoutes(t *testing.T) {
 
 // TestCancelRoute: POST /orders/{no}/cancel answers the owner 200 with the
 // cancelled order, and the same on a second cancel; 404 to anyone else; 400
-// without X-User-ID; 409 for a paid order; 503 with Retry-After when the
+// without a token; 409 for a paid order; 503 with Retry-After when the
 // payment service cannot close the charge, the order left WAIT_PAY.
 func TestCancelRoute(t *testing.T) {
 	s := newServer(t, httpapi.Options{})
@@ -527,8 +547,8 @@ func TestCancelRoute(t *testing.T) {
 	if rec := s.do(http.MethodPost, path, "8", ""); rec.Code != http.StatusNotFound {
 		t.Fatalf("another user's cancel: %d %s, want 404", rec.Code, rec.Body)
 	}
-	if rec := s.do(http.MethodPost, path, "", ""); rec.Code != http.StatusBadRequest {
-		t.Fatalf("cancel without X-User-ID: %d, want 400", rec.Code)
+	if rec := s.do(http.MethodPost, path, "", ""); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("cancel without a token: %d, want 401", rec.Code)
 	}
 	s.Payments.SetDown(true)
 	rec := s.do(http.MethodPost, path, "7", "")
@@ -565,4 +585,11 @@ func TestCancelRoute(t *testing.T) {
 	if rec.Code != http.StatusConflict || problemDoc(t, rec)["code"] != httpapi.CodeStateConflict {
 		t.Fatalf("cancel a paid order: %d %s, want 409 %s", rec.Code, rec.Body, httpapi.CodeStateConflict)
 	}
+}
+
+// callerToken is the access token of caller, a user id in decimal.
+func (s *server) callerToken(caller string) string {
+	id, err := strconv.ParseUint(caller, 10, 64)
+	testenv.Must(s.t, err)
+	return s.Token(s.t, id)
 }

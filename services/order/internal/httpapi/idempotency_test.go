@@ -55,7 +55,7 @@ func orderTarget(s *guardedServer) idempotencytest.Target {
 				body = fmt.Sprintf(`{"items":[{"product_id":%d,"quantity":2}]}`, s.product)
 			}
 			return idempotencytest.Request{
-				Path: "/orders", Key: key, CallerHeader: httpapi.UserIDHeader, Caller: caller,
+				Path: "/orders", Key: key, Token: s.callerToken(caller),
 				Body: []byte(body), Header: http.Header{"Content-Type": {"application/json"}},
 			}
 		},
@@ -114,7 +114,7 @@ func TestFormTokenIsSpentOnce(t *testing.T) {
 
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/orders/token", nil)
-	req.Header.Set(httpapi.UserIDHeader, "101")
+	req.Header.Set("Authorization", "Bearer "+s.Token(t, 101))
 	s.e.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK && rec.Code != http.StatusCreated {
 		t.Fatalf("GET /orders/token: %d %s", rec.Code, rec.Body)

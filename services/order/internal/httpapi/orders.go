@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
@@ -84,6 +85,7 @@ func (h *API) createOrder(c *gin.Context) {
 		return
 	}
 	cmd := app.CreateOrder{UserID: user, CouponID: req.CouponID, Lines: make([]order.Line, len(req.Items))}
+	cmd.IdempotencyKey, _ = idempotency.KeyFromContext(c.Request.Context())
 	for i, it := range req.Items {
 		cmd.Lines[i] = order.Line{ProductID: it.ProductID, Quantity: it.Quantity}
 	}

@@ -13,6 +13,11 @@ type CouponLockRequest struct {
 	OrderNo     string
 	UserID      uint64
 	OrderAmount int64
+	// Attempt names this try of the order: a retry keeps the order number
+	// (KeyedOrderNumbers) and sends a new attempt, so that the coupon
+	// service refuses a late lock of an earlier try it was told to release,
+	// and not the retry's.
+	Attempt string
 }
 
 // CouponLock is a coupon locked for an order: its discount, and until when

@@ -14,8 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
+	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/svctest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/app"
@@ -51,6 +53,9 @@ type Service struct {
 	Coupons  *stubs.CouponService
 	Payments *stubs.PaymentService
 	Registry *prometheus.Registry
+	// Issuer is the identity service the customer's and operator's routes
+	// trust (AUTH_ISSUER): Token mints a customer's bearer.
+	Issuer *authtest.Issuer
 
 	vars map[string]string
 	o    assembly.Options
@@ -61,12 +66,14 @@ type Service struct {
 // order-reconcile jobs run once a day: a test runs their passes itself.
 func Start(t testing.TB, vars map[string]string, o assembly.Options) *Service {
 	t.Helper()
-	e := &Service{Coupons: stubs.NewCouponService(InternalToken), Payments: stubs.NewPaymentService(InternalToken), o: o}
+	e := &Service{Coupons: stubs.NewCouponService(InternalToken), Payments: stubs.NewPaymentService(InternalToken), o: o,
+		Issuer: authtest.New(t)}
 	t.Cleanup(e.Coupons.Close)
 	t.Cleanup(e.Payments.Close)
 	e.vars = map[string]string{
 		"COUPON_URL": e.Coupons.URL, "PAYMENT_URL": e.Payments.URL,
 		"INTERNAL_TOKEN": InternalToken, "ADMIN_TOKEN": AdminToken,
+		"AUTH_ISSUER": e.Issuer.URL, "AUTH_AUDIENCE": authtest.Audience,
 		"ORDER_CLOSE_SCHEDULE": "@every 24h", "ORDER_RECONCILE_SCHEDULE": "@every 24h",
 	}
 	maps.Copy(e.vars, vars)
@@ -98,6 +105,12 @@ func (e *Service) Replica(t testing.TB) *app.App {
 	cfg.Database, cfg.Events = e.Config.Database, e.Config.Events
 	parts, _ := e.start(t, cfg)
 	return parts.App
+}
+
+// Token is a customer's access token for user, from the service's issuer.
+func (e *Service) Token(t testing.TB, user uint64) string {
+	t.Helper()
+	return e.Issuer.Token(t, user, auth.RoleCustomer)
 }
 
 // Product creates a product priced price cents with stock units

@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
@@ -141,11 +142,16 @@ func utc(t *time.Time) *time.Time {
 	return &u
 }
 
-// Insert writes o and its items.
+// Insert writes o and its items. An order number already taken is
+// order.ErrConflict: every try of one keyed request has one number, and a
+// concurrent copy committed first.
 func (t *orderTx) Insert(ctx context.Context, o order.Order) error {
 	db := t.db.WithContext(ctx)
 	row := toDBOrder(o)
 	if err := db.Create(&row).Error; err != nil {
+		if database.IsDuplicateKey(err) {
+			return fmt.Errorf("%w: order %s exists already", order.ErrConflict, o.No)
+		}
 		return fmt.Errorf("insert order %s: %w", o.No, err)
 	}
 	if len(o.Items) == 0 {

@@ -14,6 +14,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/outbox"
@@ -54,6 +55,9 @@ type PaidDeps struct {
 	Send  func(...outbox.Message)
 	Log   *slog.Logger
 }
+
+// authTimeout bounds a fetch of the identity service's keys.
+const authTimeout = 5 * time.Second
 
 // Options are the substitutions a lab or a test may make; the zero value is
 // production.
@@ -111,7 +115,14 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	if err != nil {
 		return nil, err
 	}
-	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, Admin: w.Admin, Internal: w.Internal, Idempotency: idem.Handler(),
+	// Customers and operators present the identity service's access tokens;
+	// machines keep this service's ADMIN_TOKEN and INTERNAL_TOKEN.
+	verifier, err := auth.NewVerifier(cfg.Auth, auth.Options{Client: w.HTTPClient(authTimeout)})
+	if err != nil {
+		return nil, err
+	}
+	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, User: verifier.Middleware(w.Log), Admin: verifier.Operator(w.Log, w.Admin),
+		Internal: w.Internal, Idempotency: idem.Handler(),
 		Secret: []byte(cfg.PSPSecret), SignatureWindow: cfg.SignatureWindow, Registry: w.Registry, Now: o.Clock})
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/platform"
@@ -25,6 +26,9 @@ type Config struct {
 	Idempotency idempotency.Config
 	// Modes are the lab variants (incident 2).
 	Modes Modes
+	// Auth is whose access tokens the customer's and the operator's routes
+	// accept (AUTH_*): the identity service's.
+	Auth auth.Config
 
 	PSPURL       string `env:"PSP_URL" default:"http://127.0.0.1:8090" usage:"base URL of the payment platform (the simulator, psp-sim)"`
 	PSPSecret    string `env:"PSP_SECRET" default:"dev-psp-secret-not-for-production" usage:"HMAC-SHA256 key shared with the payment platform; the default works only with ONCEMALL_ENV=dev or lab"`
@@ -67,6 +71,7 @@ func (c Config) Validate() error {
 		c.Config.Validate(),
 		c.Idempotency.Validate(),
 		c.Modes.Validate(),
+		c.Auth.Validate(),
 		c.Env.CheckSecret("PSP_SECRET", c.PSPSecret, DevPSPSecret),
 		pkgconfig.CheckNotEmpty("PSP_URL", c.PSPURL),
 		pkgconfig.CheckNotEmpty("ORDER_URL", c.OrderURL),

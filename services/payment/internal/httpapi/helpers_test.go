@@ -232,6 +232,14 @@ func (f *fixture) do(req *http.Request) (int, []byte) {
 
 // doFull sends req and returns the status, the headers and the body.
 func (f *fixture) doFull(req *http.Request) (int, http.Header, []byte) {
+	if user := req.Header.Get(signedInAs); user != "" {
+		id, err := strconv.ParseUint(user, 10, 64)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		req.Header.Del(signedInAs)
+		req.Header.Set("Authorization", "Bearer "+f.svc.Token(f.t, id))
+	}
 	resp, err := f.client.Do(req)
 	if err != nil {
 		f.t.Fatal(err)
@@ -332,9 +340,14 @@ func (s *orderService) authorizations() []string {
 	return append([]string(nil), s.auth...)
 }
 
-// owner is the X-User-ID header of user id.
+// signedInAs is the test client's own header: a request carrying it (a user
+// id) is sent with that customer's access token instead (doFull), as a
+// signed-in client would.
+const signedInAs = "X-Test-Signed-In-As"
+
+// owner is the header of a request by user id, signed in.
 func owner(id uint64) http.Header {
-	return http.Header{"X-User-ID": {strconv.FormatUint(id, 10)}}
+	return http.Header{signedInAs: {strconv.FormatUint(id, 10)}}
 }
 
 // payAs is POST /payments for orderNo by user id with a fresh key.

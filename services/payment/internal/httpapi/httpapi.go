@@ -7,12 +7,12 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 )
@@ -23,8 +23,13 @@ const IdempotencyKeyHeader = "Idempotency-Key"
 // Options are the edge's settings and middleware.
 type Options struct {
 	Log *slog.Logger
-	// Admin guards the operator routes (GET /admin/reconcile): the
-	// ADMIN_TOKEN bearer check, platform.Wiring.Admin.
+	// User guards the customer's routes (/payments): auth.Middleware,
+	// which verifies the bearer token; the handlers take the user only
+	// from it (auth.User).
+	User gin.HandlerFunc
+	// Admin guards the operator routes (GET /admin/reconcile): auth's
+	// Operator, an operator's token or the ADMIN_TOKEN bearer check
+	// (platform.Wiring.Admin).
 	Admin gin.HandlerFunc
 	// Internal guards the routes other services call (/internal/…): the
 	// INTERNAL_TOKEN bearer check, platform.Wiring.Internal.
@@ -55,8 +60,8 @@ type API struct {
 // callback metrics. It fails when a dependency or the platform secret is
 // missing.
 func New(a *app.App, o Options) (*API, error) {
-	if a == nil || o.Log == nil || o.Admin == nil || o.Internal == nil {
-		return nil, errors.New("httpapi: the app, Log, Admin and Internal are required")
+	if a == nil || o.Log == nil || o.User == nil || o.Admin == nil || o.Internal == nil {
+		return nil, errors.New("httpapi: the app, Log, User, Admin and Internal are required")
 	}
 	if len(o.Secret) == 0 {
 		return nil, errors.New("httpapi: the platform secret is required")
@@ -81,40 +86,25 @@ func New(a *app.App, o Options) (*API, error) {
 	return &API{app: a, opts: o, callbacks: callbacks, refundCallbacks: refundCallbacks}, nil
 }
 
-// Register adds the payment routes to r. The user routes check X-User-ID
-// before the Idempotency-Key layer, so a request without a caller stores
-// nothing.
+// Register adds the payment routes to r. The user routes verify the token
+// before the Idempotency-Key layer, so a request without a verified caller
+// stores nothing, and keys are scoped by the verified user.
 func (api *API) Register(r gin.IRouter) {
-	r.POST("/payments", requireUser, api.opts.Idempotency, api.createPayment)
-	r.GET("/payments/:no", requireUser, api.getPayment)
+	r.POST("/payments", api.opts.User, api.opts.Idempotency, api.createPayment)
+	r.GET("/payments/:no", api.opts.User, api.getPayment)
 	r.POST("/payments/callback", api.callback)
 	r.POST("/payments/refunds/callback", api.refundCallback)
 	r.POST("/internal/orders/:no/close", api.opts.Internal, api.closeOrder)
 	r.GET("/admin/reconcile", api.opts.Admin, api.reconcile)
 }
 
-// UserIDHeader names the caller. The gateway in front of the services sets
-// it from the authenticated session and strips any copy a client sent;
-// this service trusts it, as every oncemall service does.
-const UserIDHeader = "X-User-ID"
-
-// userIDKey is where requireUser leaves the caller in the gin context.
-const userIDKey = "payment.user_id"
-
-// requireUser refuses a request without a positive integer X-User-ID (400)
-// and hands the caller to the handler.
-func requireUser(c *gin.Context) {
-	id, err := strconv.ParseUint(c.GetHeader(UserIDHeader), 10, 64)
-	if err != nil || id == 0 {
-		problem.Abort(c, http.StatusBadRequest, UserIDHeader+" header must be a positive integer")
-		return
-	}
-	c.Set(userIDKey, id)
-	c.Next()
+// userID is the caller, the user of the token Options.User verified:
+// Register puts every route that calls it behind that guard, which New
+// requires.
+func userID(c *gin.Context) uint64 {
+	p, _ := auth.User(c)
+	return p.UserID
 }
-
-// userID is the caller requireUser accepted.
-func userID(c *gin.Context) uint64 { return c.GetUint64(userIDKey) }
 
 // RequireIdempotencyKey refuses a request without an Idempotency-Key header
 // (400). It is the seam where pkg/idempotency's middleware goes; on its own

@@ -48,7 +48,7 @@ func TestCreatePaymentIdempotencyKeySuite(t *testing.T) {
 			id, _ := strconv.ParseUint(caller, 10, 64)
 			owners.Store(orderNo, id)
 			return idempotencytest.Request{
-				Path: "/payments", Key: key, CallerHeader: "X-User-ID", Caller: caller,
+				Path: "/payments", Key: key, Token: f.svc.Token(t, id),
 				Body: []byte(`{"order_no":"` + orderNo + `"}`),
 			}
 		},

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
@@ -29,7 +30,7 @@ type paymentJSON struct {
 }
 
 // TestCreatePaymentChargesThePayAmountForTheOwner: POST /payments reads the
-// order as its caller (X-User-ID forwarded, the internal token presented),
+// order as its caller (the verified user named, the internal token presented),
 // charges the order's pay_amount (not its total), stores the owner, and the
 // platform's notification makes the payment PAID; creation is idempotent
 // per key and per order; GET /payments/:no shows it to the owner only.
@@ -84,8 +85,8 @@ func TestCreatePaymentChargesThePayAmountForTheOwner(t *testing.T) {
 	if s, _ := f.get("/payments/"+p.OutTradeNo, owner(8)); s != http.StatusNotFound {
 		t.Fatalf("GET by another user: %d, want 404", s)
 	}
-	if s, _ := f.get("/payments/"+p.OutTradeNo, nil); s != http.StatusBadRequest {
-		t.Fatalf("GET without X-User-ID: %d, want 400", s)
+	if s, _ := f.get("/payments/"+p.OutTradeNo, nil); s != http.StatusUnauthorized {
+		t.Fatalf("GET without a token: %d, want 401", s)
 	}
 	if s, _ := f.get("/payments/P-none", owner(7)); s != http.StatusNotFound {
 		t.Fatalf("GET unknown payment: %d, want 404", s)
@@ -113,6 +114,10 @@ func TestCreatePaymentRefusals(t *testing.T) {
 		t.Fatalf("close: %d %s", status, outcome)
 	}
 	key := func() string { return "key-" + testenv.RandomSuffix(12) }
+	iss := f.svc.Issuer
+	bearer := func(token string) http.Header {
+		return http.Header{"Idempotency-Key": {key()}, "Authorization": {"Bearer " + token}}
+	}
 	for _, tc := range []struct {
 		name   string
 		header http.Header
@@ -120,8 +125,12 @@ func TestCreatePaymentRefusals(t *testing.T) {
 		want   int
 		detail string // a part of the problem's detail
 	}{
-		{"no X-User-ID", http.Header{"Idempotency-Key": {key()}}, `{"order_no":"O-mine"}`, http.StatusBadRequest, "X-User-ID"},
-		{"malformed X-User-ID", http.Header{"Idempotency-Key": {key()}, "X-User-Id": {"seven"}}, `{"order_no":"O-mine"}`, http.StatusBadRequest, "X-User-ID"},
+		{"no token", http.Header{"Idempotency-Key": {key()}}, `{"order_no":"O-mine"}`, http.StatusUnauthorized, "bearer token"},
+		{"only X-User-ID", http.Header{"Idempotency-Key": {key()}, "X-User-Id": {"7"}}, `{"order_no":"O-mine"}`, http.StatusUnauthorized, "bearer token"},
+		{"a forged token", bearer(iss.Forged(t, 7, auth.RoleCustomer)), `{"order_no":"O-mine"}`, http.StatusUnauthorized, "invalid or expired"},
+		{"an expired token", bearer(iss.Expired(t, 7, auth.RoleCustomer)), `{"order_no":"O-mine"}`, http.StatusUnauthorized, "invalid or expired"},
+		{"another audience's token", bearer(iss.ForAudience(t, "order-admin", 7, auth.RoleCustomer)), `{"order_no":"O-mine"}`, http.StatusUnauthorized, "invalid or expired"},
+		{"a tampered token", bearer(iss.Tampered(t, 7, auth.RoleCustomer)), `{"order_no":"O-mine"}`, http.StatusUnauthorized, "invalid or expired"},
 		{"no Idempotency-Key", owner(7), `{"order_no":"O-mine"}`, http.StatusBadRequest, "Idempotency-Key"},
 		{"malformed JSON", nil, `{"order`, http.StatusBadRequest, "malformed"},
 		{"a client-sent amount", nil, `{"order_no":"O-mine","amount":1}`, http.StatusBadRequest, "amount"},

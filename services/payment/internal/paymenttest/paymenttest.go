@@ -11,9 +11,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/redislock"
+	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/svctest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
@@ -50,6 +52,15 @@ type Service struct {
 	Locks *redislock.Client
 	// Config is the configuration it runs with.
 	Config config.Config
+	// Issuer is the identity service its customer's and operator's routes
+	// trust (AUTH_ISSUER): Token mints a customer's bearer.
+	Issuer *authtest.Issuer
+}
+
+// Token is a customer's access token for user, from the service's issuer.
+func (s *Service) Token(t testing.TB, user uint64) string {
+	t.Helper()
+	return s.Issuer.Token(t, user, auth.RoleCustomer)
 }
 
 // Start runs the service until the test ends, on a database of the test's
@@ -57,7 +68,9 @@ type Service struct {
 func Start(t testing.TB, c Config) *Service {
 	t.Helper()
 	addr := testenv.FreeAddr(t)
+	iss := authtest.New(t)
 	vars := map[string]string{
+		"AUTH_ISSUER": iss.URL, "AUTH_AUDIENCE": authtest.Audience,
 		"HTTP_ADDR": addr, "ADMIN_TOKEN": lab.AdminToken, "INTERNAL_TOKEN": lab.InternalToken,
 		"PSP_NOTIFY_URL": "http://" + addr + "/payments/callback", "PSP_REFUND_NOTIFY_URL": "http://" + addr + "/payments/refunds/callback",
 		// The tests race many requests at once: admission control is
@@ -71,7 +84,7 @@ func Start(t testing.TB, c Config) *Service {
 	maps.Copy(vars, c.Vars)
 	svc := assembly.Definition(nil)
 	cfg := svctest.Config(t, svc, vars, "order")
-	s := &Service{Config: cfg}
+	s := &Service{Config: cfg, Issuer: iss}
 	s.Parts, s.URL = svctest.Start(t, svc, cfg, func(w *platform.Wiring, cfg config.Config) (*assembly.Parts, error) {
 		sqlDB, err := w.DB.DB()
 		if err != nil {

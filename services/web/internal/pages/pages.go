@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -108,8 +107,6 @@ type session struct {
 	name   string
 }
 
-type sessionKey struct{}
-
 // user returns the verified user of r's session cookie. A cookie whose token
 // does not verify (forged, expired, another issuer's) is no session, and is
 // cleared; a token that cannot be checked now (the issuer's keys out of
@@ -182,6 +179,3 @@ func isAPI(c *gin.Context) bool { return len(c.FullPath()) > 5 && c.FullPath()[:
 
 // idempotencyKey is a fresh key for one rendered form.
 func idempotencyKey() string { return "web-" + randomHex(16) }
-
-// pollInterval is how often the order pages ask /api/orders/{no}.
-const pollInterval = time.Second

@@ -1,0 +1,494 @@
+package lab
+
+// Incident 7, locks that outlive their order: the order service
+// (services/order/lab's OrderAPI) locks a coupon at the real coupon service
+// (services/coupon/lab's ServeLocks) through a gate that holds a lock
+// request or its answer where the scenario says, so each hazard happens on
+// every run:
+//
+//   - late lock: the gate holds the order's lock call past the order's
+//     coupon timeout until the order has sent its release, then delivers it;
+//   - crash: the lock a killed order left (taken at the coupon service
+//     under the number that try had; TestCrashBetweenLockAndCommit in
+//     services/order kills one for real) and the customer's retry;
+//   - sibling: two copies of one request, the entry layer's Redis key lost
+//     (down or flushed); the gate holds the first copy's lock answer until
+//     the second copy is answered.
+//
+// Each counts what the customer is left with: orders, a coupon held by an
+// order that does not exist, and what the retries get.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/oncemall/oncemall/pkg/lab"
+	"github.com/oncemall/oncemall/pkg/redisclient"
+	"github.com/oncemall/oncemall/pkg/variant"
+	couponlab "github.com/oncemall/oncemall/services/coupon/lab"
+	orderlab "github.com/oncemall/oncemall/services/order/lab"
+)
+
+// The variants of incident 7 beside broken and fixed, which are the late
+// lock's.
+const (
+	VariantBrokenCrash   = "broken-crash"
+	VariantFixedCrash    = "fixed-crash"
+	VariantBrokenSibling = "broken-sibling"
+	VariantFixedSibling  = "fixed-sibling"
+)
+
+const (
+	lockUser     = 7001
+	lockPrice    = 2500
+	lockDiscount = 300
+	// lockTimeout is the order's COUPON_TIMEOUT in the late-lock run: the
+	// gate holds the lock longer.
+	lockTimeout = "300ms"
+)
+
+// LockScenarios lists incident 7.
+func LockScenarios() []lab.Scenario {
+	return []lab.Scenario{
+		{Incident: 7, Variant: lab.Broken, WantHolds: false, WantCount: 1, Run: lockScenario(lab.Broken, "i7b", variant.Broken, lateLock)},
+		{Incident: 7, Variant: lab.Fixed, WantHolds: true, WantCount: 0, Run: lockScenario(lab.Fixed, "i7f", variant.Fixed, lateLock)},
+		{Incident: 7, Variant: VariantBrokenCrash, WantHolds: false, WantCount: 0, Run: lockScenario(VariantBrokenCrash, "i7bc", variant.Broken, crashRetry)},
+		{Incident: 7, Variant: VariantFixedCrash, WantHolds: true, WantCount: 1, Run: lockScenario(VariantFixedCrash, "i7fc", variant.Fixed, crashRetry)},
+		{Incident: 7, Variant: VariantBrokenSibling, WantHolds: false, WantCount: 0, Run: lockScenario(VariantBrokenSibling, "i7bs", variant.Broken, siblingCopies)},
+		{Incident: 7, Variant: VariantFixedSibling, WantHolds: true, WantCount: 1, Run: lockScenario(VariantFixedSibling, "i7fs", variant.Fixed, siblingCopies)},
+	}
+}
+
+// lockRig is one run: the coupon service, the gate in front of it, the
+// order service behind the gate, a product and the customer's coupon.
+type lockRig struct {
+	env     lab.Env
+	mode    variant.Mode
+	coupons *couponlab.Server
+	gate    *couponGate
+	orders  *orderlab.OrderAPI
+	product uint64
+	coupon  uint64
+	tl      *lab.Timeline
+}
+
+// LockRun is what one run of incident 7 observed.
+type LockRun struct {
+	Orders int64
+	// Ghost is 1 when the coupon is LOCKED by an order that does not exist.
+	Ghost int
+	// Unusable is how long the coupon stays unusable to its owner: until
+	// the lock's deadline (and a sweep pass) for a ghost lock, zero
+	// otherwise.
+	Unusable time.Duration
+	// Answers are the customer's answers, in order ("503", "422
+	// not_available", "201", "201 replayed").
+	Answers []string
+}
+
+// hazard is one of incident 7's three runs.
+type hazard int
+
+const (
+	lateLock hazard = iota
+	crashRetry
+	siblingCopies
+)
+
+func (h hazard) run(ctx context.Context, r *lockRig) (LockRun, error) {
+	switch h {
+	case lateLock:
+		return runLateLock(ctx, r)
+	case crashRetry:
+		return runCrashRetry(ctx, r)
+	default:
+		return runSiblingCopies(ctx, r)
+	}
+}
+
+func lockScenario(name, suffix string, mode variant.Mode, h hazard) func(context.Context, lab.Env) (lab.Result, error) {
+	return func(ctx context.Context, env lab.Env) (lab.Result, error) {
+		r, err := startLockRig(ctx, env, suffix, mode, h)
+		if err != nil {
+			return lab.Result{}, err
+		}
+		defer r.close()
+		out, err := h.run(ctx, r)
+		if err != nil {
+			return lab.Result{}, err
+		}
+		res := lab.Result{Incident: 7, Title: "locks that outlive their order", Variant: name}
+		answers := strings.Join(out.Answers, ", ")
+		switch h {
+		case lateLock:
+			res.Injected = "lock call held past the order's " + lockTimeout + " timeout, delivered after its release"
+			res.Effect = fmt.Sprintf("coupons held by no order (unusable for %s); customer got %s", out.Unusable.Round(time.Minute), answers)
+			res.Count, res.Expected, res.Holds = out.Ghost, "= 0", out.Ghost == 0 && out.Orders == 1
+		default:
+			if h == crashRetry {
+				res.Injected = "order service died between lock and commit; customer retries with the same key"
+			} else {
+				res.Injected = "2 copies of one request, entry layer's key lost, the first's lock answer held"
+			}
+			res.Effect = fmt.Sprintf("orders (coupon unusable for %s); customer got %s", out.Unusable.Round(time.Minute), answers)
+			res.Count, res.Expected, res.Holds = int(out.Orders), "= 1", out.Orders == 1 && out.Ghost == 0
+		}
+		return res, nil
+	}
+}
+
+func startLockRig(ctx context.Context, env lab.Env, suffix string, mode variant.Mode, h hazard) (_ *lockRig, err error) {
+	r := &lockRig{env: env, mode: mode, tl: env.Timeline}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	if r.coupons, err = couponlab.ServeLocks(ctx, env, suffix+"_cpn", orderlab.InternalToken, orderlab.AdminToken, mode); err != nil {
+		return nil, err
+	}
+	r.gate = newCouponGate(r.coupons.URL, r.tl)
+	vars := map[string]string{}
+	if h == lateLock {
+		vars["COUPON_TIMEOUT"] = lockTimeout
+	}
+	if r.orders, err = orderlab.StartOrderAPI(ctx, env, suffix+"_ord", orderlab.OrderAPIConfig{
+		Guard: variant.Fixed, Numbers: mode, CouponURL: r.gate.URL, Clients: 4, Vars: vars}); err != nil {
+		return nil, err
+	}
+	tpl, err := r.coupons.CreateTemplate(ctx, "3 off", lockDiscount, 0)
+	if err != nil {
+		return nil, err
+	}
+	if r.coupon, err = r.coupons.Issue(ctx, tpl, lockUser); err != nil {
+		return nil, err
+	}
+	if r.product, err = r.orders.CreateProduct(ctx, "Teapot", lockPrice, 10); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *lockRig) close() {
+	if r.orders != nil {
+		r.orders.Close()
+	}
+	if r.gate != nil {
+		r.gate.srv.Close()
+	}
+	if r.coupons != nil {
+		_ = r.coupons.Close()
+	}
+}
+
+func (r *lockRig) body() string {
+	return fmt.Sprintf(`{"items":[{"product_id":%d,"quantity":1}],"coupon_id":%d}`, r.product, r.coupon)
+}
+
+// post sends the customer's POST /orders with key and records the answer
+// on actor's lane.
+func (r *lockRig) post(ctx context.Context, actor, key string) (string, error) {
+	rep, err := r.orders.PostOrder(ctx, fmt.Sprint(lockUser), key, r.body())
+	if err != nil {
+		return "", err
+	}
+	answer := fmt.Sprint(rep.Status)
+	kind := lab.KindError
+	switch {
+	case rep.Status == http.StatusCreated && rep.Replayed:
+		answer, kind = "201 replayed", lab.KindAbsorbed
+	case rep.Status == http.StatusCreated:
+		answer, kind = "201", lab.KindEffect
+	case rep.Status == http.StatusUnprocessableEntity:
+		var p struct {
+			Reason string `json:"reason"`
+		}
+		_ = json.Unmarshal(rep.Body, &p)
+		answer, kind = "422 "+p.Reason, lab.KindRefused
+		if rep.Replayed {
+			answer += " replayed"
+		}
+	}
+	r.tl.Add(lab.Event{Actor: actor, Kind: kind, Label: "POST /orders: " + answer, Start: rep.Start, End: rep.End})
+	return answer, nil
+}
+
+// settle reads what the run left: the orders, and whether the coupon is
+// held by an order that does not exist, and until when.
+func (r *lockRig) settle(ctx context.Context, answers []string) (LockRun, error) {
+	out := LockRun{Answers: answers}
+	var err error
+	if out.Orders, err = r.orders.Count(ctx, "orders"); err != nil {
+		return out, err
+	}
+	status, holder, err := r.coupons.CouponState(ctx, r.coupon)
+	if err != nil {
+		return out, err
+	}
+	if status == "LOCKED" {
+		var n int64
+		if err := r.orders.DB.WithContext(ctx).Raw("SELECT COUNT(*) FROM orders WHERE order_no = ?", holder).Row().Scan(&n); err != nil {
+			return out, err
+		}
+		if n == 0 {
+			out.Ghost = 1
+			var until time.Time
+			if err := r.coupons.DB.WithContext(ctx).Raw("SELECT locked_until FROM coupons WHERE id = ?", r.coupon).Row().Scan(&until); err != nil {
+				return out, err
+			}
+			out.Unusable = time.Until(until)
+			r.tl.Point("coupon service", lab.KindDuplicate, "LOCKED by "+holder+", an order that does not exist")
+		}
+	}
+	return out, nil
+}
+
+// runLateLock: the gate holds the first lock call until the order, whose call
+// timed out, has sent its release; then delivers it. The customer, answered
+// 503, retries with the same key.
+func runLateLock(ctx context.Context, r *lockRig) (LockRun, error) {
+	released := make(chan struct{})
+	landed := make(chan struct{})
+	var once sync.Once
+	r.gate.beforeLock = func(n int) {
+		if n != 1 {
+			return
+		}
+		r.tl.Point("network", lab.KindFault, "lock call delayed")
+		select {
+		case <-released:
+		case <-ctx.Done():
+		case <-time.After(30 * time.Second):
+		}
+	}
+	r.gate.afterLock = func(n int) {
+		if n == 1 {
+			close(landed)
+		}
+	}
+	r.gate.afterRelease = func(int) { once.Do(func() { close(released) }) }
+	key := "i7-late-" + r.env.Prefix
+	first, err := r.post(ctx, "customer", key)
+	if err != nil {
+		return LockRun{}, err
+	}
+	select {
+	case <-landed:
+	case <-ctx.Done():
+		return LockRun{}, ctx.Err()
+	}
+	retry, err := r.post(ctx, "customer", key)
+	if err != nil {
+		return LockRun{}, err
+	}
+	return r.settle(ctx, []string{first, retry})
+}
+
+// runCrashRetry: the order service died after locking the coupon, before its
+// order committed; the lock stays under that try's number. The customer
+// retries with the same key, twice.
+func runCrashRetry(ctx context.Context, r *lockRig) (LockRun, error) {
+	key := "i7-crash-" + r.env.Prefix
+	dead, err := orderlab.OrderNo(r.mode, lockUser, key, time.Now())
+	if err != nil {
+		return LockRun{}, err
+	}
+	start := time.Now()
+	if err := r.gate.lockDirect(ctx, r.coupon, dead); err != nil {
+		return LockRun{}, err
+	}
+	r.tl.Span("order service (killed)", lab.KindFault, "locked "+dead+", killed before commit", start)
+	var answers []string
+	for range 2 {
+		a, err := r.post(ctx, "customer", key)
+		if err != nil {
+			return LockRun{}, err
+		}
+		answers = append(answers, a)
+	}
+	return r.settle(ctx, answers)
+}
+
+// runSiblingCopies: copy A's lock answer is held at the gate; the entry layer
+// loses the key; copy B is sent and answered; then A goes on. A third try
+// follows.
+func runSiblingCopies(ctx context.Context, r *lockRig) (LockRun, error) {
+	locked, bDone := make(chan struct{}), make(chan struct{})
+	r.gate.afterLock = func(n int) {
+		if n != 1 {
+			return
+		}
+		close(locked)
+		select {
+		case <-bDone:
+		case <-ctx.Done():
+		case <-time.After(30 * time.Second):
+		}
+	}
+	key := "i7-sibling-" + r.env.Prefix
+	aDone := make(chan struct{})
+	var a string
+	var aErr error
+	go func() {
+		defer close(aDone)
+		a, aErr = r.post(ctx, "copy A", key)
+	}()
+	select {
+	case <-locked:
+	case <-aDone:
+		return LockRun{}, fmt.Errorf("copy A answered before its lock: %s %v", a, aErr)
+	}
+	if err := r.forgetEntries(ctx); err != nil {
+		close(bDone)
+		return LockRun{}, err
+	}
+	b, err := r.post(ctx, "copy B", key)
+	close(bDone)
+	<-aDone
+	if err != nil {
+		return LockRun{}, err
+	}
+	if aErr != nil {
+		return LockRun{}, aErr
+	}
+	retry, err := r.post(ctx, "customer", key)
+	if err != nil {
+		return LockRun{}, err
+	}
+	return r.settle(ctx, []string{"A " + a, "B " + b, "retry " + retry})
+}
+
+// forgetEntries deletes the order service's idempotency entries in Redis:
+// the entry layer lost them (down or flushed), and the database decides.
+func (r *lockRig) forgetEntries(ctx context.Context) error {
+	rdb := redisclient.New(r.env.Redis)
+	defer rdb.Close()
+	keys, err := rdb.Keys(ctx, r.env.Name("*_ord")+":idem:*").Result()
+	if err != nil {
+		return err
+	}
+	if len(keys) > 0 {
+		if err := rdb.Del(ctx, keys...).Err(); err != nil {
+			return err
+		}
+	}
+	r.tl.Point("redis", lab.KindFault, fmt.Sprintf("entry layer lost %d key(s)", len(keys)))
+	return nil
+}
+
+// couponGate stands between the order service and the coupon service and
+// forwards every call, running the scenario's hooks around the n-th lock
+// and release. A forwarded call outlives its caller: a lock the order
+// stopped waiting for still arrives.
+type couponGate struct {
+	URL                   string
+	srv                   *httptest.Server
+	target                string
+	tl                    *lab.Timeline
+	locks, releases       atomic.Int64
+	beforeLock, afterLock func(n int)
+	afterRelease          func(n int)
+}
+
+func newCouponGate(target string, tl *lab.Timeline) *couponGate {
+	g := &couponGate{target: target, tl: tl}
+	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
+	g.URL = g.srv.URL
+	return g
+}
+
+func (g *couponGate) serve(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	var n int
+	lock, release := strings.HasSuffix(req.URL.Path, "/lock"), strings.HasSuffix(req.URL.Path, "/release")
+	switch {
+	case lock:
+		n = int(g.locks.Add(1))
+		if g.beforeLock != nil {
+			g.beforeLock(n)
+		}
+	case release:
+		n = int(g.releases.Add(1))
+	}
+	start := time.Now()
+	ctx := context.WithoutCancel(req.Context())
+	fwd, err := http.NewRequestWithContext(ctx, req.Method, g.target+req.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	fwd.Header = req.Header.Clone()
+	resp, err := http.DefaultClient.Do(fwd)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	switch {
+	case lock:
+		g.tl.Span("coupon service", lockKind(resp.StatusCode), fmt.Sprintf("lock %d: %s", n, lockLabel(resp.StatusCode, out)), start)
+		if g.afterLock != nil {
+			g.afterLock(n)
+		}
+	case release:
+		g.tl.Span("coupon service", lab.KindStep, fmt.Sprintf("release %d: %s", n, strings.TrimSpace(string(out))), start)
+		if g.afterRelease != nil {
+			g.afterRelease(n)
+		}
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(out)
+}
+
+func lockKind(status int) string {
+	if status == http.StatusOK {
+		return lab.KindEffect
+	}
+	return lab.KindRefused
+}
+
+func lockLabel(status int, body []byte) string {
+	if status == http.StatusOK {
+		return "locked"
+	}
+	var p struct {
+		Reason string `json:"reason"`
+	}
+	_ = json.Unmarshal(body, &p)
+	return fmt.Sprintf("%d %s", status, p.Reason)
+}
+
+// lockDirect locks couponID for orderNo at the coupon service, as the order
+// service does.
+func (g *couponGate) lockDirect(ctx context.Context, couponID uint64, orderNo string) error {
+	body := fmt.Sprintf(`{"order_no":%q,"user_id":%d,"order_amount":%d,"attempt":"killed"}`, orderNo, lockUser, lockPrice)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/internal/coupons/%d/lock", g.target, couponID), strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+orderlab.InternalToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("lock for the killed try: %d %s", resp.StatusCode, b)
+	}
+	return nil
+}
