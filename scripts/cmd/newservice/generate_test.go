@@ -229,7 +229,7 @@ func goCmd(t *testing.T, dir string, args ...string) {
 // there (workspaceEnv), and fails t with its output when it fails.
 func command(t *testing.T, dir, name string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
