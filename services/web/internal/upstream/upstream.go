@@ -15,7 +15,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -149,9 +148,6 @@ func (c *Client) send(ctx context.Context, r call) (int, error) {
 	}
 	if r.caller != nil {
 		req.Header.Set("Authorization", "Bearer "+r.caller.Token)
-		// X-User-ID is what the services read until they verify the
-		// token themselves; it is the subject the storefront verified.
-		req.Header.Set("X-User-ID", strconv.FormatUint(r.caller.UserID, 10))
 	}
 	for k, v := range r.header {
 		req.Header.Set(k, v)
