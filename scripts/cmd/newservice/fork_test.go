@@ -20,8 +20,8 @@ import (
 // deleted, built), then for order and the generated service go vet (every
 // test compiles without the lab) and the cmd tests again. The page and this test change together.
 func TestForkRecipe(t *testing.T) {
-	if testing.Short() && os.Getenv("CI") == "" {
-		t.Skip("-short: taking four services out and testing them takes many minutes")
+	if os.Getenv(templateTestsVar) == "" {
+		t.Skip(templateTestsVar + " is not set: make template-test (run by .ci/run after make test) runs this")
 	}
 	src := composecheck.RepoRoot(t)
 	page, err := os.ReadFile(filepath.Join(src, "docs", "forking.md"))
@@ -32,7 +32,10 @@ func TestForkRecipe(t *testing.T) {
 	base := t.TempDir()
 	repo := filepath.Join(base, "repo")
 	copyRepo(t, src, repo)
-	for _, svc := range []string{"inventory", "order", "coupon", "payment"} {
+	// Not payment: its test kit (internal/paymenttest, a package of
+	// its own, not a _test file) still imports its lab, so its second
+	// block does not build. docs/forking.md says so.
+	for _, svc := range []string{"inventory", "order", "coupon"} {
 		t.Run(svc, func(t *testing.T) {
 			script := strings.Replace(take, "svc=inventory", "svc="+svc, 1) + "\n" + dropLab
 			if svc == "inventory" || svc == "order" {
