@@ -13,6 +13,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 
+	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/scripts/proctest"
@@ -38,13 +39,20 @@ func testRig(t *testing.T) (Targets, *sql.DB) {
 	for _, name := range []string{"order", "coupon", "payment", "psp-sim"} {
 		addrs[name] = testenv.FreeAddr(t)
 	}
+	issuer, err := auth.StartDevIssuer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { issuer.Close() })
 	tg := Targets{
+		Issuer: issuer.URL, Audience: "oncemall",
 		Order: []string{"http://" + addrs["order"]}, Coupon: []string{"http://" + addrs["coupon"]}, Payment: []string{"http://" + addrs["payment"]},
 		PSP: "http://" + addrs["psp-sim"], AdminToken: "lg-admin-" + sfx,
 		MySQLDSN: env.MySQL.DSN(""), RedisAddr: env.Redis.Addr, RedisPass: env.Redis.Password,
 		NATSURL: env.NATS.URL, SubjectPrefix: ev.SubjectPrefix,
 	}
 	common := []string{
+		"AUTH_ISSUER=" + tg.Issuer, "AUTH_AUDIENCE=" + tg.Audience,
 		"EVENT_SUBJECT_PREFIX=" + ev.SubjectPrefix, "ADMIN_TOKEN=" + tg.AdminToken, "STARTUP_TIMEOUT=30s", "SHUTDOWN_TIMEOUT=10s",
 		"OUTBOX_POLL_SCHEDULE=@every 1s", "IDEMPOTENCY_REDIS_PREFIX=" + redisPrefix + "idem:", "JOB_LOCK_TTL=5s", "MYSQL_MAX_OPEN_CONNS=8",
 	}
