@@ -151,7 +151,7 @@ const templateTestsVar = "ONCEMALL_TEMPLATE_TESTS"
 // own tests include the compose and configuration-page drift test.
 func TestGeneratedServicePassesEveryTest(t *testing.T) {
 	if os.Getenv(templateTestsVar) == "" {
-		t.Skip(templateTestsVar + " is not set: make template-test (run by .ci/run after make test) runs this")
+		t.Skip(templateTestsVar + " is not set: make template-test runs this (not yet in .ci/run: it has not passed end to end on a 2-core machine)")
 	}
 	src := composecheck.RepoRoot(t)
 	name := probeName(t)
