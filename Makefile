@@ -131,7 +131,7 @@ new-service: ## create services/NAME from the service template and wire it in ev
 	@GO=$(GO) $(GO) run ./scripts/cmd/newservice -name "$(NAME)" $(if $(PORT),-port $(PORT))
 
 template-test: ## the slow template checks make test leaves out: a generated service's every test, and docs/forking.md's recipe run for it, order and coupon (tens of minutes on 2 cores)
-	@cd scripts && ONCEMALL_TEMPLATE_TESTS=1 $(GO) test -count=1 -timeout 60m -run 'TestGeneratedServicePassesEveryTest|TestForkRecipe' ./cmd/newservice/
+	@cd scripts && $(GO) test -tags templatetest -count=1 -timeout 60m -run 'TestGeneratedServicePassesEveryTest|TestForkRecipe' ./cmd/newservice/
 
 .PHONY: template-test
 
