@@ -31,10 +31,7 @@ func TestForkRecipe(t *testing.T) {
 	base := t.TempDir()
 	repo := filepath.Join(base, "repo")
 	copyRepo(t, src, repo)
-	// Not payment: its test kit (internal/paymenttest, a package of
-	// its own, not a _test file) still imports its lab, so its second
-	// block does not build. docs/forking.md says so.
-	for _, svc := range []string{"inventory", "order", "coupon"} {
+	for _, svc := range []string{"inventory", "order", "coupon", "payment"} {
 		t.Run(svc, func(t *testing.T) {
 			script := strings.Replace(take, "svc=inventory", "svc="+svc, 1) + "\n" + dropLab
 			if svc == "inventory" || svc == "order" {
