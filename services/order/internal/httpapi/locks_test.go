@@ -70,7 +70,7 @@ func (s *lockServer) request(key string) idempotencytest.Request {
 
 // TestARetryAfterACrashBetweenLockAndCommitPlacesTheOrder: the order
 // service died after the coupon was locked and before the order committed
-// (TestCrashBetweenLockAndCommit kills one for real: the lock stays, no
+// (cmd/order's TestCrashBetweenLockAndCommit kills one for real: the lock stays, no
 // order exists). The customer retries with the same Idempotency-Key: the
 // retry runs under the dead try's number, the lock is re-entrant, and the
 // retry is answered with the order, which holds the coupon.
