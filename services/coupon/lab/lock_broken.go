@@ -14,14 +14,14 @@ import (
 // app.FixedLockKeeper, in services/coupon/internal/app/lock_coupon.go, is
 // the fix. Walkthrough: docs/incidents/7-locks-outlive-orders.md.
 //
-// It breaks in two places, marked BROKEN below: a release that finds no
-// lock writes nothing, and a lock never asks whether its order released;
-// and a release frees the coupon even while another attempt of the order
-// holds it.
-// When the order's lock call times out, the order gives up and releases a
-// lock that has not landed yet; the delayed lock then lands and holds the
-// coupon for an order that will never exist, until the lock TTL (45
-// minutes) and a sweep pass.
+// It breaks where marked BROKEN below: a lock never asks whether its
+// attempt released, a release that finds no lock writes nothing, and a
+// release frees the coupon whichever attempt of the order asks. When the
+// order's lock call times out, the order gives up and releases a lock that
+// has not landed yet; the delayed lock then lands and holds the coupon for
+// an order that will never exist, until the lock TTL (45 minutes) and a
+// sweep pass. When two copies of one request share the lock, the copy that
+// fails frees the coupon under the copy that commits.
 type BrokenLockKeeper struct{}
 
 // brokenLockAttempts bounds the re-reads after an update found the coupon

@@ -90,8 +90,9 @@ func (a *App) lockEnv() LockEnv {
 	return LockEnv{Store: a.store, Now: a.now, Template: a.Template, LockTTL: a.cfg.LockTTL, HoldLease: a.cfg.LockHoldLease}
 }
 
-// FixedLockKeeper takes and releases locks so that the coupon is held
-// exactly while some attempt of its order may still commit:
+// FixedLockKeeper takes and releases locks so that no lock lands after its
+// own release and no release frees a coupon that another attempt of its
+// order may still commit with:
 //
 //   - Release records, in the transaction of its conditional update, that
 //     this attempt of the order released, whether or not it found the lock
@@ -137,11 +138,11 @@ func (FixedLockKeeper) Lock(ctx context.Context, env LockEnv, couponID uint64, r
 		if err != nil {
 			return err
 		}
-		decision, err := c.DecideLock(t, r, env.Now())
+		now := env.Now()
+		decision, err := c.DecideLock(t, r, now)
 		if err != nil {
 			return err
 		}
-		now := env.Now()
 		if decision == coupon.AlreadyDone {
 			lock, same = c.HeldLock(t), true
 		} else {
