@@ -63,6 +63,7 @@ func TestPlugSetsEachModesOwnField(t *testing.T) {
 		{config.Modes{Stock: "broken"}, []string{"Stock"}},
 		{config.Modes{Stock: lab.Optimistic}, []string{"Stock"}},
 		{config.Modes{Close: "broken"}, []string{"Charges"}},
+		{config.Modes{Numbering: "broken"}, []string{"Numbers"}},
 	} {
 		if got := setFields(lab.Variants(c.modes)); !slices.Equal(got, c.want) {
 			t.Errorf("%+v sets %v, want %v", c.modes, got, c.want)

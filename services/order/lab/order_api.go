@@ -56,8 +56,7 @@ type OrderAPIConfig struct {
 	// and releases coupons at (the benchmark's real one); empty uses the
 	// Coupons stand-in.
 	CouponURL string
-	// Numbers is incident 7's order numbering: variant.Broken is
-	// PerAttemptOrderNumbers, anything else the fixed one.
+	// Numbers is ORDER_NUMBERING_MODE (incident 7); empty is variant.Fixed.
 	Numbers variant.Mode
 	// Vars are more of the service's variables (TRACING_*, ...).
 	Vars map[string]string
@@ -101,7 +100,8 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 	api.Payments = stubs.NewPaymentService(InternalToken)
 	api.close = append(api.close, api.Payments.Close)
 	vars := map[string]string{"COUPON_URL": api.Coupons.URL, "PAYMENT_URL": api.Payments.URL,
-		"ORDER_IDEMPOTENCY_MODE": string(cfg.Guard), "ORDER_STOCK_MODE": string(cfg.Stock), "ORDER_CLOSE_MODE": string(cfg.Close)}
+		"ORDER_IDEMPOTENCY_MODE": string(cfg.Guard), "ORDER_STOCK_MODE": string(cfg.Stock), "ORDER_CLOSE_MODE": string(cfg.Close),
+		"ORDER_NUMBERING_MODE": string(cfg.Numbers)}
 	if cfg.CouponURL != "" {
 		vars["COUPON_URL"] = cfg.CouponURL
 	}
@@ -117,9 +117,6 @@ func StartOrderAPI(ctx context.Context, env lab.Env, suffix string, cfg OrderAPI
 	adjust := func(o *assembly.Options) {
 		if cfg.Guard == NoGuard {
 			o.Guard = func(*idempotency.Middleware, *slog.Logger) gin.HandlerFunc { return func(c *gin.Context) { c.Next() } }
-		}
-		if cfg.Numbers == variant.Broken {
-			o.Numbers = PerAttemptOrderNumbers{}
 		}
 	}
 	// The gate goes in front of every route of the service, so it is the

@@ -42,6 +42,9 @@ func Plug(o *assembly.Options, cfg config.Config) {
 	if m.Close == variant.Broken {
 		o.Charges = NoChargeClose{}
 	}
+	if m.Numbering == variant.Broken {
+		o.Numbers = PerAttemptOrderNumbers{}
+	}
 }
 
 // Variants is what Plug sets for modes in the lab.

@@ -60,6 +60,7 @@ func TestLoadDefaultsAndBadValues(t *testing.T) {
 		"EVENT_SUBJECT_PREFIX":     ".e2e.",
 		"ORDER_STOCK_MODE":         "pessimistic",
 		"ORDER_CLOSE_MODE":         "optimistic",
+		"ORDER_NUMBERING_MODE":     "random",
 		"ORDER_PAY_TIMEOUT":        "0s",
 		"ORDER_CLOSE_SCHEDULE":     "every minute",
 		"ORDER_CLOSE_BATCH":        "0",
@@ -71,7 +72,8 @@ func TestLoadDefaultsAndBadValues(t *testing.T) {
 	}))
 	t.Setenv("ONCEMALL_ENV", "dev")
 	for _, v := range []string{"ORDER_IDEMPOTENCY_MODE=broken", "PRODUCT_COPY_MODE=orderly", "PRODUCT_COPY_MODE=broken",
-		"ORDER_STOCK_MODE=broken", "ORDER_STOCK_MODE=optimistic", "ORDER_CLOSE_MODE=broken"} {
+		"ORDER_STOCK_MODE=broken", "ORDER_STOCK_MODE=optimistic", "ORDER_CLOSE_MODE=broken",
+		"ORDER_NUMBERING_MODE=broken"} {
 		name, value, _ := strings.Cut(v, "=")
 		t.Run(v, func(t *testing.T) {
 			t.Setenv(name, value)

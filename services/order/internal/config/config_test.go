@@ -44,9 +44,9 @@ func TestDefaultsAreTheFixes(t *testing.T) {
 // TestModesAndProductsNameTheirVariable: each unusable value is refused
 // with its variable named.
 func TestModesAndProductsNameTheirVariable(t *testing.T) {
-	bad := config.Modes{OrderIdempotency: config.Orderly, ProductCopy: "fast", Stock: config.Orderly, Close: config.Optimistic}
+	bad := config.Modes{OrderIdempotency: config.Orderly, ProductCopy: "fast", Stock: config.Orderly, Close: config.Optimistic, Numbering: config.Orderly}
 	err := bad.Validate()
-	for _, v := range []string{"ORDER_IDEMPOTENCY_MODE", "PRODUCT_COPY_MODE", "ORDER_STOCK_MODE", "ORDER_CLOSE_MODE"} {
+	for _, v := range []string{"ORDER_IDEMPOTENCY_MODE", "PRODUCT_COPY_MODE", "ORDER_STOCK_MODE", "ORDER_CLOSE_MODE", "ORDER_NUMBERING_MODE"} {
 		if err == nil || !strings.Contains(err.Error(), v) {
 			t.Errorf("modes error %v does not name %s", err, v)
 		}

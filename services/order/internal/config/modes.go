@@ -35,6 +35,12 @@ type Modes struct {
 	// alone; broken closes the order without asking, so a customer paying
 	// meanwhile pays for a cancelled order.
 	Close variant.Mode `env:"ORDER_CLOSE_MODE" default:"fixed" usage:"how an unpaid order is closed: fixed (close the charge at the payment service first) or broken (close without asking, incident 6's broken variant, lab only)"`
+	// Numbering is how an order is numbered (incident 7): fixed derives
+	// the number from the user and the Idempotency-Key, so every copy and
+	// retry of one request has one number and re-enters its coupon lock;
+	// broken gives each attempt a new number, so a retry after a crash is
+	// refused the coupon its dead try locked.
+	Numbering variant.Mode `env:"ORDER_NUMBERING_MODE" default:"fixed" usage:"how an order is numbered: fixed (from the user and the Idempotency-Key) or broken (a new number per attempt, incident 7's broken variant, lab only)"`
 }
 
 // Optimistic is the third value of ORDER_STOCK_MODE, a lab variant: stock
@@ -56,5 +62,6 @@ func (m Modes) Validate() error {
 		pkgconfig.CheckOneOf("PRODUCT_COPY_MODE", m.ProductCopy, variant.Fixed, Orderly, variant.Broken),
 		pkgconfig.CheckOneOf("ORDER_STOCK_MODE", m.Stock, variant.Fixed, variant.Broken, Optimistic),
 		pkgconfig.CheckOneOf("ORDER_CLOSE_MODE", m.Close, variant.Fixed, variant.Broken),
+		pkgconfig.CheckOneOf("ORDER_NUMBERING_MODE", m.Numbering, variant.Fixed, variant.Broken),
 	)
 }
