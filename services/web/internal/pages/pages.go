@@ -14,6 +14,7 @@ package pages
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -54,6 +55,11 @@ type Options struct {
 	// Secure.
 	CookieKey    []byte
 	CookieSecure bool
+	// Operator is what the console calls; nil: no console.
+	Operator Operator
+	// Sections are the console's parts made elsewhere (lab mode's
+	// switches); none in production.
+	Sections []Section
 }
 
 // Pages serves the storefront.
@@ -64,6 +70,9 @@ type Pages struct {
 	brand   string
 	cookies cookies
 	views   *views
+
+	operator Operator
+	sections []Section
 }
 
 // New returns the storefront's pages over shop, with sessions checked by v.
@@ -75,8 +84,14 @@ func New(shop Shop, v Verifier, opts Options) (*Pages, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, s := range opts.Sections {
+		if err := views.add(s.Templates); err != nil {
+			return nil, fmt.Errorf("pages: console section %s: %w", s.Name, err)
+		}
+	}
 	return &Pages{shop: shop, verify: v, log: opts.Log, brand: opts.Brand,
-		cookies: cookies{key: opts.CookieKey, secure: opts.CookieSecure}, views: views}, nil
+		cookies: cookies{key: opts.CookieKey, secure: opts.CookieSecure}, views: views,
+		operator: opts.Operator, sections: opts.Sections}, nil
 }
 
 // Register installs the pages on r.
@@ -99,12 +114,17 @@ func (p *Pages) Register(r gin.IRouter) {
 	user.POST("/orders/:no/cancel", p.form, p.cancel)
 	user.GET("/platform/:trade", p.platform)
 	user.GET("/api/orders/:no", p.orderStatus)
+
+	if p.operator != nil {
+		p.registerConsole(r)
+	}
 }
 
 // session is the request's verified user, if any.
 type session struct {
-	caller upstream.Caller
-	name   string
+	caller   upstream.Caller
+	name     string
+	operator bool // the token carries auth.RoleOperator
 }
 
 // user returns the verified user of r's session cookie. A cookie whose token
@@ -133,7 +153,7 @@ func (p *Pages) user(c *gin.Context) (*session, error) {
 	if name == "" {
 		name = "user " + strconv.FormatUint(pr.UserID, 10)
 	}
-	s := &session{caller: upstream.Caller{Token: raw, UserID: pr.UserID}, name: name}
+	s := &session{caller: upstream.Caller{Token: raw, UserID: pr.UserID}, name: name, operator: pr.HasRole(auth.RoleOperator)}
 	c.Set("session", s)
 	return s, nil
 }

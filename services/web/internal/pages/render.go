@@ -60,6 +60,30 @@ func parseViews() (*views, error) {
 	return v, nil
 }
 
+// add parses the pages of fsys ("*.html") as the storefront's own, each
+// with the layout.
+func (v *views) add(fsys fs.FS) error {
+	names, err := fs.Glob(fsys, "*.html")
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		name := strings.TrimSuffix(n, ".html")
+		if _, dup := v.pages[name]; dup {
+			return fmt.Errorf("template %s: the storefront has a page of that name", name)
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+		if err == nil {
+			t, err = t.ParseFS(fsys, n)
+		}
+		if err != nil {
+			return fmt.Errorf("template %s: %w", name, err)
+		}
+		v.pages[name] = t
+	}
+	return nil
+}
+
 // render writes page name with data and what every page shows: the user,
 // the CSRF token of the forms.
 func (p *Pages) render(c *gin.Context, status int, name string, data map[string]any) {
@@ -73,6 +97,9 @@ func (p *Pages) render(c *gin.Context, status int, name string, data map[string]
 	s, _ := p.user(c)
 	if s != nil {
 		data["User"] = s.name
+		if s.operator && p.operator != nil {
+			data["Menu"] = p.menu()
+		}
 	}
 	data["CSRF"] = p.cookies.csrfToken(c.Writer, c.Request)
 	data["Cart"] = len(readCart(c.Request))

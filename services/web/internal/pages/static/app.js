@@ -37,4 +37,28 @@
   }
 
   document.querySelectorAll("[data-poll]").forEach(poll);
+
+  // The console's lab counts: [data-counts] asks its URL every two seconds
+  // and writes each count's now and since into its row.
+  function counts(table) {
+    function tick() {
+      fetch(table.dataset.counts, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (s) {
+          (s && s.counts || []).forEach(function (c) {
+            var row = table.querySelector('[data-count="' + c.key + '"]');
+            if (!row) return;
+            var now = row.querySelector("[data-field=now]"), since = row.querySelector("[data-field=since]");
+            now.textContent = c.error ? "unavailable" : String(c.now);
+            now.title = c.error || "";
+            since.textContent = c.since === undefined ? "" : String(c.since);
+          });
+        })
+        .catch(function () { /* the next tick asks again */ })
+        .then(function () { setTimeout(tick, 2000); });
+    }
+    tick();
+  }
+
+  document.querySelectorAll("[data-counts]").forEach(counts);
 })();
