@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { proctest.Main(m) }
 // The programs the rig runs, built together by one go command.
 var programs = []string{
 	"services/identity/cmd/identity", "services/order/cmd/order", "services/coupon/cmd/coupon",
-	"services/payment/cmd/payment", "services/psp-sim/cmd/psp-sim", "services/web/cmd/web",
+	"services/payment/cmd/payment", "services/psp-sim/cmd/psp-sim", "services/web/cmd/web", "scripts/cmd/faultproxy",
 }
 
 // deadline bounds every wait: far above what a step takes on a loaded
@@ -37,6 +37,9 @@ const (
 	alice = 42
 )
 
+// faultProxyToken is the fault proxy's own admin token, not the services'.
+const faultProxyToken = "web-faultproxy-token"
+
 // service is one started program with its database (nil for psp-sim and
 // the storefront, which own none).
 type service struct {
@@ -46,9 +49,16 @@ type service struct {
 
 // rig is the whole shop on free ports: identity, order, coupon, payment, the
 // platform simulator and the storefront, each service with a throwaway
-// database, all under one event prefix of the run's own.
+// database, all under one event prefix of the run's own. As under make run,
+// the coupon service reaches its database through the MySQL fault proxy,
+// which the storefront's lab switches arm (the proxy has its own admin
+// token).
 type rig struct {
-	identity, order, coupon, payment, psp, web service
+	identity, order, coupon, payment, psp, web, faultproxy service
+	// webBin and webEnv are the storefront's binary and environment but
+	// its address and mode, for a second storefront in another mode.
+	webBin string
+	webEnv []string
 }
 
 // chromium is the browser the tests drive: Debian's, headless. A test tool's
@@ -75,7 +85,7 @@ func startRig(t *testing.T) *rig {
 	_, redisPrefix := testenv.Redis(t)
 
 	addr := map[string]string{}
-	for _, name := range []string{"identity", "order", "coupon", "payment", "psp-sim", "web"} {
+	for _, name := range []string{"identity", "order", "coupon", "payment", "psp-sim", "web", "faultproxy", "faultproxy-admin"} {
 		addr[name] = testenv.FreeAddr(t)
 	}
 	url := func(name string) string { return "http://" + addr[name] }
@@ -106,16 +116,23 @@ func startRig(t *testing.T) *rig {
 		"PSP_CALLBACK_URL="+url("payment")+"/payments/callback",
 		"PSP_REFUND_CALLBACK_URL="+url("payment")+"/payments/refunds/callback",
 		"PSP_RETRY_SCHEDULE=100ms,200ms,300ms,500ms,1s", "PSP_NOTIFY_DELAY=10ms")}
+	r.faultproxy = service{Process: proctest.Start(t, "faultproxy", bin["faultproxy"], addr["faultproxy-admin"],
+		"FAULTPROXY_ADDR="+addr["faultproxy"], "FAULTPROXY_ADMIN_ADDR="+addr["faultproxy-admin"],
+		"FAULTPROXY_UPSTREAM="+testenv.Config(t).MySQL.Addr, "ADMIN_TOKEN="+faultProxyToken, "LOG_LEVEL=debug")}
+	r.faultproxy.WaitStatus(t, "/healthz", http.StatusOK, deadline)
 	r.identity = withDB("identity", "IDENTITY_ISSUER="+url("identity"), "IDENTITY_BCRYPT_COST=4",
 		"IDENTITY_LOGIN_LIMIT=1000")
 	r.order = withDB("order", "COUPON_URL="+url("coupon"), "PAYMENT_URL="+url("payment"))
-	r.coupon = withDB("coupon", "ORDER_URL="+url("order"), "COUPON_RETRY_SCHEDULE=@every 1s", "COUPON_RETRY_BACKOFF=200ms")
+	r.coupon = withDB("coupon", "ORDER_URL="+url("order"), "COUPON_RETRY_SCHEDULE=@every 1s", "COUPON_RETRY_BACKOFF=200ms",
+		"MYSQL_ADDR="+addr["faultproxy"])
 	r.payment = withDB("payment", "PSP_URL="+url("psp-sim"), "ORDER_URL="+url("order"), "PSP_SECRET="+secret)
+	r.webEnv = []string{"LOG_LEVEL=debug",
+		"IDENTITY_URL=" + url("identity"), "AUTH_ISSUER=" + url("identity"),
+		"ORDER_URL=" + url("order"), "COUPON_URL=" + url("coupon"), "PAYMENT_URL=" + url("payment"), "PSP_URL=" + url("psp-sim"),
+		"WEB_BRAND=browser", "FAULTPROXY_ADMIN_URL=" + url("faultproxy-admin"), "FAULTPROXY_ADMIN_TOKEN=" + faultProxyToken}
+	r.webBin = bin["web"]
 	r.web = service{Process: proctest.Start(t, "web", bin["web"], addr["web"],
-		"HTTP_ADDR="+addr["web"], "ONCEMALL_ENV=lab", "LOG_LEVEL=debug",
-		"IDENTITY_URL="+url("identity"), "AUTH_ISSUER="+url("identity"),
-		"ORDER_URL="+url("order"), "COUPON_URL="+url("coupon"), "PAYMENT_URL="+url("payment"), "PSP_URL="+url("psp-sim"),
-		"WEB_BRAND=browser")}
+		append([]string{"HTTP_ADDR=" + addr["web"], "ONCEMALL_ENV=lab"}, r.webEnv...)...)}
 
 	r.psp.WaitStatus(t, "/healthz", http.StatusOK, deadline)
 	for _, s := range []service{r.identity, r.order, r.coupon, r.payment, r.web} {
@@ -125,7 +142,7 @@ func startRig(t *testing.T) *rig {
 	t.Cleanup(func() {
 		// The storefront first (no more pages), the simulator next (no
 		// more deliveries), then the services; each must exit with 0.
-		for _, s := range []service{r.web, r.psp, r.payment, r.coupon, r.order, r.identity} {
+		for _, s := range []service{r.web, r.psp, r.payment, r.coupon, r.order, r.identity, r.faultproxy} {
 			s.Stop(t, 20*time.Second)
 		}
 	})

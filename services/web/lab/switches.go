@@ -21,9 +21,13 @@ import (
 var templateFS embed.FS
 
 // matchDeduction is the statement text the lost acknowledgement waits
-// for: a COMMIT of a transaction that wrote the coupon ledger, so that the
-// relay's and the jobs' commits pass untouched.
-const matchDeduction = "coupon_deduction"
+// for: a COMMIT of a transaction that wrote the coupon ledger (both of
+// the coupon store's inserts read so), so that locks, the relay's and the
+// jobs' commits pass untouched. The table name alone would not do: the
+// proxy marks a connection on any statement naming it, a reconciler's
+// SELECT included, and drops that connection's next COMMIT, whatever it
+// commits.
+const matchDeduction = "INSERT INTO `coupon_deduction`"
 
 // maxDrops bounds one arming from the page.
 const maxDrops = 10
