@@ -153,6 +153,50 @@ func TestConsole(t *testing.T) {
 	}
 }
 
+// TestConsoleBrokenDeduction: the same lost COMMIT acknowledgement, armed
+// from the console, on the coupon service running incident 1's broken
+// deduction (COUPON_DEDUCTION_MODE=broken, lab mode) on the incident's
+// schema (the ledger without its per-order unique key, as
+// services/coupon/lab/migrations makes it): the retry deducts again, and
+// the console shows the two deductions and the reconciler's finding, as
+// the coupon database counts them.
+func TestConsoleBrokenDeduction(t *testing.T) {
+	r := startRig(t, "COUPON_DEDUCTION_MODE=broken")
+	// services/coupon/lab/migrations/000001_incident_deduction_schema.up.sql
+	if _, err := r.coupon.db.Exec(`ALTER TABLE coupon_deduction
+		DROP INDEX uk_coupon_deduction_order, ADD KEY idx_coupon_deduction_order (order_no)`); err != nil {
+		t.Fatal(err)
+	}
+	lamp := r.newProduct(t, "Lamp", 2000, 5)
+	coupon := r.newCoupon(t, alice, 400, 1000)
+
+	b := newBrowser(t, r.web.URL(""))
+	b.run(t, "sign in as operator", b.signIn("operator", "operator-dev-password"))
+	b.run(t, "arm a lost COMMIT ACK", chromedp.Navigate(b.base+"/console/lab"),
+		chromedp.Click(`#arm-lost-ack`, chromedp.ByQuery), chromedp.WaitVisible(`#done`, chromedp.ByQuery))
+	b.run(t, "sign out", chromedp.Click(`header form button`, chromedp.ByQuery), chromedp.WaitVisible(`#nav-signin`, chromedp.ByQuery))
+	b.run(t, "sign in as alice", b.signIn("alice", "alice-dev-password"))
+	b.run(t, "buy the lamp with the coupon", addToCart(b.base, lamp, 1),
+		chromedp.SetValue(`#coupon`, strconv.FormatUint(coupon, 10), chromedp.ByQuery),
+		chromedp.Click(`#place-order`, chromedp.ByQuery), chromedp.WaitVisible(`#pay-button`, chromedp.ByQuery))
+	var orderNo string
+	b.run(t, "pay", chromedp.Text(`#order-no`, &orderNo, chromedp.ByQuery), chromedp.Click(`#pay-button`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#return`, chromedp.ByQuery), chromedp.Click(`#return`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#order-status[data-status="PAID"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#coupon-status[data-status="USED"]`, chromedp.ByQuery))
+
+	b.run(t, "sign out", chromedp.Click(`header form button`, chromedp.ByQuery), chromedp.WaitVisible(`#nav-signin`, chromedp.ByQuery))
+	b.run(t, "sign in as operator again", b.signIn("operator", "operator-dev-password"))
+	b.run(t, "the lab's counts", chromedp.Navigate(b.base+"/console/lab"),
+		chromedp.Poll(`document.querySelector('[data-count="double_deductions"] [data-field="now"]').textContent === "1"
+			&& document.querySelector('[data-count="acks_dropped"] [data-field="since"]').textContent === "1"
+			&& document.querySelector('[data-count="deductions"] [data-field="since"]').textContent === "1"`, nil))
+	b.fullShot(t, "console-lab-broken")
+	if n := count(t, r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction WHERE order_no = ?", orderNo); n != 2 {
+		t.Errorf("order %s: %d deductions in the coupon database, want the incident's 2", orderNo, n)
+	}
+}
+
 // startWeb starts a second storefront on r's services in env mode.
 func startWeb(t *testing.T, r *rig, env string, extra ...string) *proctest.Process {
 	t.Helper()

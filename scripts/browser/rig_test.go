@@ -65,7 +65,9 @@ type rig struct {
 // own browser download does not work on this project's machines.
 const chromium = "/usr/bin/chromium"
 
-func startRig(t *testing.T) *rig {
+// startRig starts the shop, the coupon service with couponEnv on top of
+// its environment.
+func startRig(t *testing.T, couponEnv ...string) *rig {
 	t.Helper()
 	if _, err := exec.LookPath(chromium); err != nil {
 		t.Fatalf("the browser tests drive %s (apt-get install chromium): %v", chromium, err)
@@ -123,8 +125,8 @@ func startRig(t *testing.T) *rig {
 	r.identity = withDB("identity", "IDENTITY_ISSUER="+url("identity"), "IDENTITY_BCRYPT_COST=4",
 		"IDENTITY_LOGIN_LIMIT=1000")
 	r.order = withDB("order", "COUPON_URL="+url("coupon"), "PAYMENT_URL="+url("payment"))
-	r.coupon = withDB("coupon", "ORDER_URL="+url("order"), "COUPON_RETRY_SCHEDULE=@every 1s", "COUPON_RETRY_BACKOFF=200ms",
-		"MYSQL_ADDR="+addr["faultproxy"])
+	r.coupon = withDB("coupon", append([]string{"ORDER_URL=" + url("order"), "COUPON_RETRY_SCHEDULE=@every 1s",
+		"COUPON_RETRY_BACKOFF=200ms", "MYSQL_ADDR=" + addr["faultproxy"]}, couponEnv...)...)
 	r.payment = withDB("payment", "PSP_URL="+url("psp-sim"), "ORDER_URL="+url("order"), "PSP_SECRET="+secret)
 	r.webEnv = []string{"LOG_LEVEL=debug",
 		"IDENTITY_URL=" + url("identity"), "AUTH_ISSUER=" + url("identity"),

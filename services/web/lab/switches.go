@@ -72,8 +72,16 @@ func (s *switches) page(c *gin.Context, k pages.Kit) {
 	s.mu.Lock()
 	armedAt := s.armedAt
 	s.mu.Unlock()
-	k.Render(c, http.StatusOK, "lab", map[string]any{"Counts": counts, "ArmedAt": armedAt,
+	k.Render(c, http.StatusOK, "lab", map[string]any{"Counts": counts, "Groups": groups, "ArmedAt": armedAt,
 		"TracesURL": s.cfg.TracesURL, "Done": c.Query("done")})
+}
+
+// groups are the headings of the counts' groups.
+var groups = map[string]string{
+	"switch":    "The switch",
+	"effects":   "Effects written",
+	"absorbed":  "Duplicates absorbed, retries made",
+	"invariant": "The invariant: one deduction per order",
 }
 
 func (s *switches) countsJSON(c *gin.Context, k pages.Kit) {
