@@ -131,6 +131,13 @@ func TestConsole(t *testing.T) {
 	// redelivery absorbed, no order deducted twice.
 	b.run(t, "sign out", chromedp.Click(`header form button`, chromedp.ByQuery), chromedp.WaitVisible(`#nav-signin`, chromedp.ByQuery))
 	b.run(t, "sign in as operator again", b.signIn("operator", "operator-dev-password"))
+	// Alice's order was placed in this browser; the operator's orders page
+	// lists the operator's orders, none.
+	var ordersPage string
+	b.run(t, "the operator's orders", chromedp.Navigate(b.base+"/orders"), chromedp.Text(`main`, &ordersPage, chromedp.ByQuery))
+	if !strings.Contains(ordersPage, "No orders yet.") || strings.Contains(ordersPage, orderNo) {
+		t.Errorf("the operator's orders page, after alice ordered %s in this browser:\n%s", orderNo, ordersPage)
+	}
 	b.run(t, "the lab's counts", chromedp.Navigate(b.base+"/console/lab"),
 		chromedp.Poll(`document.querySelector('[data-count="acks_dropped"] [data-field="since"]').textContent === "1"
 			&& Number(document.querySelector('[data-count="inbox_duplicates"] [data-field="since"]').textContent)

@@ -3,8 +3,10 @@ package browser_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -221,3 +223,30 @@ func (r *rig) couponStatus(t *testing.T, id uint64) string {
 // screenshots is where the test writes its PNGs of the storefront
 // (WEB_SCREENSHOTS=../docs/img writes the README's); empty: none.
 var screenshots = os.Getenv("WEB_SCREENSHOTS")
+
+// placeOrder signs user in at identity and places an order of qty of
+// product through the order service's API, outside any browser, and
+// returns its number.
+func (r *rig) placeOrder(t *testing.T, user, password string, product uint64, qty int) string {
+	t.Helper()
+	resp, err := client.PostForm(r.identity.URL("/token"), url.Values{"grant_type": {"password"}, "username": {user}, "password": {password}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&tok)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("sign in %s at identity: %d %v", user, resp.StatusCode, err)
+	}
+	var o struct {
+		OrderNo string `json:"order_no"`
+	}
+	st, raw := call(t, "POST", r.order.URL("/orders"), map[string]string{"Authorization": "Bearer " + tok.AccessToken,
+		"Idempotency-Key": "browser-" + testenv.RandomSuffix(16)},
+		map[string]any{"items": []map[string]any{{"product_id": product, "quantity": qty}}}, &o)
+	want(t, "place an order through the API", st, raw, http.StatusCreated)
+	return o.OrderNo
+}

@@ -1,8 +1,8 @@
 // Package pages is the storefront's web interface: server-rendered pages
 // (html/template, embedded) over the services' public APIs, and one JSON
 // endpoint the order pages poll for status. It owns no business data: the
-// session is identity's token in a cookie, the cart and the list of the
-// browser's orders are cookies too (cookies.go).
+// session is identity's token in a cookie, the cart is a cookie too
+// (cookies.go).
 //
 // Every form carries a CSRF token, and the forms with an effect one
 // Idempotency-Key made when the form was rendered, which the storefront
@@ -36,6 +36,7 @@ type Shop interface {
 	Coupon(ctx context.Context, who upstream.Caller, id uint64) (upstream.Coupon, error)
 	PlaceOrder(ctx context.Context, who upstream.Caller, key string, items []upstream.Item, couponID uint64) (upstream.Order, error)
 	Order(ctx context.Context, who upstream.Caller, no string) (upstream.Order, error)
+	Orders(ctx context.Context, who upstream.Caller) ([]upstream.Order, error)
 	CancelOrder(ctx context.Context, who upstream.Caller, no string) (upstream.Order, error)
 	Pay(ctx context.Context, who upstream.Caller, key, orderNo string) (upstream.Payment, error)
 	Payment(ctx context.Context, who upstream.Caller, outTradeNo string) (upstream.Payment, error)
