@@ -26,7 +26,8 @@ import (
 // of the coupon service's database; alice buys the product with the
 // coupon and pays; the console then shows the acknowledgement lost and the
 // redelivery absorbed, and the coupon database holds one deduction for the
-// order. A storefront in production mode has the console but no lab: its
+// order; a storm of payment notifications filed from the console for the
+// same purchase makes one payment, the copies answered without effect. A storefront in production mode has the console but no lab: its
 // /console/lab is 404.
 func TestConsole(t *testing.T) {
 	r := startRig(t)
@@ -110,6 +111,9 @@ func TestConsole(t *testing.T) {
 	if armed != "1" {
 		t.Fatalf("the console says %q acknowledgements are armed, want 1", armed)
 	}
+	// And a storm for the next charge's notification: 5 copies at once, 2
+	// replays, the first answer lost.
+	b.run(t, "file a storm", chromedp.Click(`#arm-storm`, chromedp.ByQuery), chromedp.WaitVisible(`#done`, chromedp.ByQuery))
 
 	// Alice: no console; she buys the lamp with the coupon and pays.
 	b.run(t, "sign out", chromedp.Click(`header form button`, chromedp.ByQuery), chromedp.WaitVisible(`#nav-signin`, chromedp.ByQuery))
@@ -151,7 +155,22 @@ func TestConsole(t *testing.T) {
 	if counts["armed"] != "0" || counts["double_deductions"] != "0" {
 		t.Errorf("after the purchase the console shows %v, want nothing armed and no order deducted twice", counts)
 	}
+	b.run(t, "the storm's counts", chromedp.Poll(`document.querySelector('[data-count="callbacks_processed"] [data-field="since"]').textContent === "1"
+			&& Number(document.querySelector('[data-count="callbacks_duplicate"] [data-field="since"]').textContent) >= 1`, nil))
+	var multiple string
+	b.run(t, "multiple payments", chromedp.Text(`[data-count="multiple_payments"] [data-field="now"]`, &multiple, chromedp.ByQuery))
+	if multiple != "0" {
+		t.Errorf("after the storm the console shows %s orders with more than one payment, want 0", multiple)
+	}
 	b.fullShot(t, "console-lab")
+	for what, q := range map[string]string{
+		"payments":             "SELECT COUNT(*) FROM payments WHERE order_no = ?",
+		"payment transactions": "SELECT COUNT(*) FROM payment_transaction t JOIN payments p ON p.platform_serial = t.platform_serial WHERE p.order_no = ?",
+	} {
+		if n := count(t, r.payment.db, q, orderNo); n != 1 {
+			t.Errorf("order %s after the storm: %d %s, want 1", orderNo, n, what)
+		}
+	}
 	if n := count(t, r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction WHERE order_no = ?", orderNo); n != 1 {
 		t.Errorf("order %s: %d deductions in the coupon database, want 1", orderNo, n)
 	}

@@ -35,8 +35,8 @@ type counter struct {
 	labels map[string]string
 }
 
-// metrics reads base/metrics, the Prometheus text format.
-func (s *switches) metrics(ctx context.Context, base string) (map[string]float64, error) {
+// metrics reads counters from base/metrics, the Prometheus text format.
+func (s *switches) metrics(ctx context.Context, base string, counters []counter) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
 		return nil, err
@@ -55,7 +55,7 @@ func (s *switches) metrics(ctx context.Context, base string) (map[string]float64
 		return nil, fmt.Errorf("GET %s/metrics: %w", base, err)
 	}
 	out := map[string]float64{}
-	for _, c := range s.counters {
+	for _, c := range counters {
 		f, ok := families[c.family]
 		if !ok {
 			continue
@@ -100,9 +100,15 @@ type proxyStats struct {
 	ErrorRepliesDropped int64 `json:"error_replies_dropped"`
 }
 
-// proxy calls the fault proxy's admin API: method path with body (nil:
-// none), its answer decoded into out (nil: ignored).
+// proxy calls the fault proxy's admin API with its token.
 func (s *switches) proxy(ctx context.Context, method, path string, body, out any) error {
+	return s.send(ctx, "fault proxy", method, s.cfg.FaultProxyURL+path, s.cfg.FaultProxyToken, body, out)
+}
+
+// send makes one call of a lab switch: method u with body as JSON (nil:
+// none) and token as its bearer (empty: none), its answer decoded into out
+// (nil: ignored).
+func (s *switches) send(ctx context.Context, who, method, u, token string, body, out any) error {
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -111,33 +117,37 @@ func (s *switches) proxy(ctx context.Context, method, path string, body, out any
 		}
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, s.cfg.FaultProxyURL+path, r)
+	req, err := http.NewRequestWithContext(ctx, method, u, r)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+s.cfg.FaultProxyToken)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := s.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("fault proxy %s %s: %w", method, path, err)
+		return fmt.Errorf("%s %s %s: %w", who, method, u, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode/100 != 2 {
 		var p struct {
 			Detail string `json:"detail"`
+			Error  string `json:"error"`
 		}
 		_ = json.Unmarshal(raw, &p)
-		if p.Detail == "" {
-			p.Detail = string(raw)
+		detail := p.Detail + p.Error
+		if detail == "" {
+			detail = string(raw)
 		}
-		return fmt.Errorf("fault proxy %s %s: %s: %s", method, path, resp.Status, p.Detail)
+		return fmt.Errorf("%s %s %s: %s: %s", who, method, u, resp.Status, detail)
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("fault proxy %s %s: %w", method, path, err)
+			return fmt.Errorf("%s %s %s: %w", who, method, u, err)
 		}
 	}
 	return nil

@@ -38,6 +38,22 @@ var funcs = template.FuncMap{
 		return fmt.Sprintf("%s%d.%02d", sign, cents/100, cents%100)
 	},
 	"lower": strings.ToLower,
+	// dict makes a map of its key, value arguments: the data of a
+	// template called with more than one value.
+	"dict": func(kv ...any) (map[string]any, error) {
+		if len(kv)%2 != 0 {
+			return nil, errors.New("dict: an odd number of arguments")
+		}
+		m := make(map[string]any, len(kv)/2)
+		for i := 0; i < len(kv); i += 2 {
+			k, ok := kv[i].(string)
+			if !ok {
+				return nil, fmt.Errorf("dict: key %v is not a string", kv[i])
+			}
+			m[k] = kv[i+1]
+		}
+		return m, nil
+	},
 }
 
 func parseViews() (*views, error) {

@@ -38,15 +38,16 @@
 
   document.querySelectorAll("[data-poll]").forEach(poll);
 
-  // The console's lab counts: [data-counts] asks its URL every two seconds
-  // and writes each count's now and since into its row.
-  function counts(table) {
+  // The console's lab counts: the page asks the URL of its [data-counts]
+  // tables every two seconds and writes each count's now and since into
+  // its row, wherever it is.
+  function counts(url) {
     function tick() {
-      fetch(table.dataset.counts, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
         .then(function (r) { return r.ok ? r.json() : null; })
         .then(function (s) {
           (s && s.counts || []).forEach(function (c) {
-            var row = table.querySelector('[data-count="' + c.key + '"]');
+            var row = document.querySelector('[data-count="' + c.key + '"]');
             if (!row) return;
             var now = row.querySelector("[data-field=now]"), since = row.querySelector("[data-field=since]");
             now.textContent = c.error ? "unavailable" : String(c.now);
@@ -60,5 +61,6 @@
     tick();
   }
 
-  document.querySelectorAll("[data-counts]").forEach(counts);
+  var table = document.querySelector("[data-counts]");
+  if (table) counts(table.dataset.counts);
 })();
