@@ -26,8 +26,9 @@ import (
 // of the coupon service's database; alice buys the product with the
 // coupon and pays; the console then shows the acknowledgement lost and the
 // redelivery absorbed, and the coupon database holds one deduction for the
-// order; a storm of payment notifications filed from the console for the
-// same purchase makes one payment, the copies answered without effect. A storefront in production mode has the console but no lab: its
+// order; a storm of payment notifications and a double submit armed from
+// the console for the same purchase make one order and one payment, the
+// copies answered without effect. A storefront in production mode has the console but no lab: its
 // /console/lab is 404.
 func TestConsole(t *testing.T) {
 	r := startRig(t)
@@ -104,8 +105,7 @@ func TestConsole(t *testing.T) {
 
 	// Lab: arm one lost acknowledgement of a deduction's COMMIT.
 	b.run(t, "arm a lost COMMIT ACK", chromedp.Navigate(b.base+"/console/lab"),
-		chromedp.Click(`#arm-lost-ack`, chromedp.ByQuery), chromedp.WaitVisible(`#done`, chromedp.ByQuery),
-		chromedp.WaitVisible(`[data-count="armed"] [data-field="now"]`, chromedp.ByQuery))
+		clickUntilDone(`#arm-lost-ack`, "acknowledgement(s) armed"))
 	var armed string
 	b.run(t, "armed", chromedp.Text(`[data-count="armed"] [data-field="now"]`, &armed, chromedp.ByQuery))
 	if armed != "1" {
@@ -113,7 +113,9 @@ func TestConsole(t *testing.T) {
 	}
 	// And a storm for the next charge's notification: 5 copies at once, 2
 	// replays, the first answer lost.
-	b.run(t, "file a storm", chromedp.Click(`#arm-storm`, chromedp.ByQuery), chromedp.WaitVisible(`#done`, chromedp.ByQuery))
+	b.run(t, "file a storm", clickUntilDone(`#arm-storm`, "as a storm"))
+	// And the next two submits, "Place order" and "Pay", sent twice at once.
+	b.run(t, "arm a double submit", clickUntilDone(`#arm-double`, "sent twice at once"))
 
 	// Alice: no console; she buys the lamp with the coupon and pays.
 	b.run(t, "sign out", chromedp.Click(`header form button`, chromedp.ByQuery), chromedp.WaitVisible(`#nav-signin`, chromedp.ByQuery))
@@ -162,7 +164,16 @@ func TestConsole(t *testing.T) {
 	if multiple != "0" {
 		t.Errorf("after the storm the console shows %s orders with more than one payment, want 0", multiple)
 	}
+	b.run(t, "the double submit's counts", chromedp.Poll(`["doubled", "orders_first", "payments_first"].every(k =>
+			document.querySelector('[data-count="' + k + '"] [data-field="since"]').textContent === (k === "doubled" ? "2" : "1"))
+		&& document.querySelector('[data-count="split"] [data-field="now"]').textContent === "0"
+		&& Number(document.querySelector('[data-count="orders_replayed"] [data-field="since"]').textContent) >= 1
+		&& Number(document.querySelector('[data-count="payments_replayed"] [data-field="since"]').textContent) >= 1`, nil))
+	if n := count(t, r.order.db, "SELECT COUNT(*) FROM orders WHERE user_id = ?", alice); n != 1 {
+		t.Errorf("a purchase whose Place order was sent twice: alice has %d orders, want 1", n)
+	}
 	b.fullShot(t, "console-lab")
+	b.elementShot(t, "console-lab-lost-ack", "#lost-ack")
 	for what, q := range map[string]string{
 		"payments":             "SELECT COUNT(*) FROM payments WHERE order_no = ?",
 		"payment transactions": "SELECT COUNT(*) FROM payment_transaction t JOIN payments p ON p.platform_serial = t.platform_serial WHERE p.order_no = ?",
@@ -217,7 +228,7 @@ func TestConsoleBrokenDeduction(t *testing.T) {
 		chromedp.Poll(`document.querySelector('[data-count="double_deductions"] [data-field="now"]').textContent === "1"
 			&& document.querySelector('[data-count="acks_dropped"] [data-field="since"]').textContent === "1"
 			&& document.querySelector('[data-count="deductions"] [data-field="since"]').textContent === "1"`, nil))
-	b.fullShot(t, "console-lab-broken")
+	b.elementShot(t, "console-lab-broken", "#lost-ack")
 	if n := count(t, r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction WHERE order_no = ?", orderNo); n != 2 {
 		t.Errorf("order %s: %d deductions in the coupon database, want the incident's 2", orderNo, n)
 	}
@@ -283,4 +294,25 @@ func (b *browser) fullShot(t *testing.T, name string) {
 	if err := os.WriteFile(filepath.Join(screenshots, name+".png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// elementShot writes a PNG of the element sel to WEB_SCREENSHOTS/name.png,
+// if set.
+func (b *browser) elementShot(t *testing.T, name, sel string) {
+	t.Helper()
+	if screenshots == "" {
+		return
+	}
+	var png []byte
+	b.run(t, "screenshot "+name, chromedp.Screenshot(sel, &png, chromedp.ByQuery))
+	if err := os.WriteFile(filepath.Join(screenshots, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clickUntilDone clicks button and waits for the page it leads to, whose
+// #done says text: the page before may have a #done of its own.
+func clickUntilDone(button, text string) chromedp.Action {
+	return chromedp.Tasks{chromedp.Click(button, chromedp.ByQuery),
+		chromedp.WaitVisible(`//p[@id="done"][contains(., "`+text+`")]`, chromedp.BySearch)}
 }

@@ -1,6 +1,7 @@
 // Package lab is the storefront's part of the incident lab: the console's
-// switches (arm a lost COMMIT acknowledgement on the MySQL fault proxy),
-// each beside live counts of what the learner's clicks made and what was
+// switches (a lost COMMIT acknowledgement on the MySQL fault proxy, a storm
+// of payment notifications from the simulator, a double submit), each
+// beside live counts of what the learner's clicks made and what was
 // absorbed. It exists in lab mode only (ONCEMALL_ENV=lab): cmd/web's wire
 // plugs it with one line, and in any other mode Plug adds nothing, so the
 // switches' pages are not there at all (404). A fork deletes this
@@ -29,8 +30,13 @@ func Plug(o *assembly.Options, cfg config.Config, lookup pkgconfig.LookupFunc) e
 	if err != nil {
 		return err
 	}
+	d := &doubler{}
+	o.WrapShop = func(shop pages.Shop) pages.Shop {
+		d.Shop = shop
+		return d
+	}
 	o.Console = append(o.Console, func(client *upstream.Client, hc *http.Client) pages.Section {
-		return newSwitches(lc, cfg, client, hc).section()
+		return newSwitches(lc, cfg, client, hc, d).section()
 	})
 	return nil
 }

@@ -20,12 +20,12 @@ func TestPlugAddsNothingOutsideLabMode(t *testing.T) {
 			t.Errorf("%s: the lab read %s", env, name)
 			return "", false
 		})
-		if err != nil || len(o.Console) != 0 {
+		if err != nil || len(o.Console) != 0 || o.WrapShop != nil {
 			t.Errorf("%s: %v, %d sections; want none", env, err, len(o.Console))
 		}
 	}
 	var o assembly.Options
-	if err := lab.Plug(&o, config.Config{Env: platform.EnvLab}, func(string) (string, bool) { return "", false }); err != nil || len(o.Console) != 1 {
+	if err := lab.Plug(&o, config.Config{Env: platform.EnvLab}, func(string) (string, bool) { return "", false }); err != nil || len(o.Console) != 1 || o.WrapShop == nil {
 		t.Fatalf("lab mode: %v, %d sections; want the lab's", err, len(o.Console))
 	}
 	if s := o.Console[0](nil, http.DefaultClient); s.Path != "/lab" || s.Templates == nil {

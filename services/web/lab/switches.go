@@ -29,15 +29,20 @@ const (
 	// panelStorm is incident 2's: the simulator delivers the next charge's
 	// notification in a storm of copies, late replays and lost answers.
 	panelStorm = "storm"
+	// panelDouble is incident 4's: the storefront sends the next submits
+	// twice at once.
+	panelDouble = "double"
 )
 
 // switches is the console's lab section.
 type switches struct {
-	cfg                             Config
-	couponURL, paymentURL, pspURL   string
-	client                          *upstream.Client
-	hc                              *http.Client
-	couponCounters, paymentCounters []counter
+	cfg                                     Config
+	orderURL, couponURL, paymentURL, pspURL string
+	client                                  *upstream.Client
+	hc                                      *http.Client
+	double                                  *doubler
+	orderCounters, couponCounters           []counter
+	paymentCounters                         []counter
 
 	mu sync.Mutex
 	// armed is, per panel, when its switch was last used and every count
@@ -50,9 +55,14 @@ type armed struct {
 	base map[string]int64
 }
 
-func newSwitches(cfg Config, web config.Config, client *upstream.Client, hc *http.Client) *switches {
-	return &switches{cfg: cfg, couponURL: web.CouponURL, paymentURL: web.PaymentURL, pspURL: web.PSPURL,
-		client: client, hc: hc, armed: map[string]armed{},
+func newSwitches(cfg Config, web config.Config, client *upstream.Client, hc *http.Client, d *doubler) *switches {
+	return &switches{cfg: cfg, orderURL: web.OrderURL, couponURL: web.CouponURL, paymentURL: web.PaymentURL, pspURL: web.PSPURL,
+		client: client, hc: hc, double: d, armed: map[string]armed{},
+		orderCounters: []counter{
+			{family: "idempotency_requests_total", labels: map[string]string{"outcome": "first"}},
+			{family: "idempotency_requests_total", labels: map[string]string{"outcome": "replayed"}},
+			{family: "idempotency_requests_total", labels: map[string]string{"outcome": "conflict"}},
+		},
 		couponCounters: []counter{
 			{family: "coupon_deductions_total"},
 			{family: "inbox_messages_total", labels: map[string]string{"outcome": "duplicate"}},
@@ -64,6 +74,9 @@ func newSwitches(cfg Config, web config.Config, client *upstream.Client, hc *htt
 			{family: "payment_callbacks_total", labels: map[string]string{"outcome": "processed"}},
 			{family: "payment_callbacks_total", labels: map[string]string{"outcome": "duplicate"}},
 			{family: "payment_callbacks_total", labels: map[string]string{"outcome": "locked"}},
+			{family: "idempotency_requests_total", labels: map[string]string{"outcome": "first"}},
+			{family: "idempotency_requests_total", labels: map[string]string{"outcome": "replayed"}},
+			{family: "idempotency_requests_total", labels: map[string]string{"outcome": "conflict"}},
 		}}
 }
 
@@ -75,6 +88,7 @@ func (s *switches) section() pages.Section {
 		g.POST("/lost-ack", k.Form(), func(c *gin.Context) { s.armLostAck(c, k) })
 		g.POST("/lost-ack/disarm", k.Form(), func(c *gin.Context) { s.disarmLostAck(c, k) })
 		g.POST("/storm", k.Form(), func(c *gin.Context) { s.armStorm(c, k) })
+		g.POST("/double", k.Form(), func(c *gin.Context) { s.armDouble(c, k) })
 	}}
 }
 
@@ -92,7 +106,9 @@ func (s *switches) page(c *gin.Context, k pages.Kit) {
 		views[panel] = panelView{Counts: list, ArmedAt: s.armed[panel].at}
 	}
 	s.mu.Unlock()
+	_, _, _, last := s.double.state()
 	k.Render(c, http.StatusOK, "lab", map[string]any{"LostAck": views[panelLostAck], "Storm": views[panelStorm],
+		"Double": views[panelDouble], "Doubled": last,
 		"Groups": groups, "TracesURL": s.cfg.TracesURL, "Done": c.Query("done")})
 }
 
@@ -173,15 +189,51 @@ func (s *switches) armStorm(c *gin.Context, k pages.Kit) {
 	}, "The next charge's notification will come as a storm. Now buy something and pay.")
 }
 
+// maxDoubles bounds the submits one arming sends twice.
+const maxDoubles = 5
+
+// armDouble has the storefront send the next n "Place order" or "Pay"
+// submits twice at once.
+func (s *switches) armDouble(c *gin.Context, k pages.Kit) {
+	n, err := strconv.Atoi(c.DefaultPostForm("submits", "2"))
+	if err != nil || n < 1 || n > maxDoubles {
+		k.Problem(c, http.StatusBadRequest, "Not a number of submits", "Send from 1 to "+strconv.Itoa(maxDoubles)+" submits twice.")
+		return
+	}
+	s.arm(c, k, panelDouble, func(context.Context) error {
+		s.double.arm(n)
+		return nil
+	}, "The next "+strconv.Itoa(n)+` "Place order" or "Pay" submit(s) will be sent twice at once. Now buy something.`)
+}
+
 // arm takes panel's counts as they are now as its baseline, then uses the
 // switch (do), and goes back to the page saying done.
 func (s *switches) arm(c *gin.Context, k pages.Kit, panel string, do func(context.Context) error, done string) {
 	ctx := c.Request.Context()
+	// Without every count's baseline the page could not say what the
+	// learner's next purchase did: a source that fails is asked again,
+	// and if it still fails nothing is armed.
 	base := map[string]int64{}
-	for _, ct := range s.counts(ctx, k.Caller(c))[panel] {
-		if ct.Err == "" {
+	var failed string
+	for range 3 {
+		failed = ""
+		for _, ct := range s.counts(ctx, k.Caller(c))[panel] {
+			if _, ok := base[ct.Key]; ok {
+				continue
+			}
+			if ct.Err != "" {
+				failed = ct.Source + ": " + ct.Err
+				continue
+			}
 			base[ct.Key] = ct.Now
 		}
+		if failed == "" {
+			break
+		}
+	}
+	if failed != "" {
+		k.Problem(c, http.StatusBadGateway, "The counts cannot be read", "Nothing was armed: "+failed)
+		return
 	}
 	if err := do(ctx); err != nil {
 		k.Problem(c, http.StatusBadGateway, "The switch did not answer", err.Error())
@@ -198,14 +250,34 @@ func (s *switches) arm(c *gin.Context, k pages.Kit, panel string, do func(contex
 // source that does not answer marks its counts; the others are still
 // shown.
 func (s *switches) counts(ctx context.Context, who upstream.Caller) map[string][]count {
-	var st proxyStats
-	stErr := s.proxy(ctx, http.MethodGet, "/stats", nil, &st)
-	cm, cmErr := s.metrics(ctx, s.couponURL, s.couponCounters)
-	pm, pmErr := s.metrics(ctx, s.paymentURL, s.paymentCounters)
-	doubleDeductions, cfErr := s.findings(ctx, who, "coupon", "order_deducted_more_than_once")
-	multiplePayments, pfErr := s.findings(ctx, who, "payment", "multiple_records")
+	// The sources are read at once: the page waits for the slowest, not
+	// for their sum.
+	var (
+		wg                                 sync.WaitGroup
+		st                                 proxyStats
+		cm, pm, om                         map[string]float64
+		doubleDeductions, multiplePayments int64
+		stErr, cmErr, pmErr, omErr         error
+		cfErr, pfErr                       error
+	)
+	for _, read := range []func(){
+		func() { stErr = s.proxy(ctx, http.MethodGet, "/stats", nil, &st) },
+		func() { cm, cmErr = s.metrics(ctx, s.couponURL, s.couponCounters) },
+		func() { pm, pmErr = s.metrics(ctx, s.paymentURL, s.paymentCounters) },
+		func() { om, omErr = s.metrics(ctx, s.orderURL, s.orderCounters) },
+		func() { doubleDeductions, cfErr = s.findings(ctx, who, "coupon", "order_deducted_more_than_once") },
+		func() { multiplePayments, pfErr = s.findings(ctx, who, "payment", "multiple_records") },
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			read()
+		}()
+	}
+	wg.Wait()
+	toDouble, doubledN, split, _ := s.double.state()
 	c := func(cs []counter, m map[string]float64, i int) int64 { return int64(m[cs[i].key()]) }
-	cc, pc := s.couponCounters, s.paymentCounters
+	cc, pc, oc := s.couponCounters, s.paymentCounters, s.orderCounters
 	out := map[string][]count{
 		panelLostAck: {
 			{Key: "armed", Group: "switch", Name: "COMMIT acknowledgements still to drop", Source: "fault proxy: armed", Now: st.Armed, gauge: true, Err: errText(stErr)},
@@ -222,6 +294,17 @@ func (s *switches) counts(ctx context.Context, who upstream.Caller) map[string][
 			{Key: "callbacks_duplicate", Group: "absorbed", Name: "Copies answered 200 without effect", Source: `payment: payment_callbacks_total{outcome="duplicate"}`, Now: c(pc, pm, 1), Err: errText(pmErr)},
 			{Key: "callbacks_locked", Group: "absorbed", Name: "Copies told to come again (another copy held the payment)", Source: `payment: payment_callbacks_total{outcome="locked"}`, Now: c(pc, pm, 2), Err: errText(pmErr)},
 			{Key: "multiple_payments", Group: "invariant", Name: "Orders with more than one payment record (must stay 0)", Source: "payment: GET /admin/reconcile", Now: multiplePayments, gauge: true, Err: errText(pfErr)},
+		},
+		panelDouble: {
+			{Key: "doubles_armed", Group: "switch", Name: "Submits still to send twice", Source: "storefront", Now: int64(toDouble), gauge: true},
+			{Key: "doubled", Group: "switch", Name: "Submits sent twice", Source: "storefront", Now: doubledN},
+			{Key: "orders_first", Group: "effects", Name: "Order requests that ran (a key's first)", Source: `order: idempotency_requests_total{outcome="first"}`, Now: c(oc, om, 0), Err: errText(omErr)},
+			{Key: "payments_first", Group: "effects", Name: "Payment requests that ran (a key's first)", Source: `payment: idempotency_requests_total{outcome="first"}`, Now: c(pc, pm, 3), Err: errText(pmErr)},
+			{Key: "orders_replayed", Group: "absorbed", Name: "Order requests answered the first one's result", Source: `order: idempotency_requests_total{outcome="replayed"}`, Now: c(oc, om, 1), Err: errText(omErr)},
+			{Key: "orders_conflict", Group: "absorbed", Name: "Order requests told the first is still running", Source: `order: idempotency_requests_total{outcome="conflict"}`, Now: c(oc, om, 2), Err: errText(omErr)},
+			{Key: "payments_replayed", Group: "absorbed", Name: "Payment requests answered the first one's result", Source: `payment: idempotency_requests_total{outcome="replayed"}`, Now: c(pc, pm, 4), Err: errText(pmErr)},
+			{Key: "payments_conflict", Group: "absorbed", Name: "Payment requests told the first is still running", Source: `payment: idempotency_requests_total{outcome="conflict"}`, Now: c(pc, pm, 5), Err: errText(pmErr)},
+			{Key: "split", Group: "invariant", Name: "Submits whose two copies got different answers (must stay 0)", Source: "storefront", Now: split},
 		},
 	}
 	s.mu.Lock()

@@ -40,6 +40,9 @@ type Options struct {
 	// of the services and its HTTP client (traced, with the upstream
 	// timeout).
 	Console []func(client *upstream.Client, hc *http.Client) pages.Section
+	// WrapShop, when set, wraps what the pages call (lab mode's double
+	// submit, services/web/lab).
+	WrapShop func(pages.Shop) pages.Shop
 }
 
 // Assemble builds the storefront as cfg and o say: its server, with the
@@ -52,6 +55,9 @@ func Assemble(cfg config.Config, log *slog.Logger, tp trace.TracerProvider, o Op
 		Payment: cfg.PaymentURL, PSP: cfg.PSPURL}, hc, reg)
 	if o.Shop == nil {
 		o.Shop = client
+	}
+	if o.WrapShop != nil {
+		o.Shop = o.WrapShop(o.Shop)
 	}
 	if o.Verifier == nil {
 		v, err := auth.NewVerifier(cfg.Auth, auth.Options{Client: hc})
