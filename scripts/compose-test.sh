@@ -314,6 +314,8 @@ SH
   rm -f "$f"
   printf '%s\n' "$out" | tail -n 3 | sed 's/^/  /'
   printf '%s\n' "$out" | tail -n 1 | grep -q '"available":8' || fail "8 kettles should be left after 2 of 10 were bought"
+  # The storefront's catalog (brand demo) shows what the operator stocked.
+  curl -sf http://127.0.0.1:${WEB_PORT:-8085}/ | grep -q Kettle || fail "the storefront's catalog at :${WEB_PORT:-8085} does not show the Kettle"
 }
 
 main() {
@@ -342,7 +344,7 @@ main() {
   say "up: every service healthy in $((SECONDS - t)) s"
 
   purchase
-  say "purchase: PAID and USED, 8 left"
+  say "purchase: PAID and USED, 8 left, and on the storefront"
 
   step=lab
   [ -f .infra.mk ] && { infra_mk_saved=$(mktemp); cp .infra.mk "$infra_mk_saved"; }

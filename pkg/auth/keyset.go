@@ -2,11 +2,13 @@ package auth
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,11 +32,13 @@ type keySet struct {
 	now        func() time.Time
 	maxAge     time.Duration
 	minRefetch time.Duration
+	refuse     ed25519.PublicKey // a key never used, whoever publishes it (nil: none)
 
 	fetchMu sync.Mutex // held by the one caller fetching
 
 	mu        sync.RWMutex
 	keys      []jose.JSONWebKey
+	refused   []string  // the kids of published keys equal to refuse
 	fetched   time.Time // the last successful fetch
 	attempted time.Time // the last fetch, successful or not
 	failure   error     // why the last fetch failed, nil if it did not
@@ -82,8 +86,11 @@ func (s *keySet) verify(ctx context.Context, raw string) ([]byte, error) {
 // key returns the signing key named kid, fetching the JWKS when it is due.
 func (s *keySet) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
 	s.mu.RLock()
-	keys, fetched, attempted := s.keys, s.fetched, s.attempted
+	keys, fetched, attempted, refused := s.keys, s.fetched, s.attempted, s.refused
 	s.mu.RUnlock()
+	if slices.Contains(refused, kid) {
+		return nil, errDevKey(kid)
+	}
 	now := s.now()
 	k, found := find(keys, kid)
 	stale := fetched.IsZero() || now.Sub(fetched) >= s.maxAge
@@ -96,6 +103,12 @@ func (s *keySet) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) 
 	keys, err := s.refresh(ctx, attempted)
 	if k, ok := find(keys, kid); ok {
 		return k, nil
+	}
+	s.mu.RLock()
+	refused = s.refused
+	s.mu.RUnlock()
+	if slices.Contains(refused, kid) {
+		return nil, errDevKey(kid)
 	}
 	if err != nil {
 		return nil, err
@@ -115,7 +128,7 @@ func (s *keySet) refresh(ctx context.Context, seen time.Time) ([]jose.JSONWebKey
 	if !attempted.Equal(seen) {
 		return keys, failure // fetched by another caller meanwhile
 	}
-	fresh, err := s.fetch(ctx)
+	fresh, refused, err := s.fetch(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.attempted = s.now()
@@ -123,39 +136,48 @@ func (s *keySet) refresh(ctx context.Context, seen time.Time) ([]jose.JSONWebKey
 		s.failure = fmt.Errorf("%w: %w", ErrKeysUnavailable, err)
 		return s.keys, s.failure
 	}
-	s.keys, s.fetched, s.failure = fresh, s.attempted, nil
+	s.keys, s.refused, s.fetched, s.failure = fresh, refused, s.attempted, nil
 	return fresh, nil
 }
 
-// fetch reads the JWKS, keeping the keys that can verify Algorithm.
-func (s *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
+// fetch reads the JWKS, keeping the keys that can verify Algorithm, less
+// the refused key, whose kids it returns apart.
+func (s *keySet) fetch(ctx context.Context) (keys []jose.JSONWebKey, refused []string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", s.url, resp.Status)
+		return nil, nil, fmt.Errorf("GET %s: %s", s.url, resp.Status)
 	}
 	var set jose.JSONWebKeySet
 	if err := json.Unmarshal(body, &set); err != nil {
-		return nil, fmt.Errorf("GET %s: %w", s.url, err)
+		return nil, nil, fmt.Errorf("GET %s: %w", s.url, err)
 	}
-	keys := set.Keys[:0]
 	for _, k := range set.Keys {
-		if k.Valid() && k.IsPublic() && k.Algorithm == Algorithm && (k.Use == "" || k.Use == "sig") {
-			keys = append(keys, k)
+		if !k.Valid() || !k.IsPublic() || k.Algorithm != Algorithm || (k.Use != "" && k.Use != "sig") {
+			continue
 		}
+		if pub, ok := k.Key.(ed25519.PublicKey); ok && s.refuse != nil && pub.Equal(s.refuse) {
+			refused = append(refused, k.KeyID)
+			continue
+		}
+		keys = append(keys, k)
 	}
-	return keys, nil
+	return keys, refused, nil
+}
+
+func errDevKey(kid string) error {
+	return fmt.Errorf("auth: signing key %q is the published development key, refused outside dev and lab", kid)
 }
 
 func find(keys []jose.JSONWebKey, kid string) (*jose.JSONWebKey, bool) {

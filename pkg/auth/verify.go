@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,6 +24,11 @@ type Options struct {
 	// KeysMinRefetch is the shortest time between two fetches, however many
 	// tokens name a key the verifier does not hold (zero: 5s).
 	KeysMinRefetch time.Duration
+	// RefuseDevKey drops the published development key (DevSigningKey's
+	// public half) from the issuer's JWKS, so no token it signed passes,
+	// whatever the issuer publishes. Set it outside dev and lab
+	// (platform.Env.Development).
+	RefuseDevKey bool
 }
 
 // Verifier checks access tokens: signature, issuer, audience, expiry, and a
@@ -51,6 +57,13 @@ func NewVerifier(cfg Config, opts Options) (*Verifier, error) {
 		opts.KeysMinRefetch = 5 * time.Second
 	}
 	keys := &keySet{url: cfg.KeysURL(), client: opts.Client, now: opts.Now, maxAge: opts.KeysMaxAge, minRefetch: opts.KeysMinRefetch}
+	if opts.RefuseDevKey {
+		dev, err := ParsePrivateKey(DevSigningKey)
+		if err != nil {
+			return nil, fmt.Errorf("auth: the development signing key: %w", err)
+		}
+		keys.refuse = dev.Public().(ed25519.PublicKey)
+	}
 	// go-oidc checks iss, aud and exp (and nbf when present) on the payload
 	// our key set has verified; SupportedSigningAlgs refuses any other
 	// algorithm ("none" and HS256 included) before a key is looked at.

@@ -262,3 +262,35 @@ func TestDevIssuer(t *testing.T) {
 		t.Fatalf("a token of another issuer: %v, want ErrInvalidToken", err)
 	}
 }
+
+// TestRefuseDevKey: outside dev and lab the verifier drops the published
+// development key from the JWKS, so a development issuer's tokens are
+// refused even when the service is pointed at it, while an issuer's own
+// key still passes.
+func TestRefuseDevKey(t *testing.T) {
+	d, err := auth.StartDevIssuer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	v, err := auth.NewVerifier(d.Config("oncemall"), auth.Options{RefuseDevKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := d.Token("oncemall", 42, auth.RoleOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := v.Verify(context.Background(), tok); !errors.Is(err, auth.ErrInvalidToken) || !strings.Contains(err.Error(), "development key") {
+		t.Fatalf("a development-key token: %+v, %v; want ErrInvalidToken naming the development key", p, err)
+	}
+
+	iss := authtest.New(t)
+	own, err := auth.NewVerifier(iss.Config(), auth.Options{RefuseDevKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := own.Verify(context.Background(), iss.Token(t, 7)); err != nil || p.UserID != 7 {
+		t.Fatalf("an issuer's own key with RefuseDevKey: %+v, %v", p, err)
+	}
+}

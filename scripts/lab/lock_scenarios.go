@@ -13,7 +13,11 @@ package lab
 //     services/order kills one for real) and the customer's retry;
 //   - sibling: two copies of one request, the entry layer's Redis key lost
 //     (down or flushed); the gate holds the first copy's lock answer until
-//     the second copy is answered.
+//     the second copy is answered;
+//   - release: two copies again; the first copy's lock answer is held past
+//     its timeout, so it fails and releases while the second copy, which
+//     shares the lock, goes on to commit; then another order wants the
+//     coupon.
 //
 // Each counts what the customer is left with: orders, a coupon held by an
 // order that does not exist, and what the retries get.
@@ -45,6 +49,8 @@ const (
 	VariantFixedCrash    = "fixed-crash"
 	VariantBrokenSibling = "broken-sibling"
 	VariantFixedSibling  = "fixed-sibling"
+	VariantBrokenRelease = "broken-release"
+	VariantFixedRelease  = "fixed-release"
 )
 
 const (
@@ -54,6 +60,11 @@ const (
 	// lockTimeout is the order's COUPON_TIMEOUT in the late-lock run: the
 	// gate holds the lock longer.
 	lockTimeout = "300ms"
+	// releaseTimeout is the order's COUPON_TIMEOUT in the release run; the
+	// second copy's lock call starts half of it after the first's lock
+	// landed, so the first copy times out, and releases, well before the
+	// second does.
+	releaseTimeout = time.Second
 )
 
 // LockScenarios lists incident 7.
@@ -65,6 +76,8 @@ func LockScenarios() []lab.Scenario {
 		{Incident: 7, Variant: VariantFixedCrash, WantHolds: true, WantCount: 1, Run: lockScenario(VariantFixedCrash, "i7fc", variant.Fixed, crashRetry)},
 		{Incident: 7, Variant: VariantBrokenSibling, WantHolds: false, WantCount: 0, Run: lockScenario(VariantBrokenSibling, "i7bs", variant.Broken, siblingCopies)},
 		{Incident: 7, Variant: VariantFixedSibling, WantHolds: true, WantCount: 1, Run: lockScenario(VariantFixedSibling, "i7fs", variant.Fixed, siblingCopies)},
+		{Incident: 7, Variant: VariantBrokenRelease, WantHolds: false, WantCount: 2, Run: lockScenario(VariantBrokenRelease, "i7br", variant.Broken, siblingRelease)},
+		{Incident: 7, Variant: VariantFixedRelease, WantHolds: true, WantCount: 1, Run: lockScenario(VariantFixedRelease, "i7fr", variant.Fixed, siblingRelease)},
 	}
 }
 
@@ -102,6 +115,7 @@ const (
 	lateLock hazard = iota
 	crashRetry
 	siblingCopies
+	siblingRelease
 )
 
 func (h hazard) run(ctx context.Context, r *lockRig) (LockRun, error) {
@@ -110,6 +124,8 @@ func (h hazard) run(ctx context.Context, r *lockRig) (LockRun, error) {
 		return runLateLock(ctx, r)
 	case crashRetry:
 		return runCrashRetry(ctx, r)
+	case siblingRelease:
+		return runSiblingRelease(ctx, r)
 	default:
 		return runSiblingCopies(ctx, r)
 	}
@@ -133,6 +149,10 @@ func lockScenario(name, suffix string, mode variant.Mode, h hazard) func(context
 			res.Injected = "lock call held past the order's " + lockTimeout + " timeout, delivered after its release"
 			res.Effect = fmt.Sprintf("coupons held by no order (unusable for %s); customer got %s", out.Unusable.Round(time.Minute), answers)
 			res.Count, res.Expected, res.Holds = out.Ghost, "= 0", out.Ghost == 0 && out.Orders == 1
+		case siblingRelease:
+			res.Injected = "2 copies of one request; the first's lock answer held past its " + releaseTimeout.String() + " timeout, so it releases; then another order"
+			res.Effect = fmt.Sprintf("orders discounted with one coupon; customer got %s", answers)
+			res.Count, res.Expected, res.Holds = int(out.Orders), "= 1", out.Orders == 1 && out.Ghost == 0
 		default:
 			if h == crashRetry {
 				res.Injected = "order service died between lock and commit; customer retries with the same key"
@@ -158,11 +178,18 @@ func startLockRig(ctx context.Context, env lab.Env, suffix string, mode variant.
 	}
 	r.gate = newCouponGate(r.coupons.URL, r.tl)
 	vars := map[string]string{}
-	if h == lateLock {
+	numbers := mode
+	switch h {
+	case lateLock:
 		vars["COUPON_TIMEOUT"] = lockTimeout
+	case siblingRelease:
+		// The copies share an order number in both variants: the broken
+		// part is the coupon service's release.
+		vars["COUPON_TIMEOUT"] = releaseTimeout.String()
+		numbers = variant.Fixed
 	}
 	if r.orders, err = orderlab.StartOrderAPI(ctx, env, suffix+"_ord", orderlab.OrderAPIConfig{
-		Guard: variant.Fixed, Numbers: mode, CouponURL: r.gate.URL, Clients: 4, Vars: vars}); err != nil {
+		Guard: variant.Fixed, Numbers: numbers, CouponURL: r.gate.URL, Clients: 4, Vars: vars}); err != nil {
 		return nil, err
 	}
 	tpl, err := r.coupons.CreateTemplate(ctx, "3 off", lockDiscount, 0)
@@ -365,6 +392,66 @@ func runSiblingCopies(ctx context.Context, r *lockRig) (LockRun, error) {
 		return LockRun{}, err
 	}
 	return r.settle(ctx, []string{"A " + a, "B " + b, "retry " + retry})
+}
+
+// runSiblingRelease: copy B's lock lands and its answer is held until B,
+// timed out, has released; half a timeout after B's lock landed (the entry
+// layer's key lost meanwhile), copy A locks the same coupon under the same
+// order number, and its answer is held until B's release is answered. A
+// then commits its order. Another order of the customer, under a new key,
+// asks for the same coupon.
+func runSiblingRelease(ctx context.Context, r *lockRig) (LockRun, error) {
+	landed, released := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	r.gate.afterLock = func(n int) {
+		switch n {
+		case 1:
+			close(landed)
+		case 2:
+		default:
+			return
+		}
+		select {
+		case <-released:
+		case <-ctx.Done():
+		case <-time.After(30 * time.Second):
+		}
+	}
+	r.gate.afterRelease = func(int) { once.Do(func() { close(released) }) }
+	key := "i7-release-" + r.env.Prefix
+	bDone := make(chan struct{})
+	var b string
+	var bErr error
+	go func() {
+		defer close(bDone)
+		b, bErr = r.post(ctx, "copy B", key)
+	}()
+	select {
+	case <-landed:
+	case <-bDone:
+		return LockRun{}, fmt.Errorf("copy B answered before its lock landed: %s %v", b, bErr)
+	}
+	if err := r.forgetEntries(ctx); err != nil {
+		return LockRun{}, err
+	}
+	select {
+	case <-time.After(releaseTimeout / 2):
+	case <-ctx.Done():
+		return LockRun{}, ctx.Err()
+	}
+	a, err := r.post(ctx, "copy A", key)
+	<-bDone
+	if err != nil {
+		return LockRun{}, err
+	}
+	if bErr != nil {
+		return LockRun{}, bErr
+	}
+	other, err := r.post(ctx, "customer", key+"-other")
+	if err != nil {
+		return LockRun{}, err
+	}
+	return r.settle(ctx, []string{"B " + b, "A " + a, "other order " + other})
 }
 
 // forgetEntries deletes the order service's idempotency entries in Redis:

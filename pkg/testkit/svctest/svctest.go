@@ -10,6 +10,7 @@ package svctest
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 
@@ -18,13 +19,31 @@ import (
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
-// Config loads s's configuration for one test: a throwaway database, the
+// Config loads s's configuration for one test from Vars(t, s, vars,
+// consumes...). It fails the test when the configuration is refused.
+func Config[C platform.Settings](t testing.TB, s platform.Service[C], vars map[string]string, consumes ...string) C {
+	t.Helper()
+	return Load(t, s, Vars(t, s, vars, consumes...))
+}
+
+// Load loads s's configuration from the environment env, failing the test
+// when it is refused.
+func Load[C platform.Settings](t testing.TB, s platform.Service[C], env map[string]string) C {
+	t.Helper()
+	cfg, err := s.Load(func(name string) (string, bool) { v, ok := env[name]; return v, ok })
+	if err != nil {
+		t.Fatalf("%s configuration: %v", s.Name, err)
+	}
+	return cfg
+}
+
+// Vars are the environment of s for one test: a throwaway database, the
 // test's NATS and Redis, a free address, ONCEMALL_ENV=lab, and an event
 // prefix of the test's own, under which s's streams and those of the
 // services it consumes from (consumes: "order", "payment") are deleted when
-// the test ends; vars are set on top (peer URLs, modes, schedules). It fails
-// the test when the configuration is refused.
-func Config[C platform.Settings](t testing.TB, s platform.Service[C], vars map[string]string, consumes ...string) C {
+// the test ends; vars are set on top (peer URLs, modes, schedules). A test
+// that runs the service's binary hands them to its process.
+func Vars[C platform.Settings](t testing.TB, s platform.Service[C], vars map[string]string, consumes ...string) map[string]string {
 	t.Helper()
 	mysqlCfg, dbName := testenv.NewDatabase(t)
 	env := testenv.Config(t)
@@ -42,14 +61,8 @@ func Config[C platform.Settings](t testing.TB, s platform.Service[C], vars map[s
 		// on this Redis; a short expiry bounds what a killed test holds.
 		"JOB_LOCK_TTL": "5s", "SHUTDOWN_TIMEOUT": "10s",
 	}
-	for k, v := range vars {
-		set[k] = v
-	}
-	cfg, err := s.Load(func(name string) (string, bool) { v, ok := set[name]; return v, ok })
-	if err != nil {
-		t.Fatalf("%s configuration: %v", s.Name, err)
-	}
-	return cfg
+	maps.Copy(set, vars)
+	return set
 }
 
 // Start builds s on cfg (platform.Build), hands the wiring to assemble (the

@@ -14,12 +14,14 @@ import (
 // app.FixedLockKeeper, in services/coupon/internal/app/lock_coupon.go, is
 // the fix. Walkthrough: docs/incidents/7-locks-outlive-orders.md.
 //
-// It breaks in one place, marked BROKEN twice below: a release that finds
-// no lock writes nothing, and a lock never asks whether its order released.
-// When the order's lock call times out, the order gives up and releases a
-// lock that has not landed yet; the delayed lock then lands and holds the
-// coupon for an order that will never exist, until the lock TTL (45
-// minutes) and a sweep pass.
+// It breaks where marked BROKEN below: a lock never asks whether its
+// attempt released, a release that finds no lock writes nothing, and a
+// release frees the coupon whichever attempt of the order asks. When the
+// order's lock call times out, the order gives up and releases a lock that
+// has not landed yet; the delayed lock then lands and holds the coupon for
+// an order that will never exist, until the lock TTL (45 minutes) and a
+// sweep pass. When two copies of one request share the lock, the copy that
+// fails frees the coupon under the copy that commits.
 type BrokenLockKeeper struct{}
 
 // brokenLockAttempts bounds the re-reads after an update found the coupon
@@ -60,9 +62,15 @@ func (BrokenLockKeeper) Lock(ctx context.Context, env app.LockEnv, couponID uint
 
 // Release implements app.LockKeeper: the conditional update LOCKED by
 // orderNo -> UNUSED, alone.
-func (BrokenLockKeeper) Release(ctx context.Context, env app.LockEnv, couponID uint64, orderNo, _ string) (bool, error) {
+func (BrokenLockKeeper) Release(ctx context.Context, env app.LockEnv, couponID uint64, orderNo, _ string) (app.ReleaseOutcome, error) {
 	// BROKEN: a release that finds no lock (it has not landed yet) leaves
-	// no trace, so the lock that lands after it is taken.
+	// no trace, so the lock that lands after it is taken. And it frees the
+	// coupon whichever attempt of the order asks: a concurrent copy of the
+	// request that still holds the lock commits an order whose coupon is
+	// UNUSED, free for another order to take.
 	n, err := env.Store.ReleaseLock(ctx, couponID, orderNo, env.Now())
-	return n == 1, err
+	if err != nil || n != 1 {
+		return app.ReleaseNotHeld, err
+	}
+	return app.ReleaseFreed, nil
 }

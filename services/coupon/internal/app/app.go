@@ -59,6 +59,11 @@ type Config struct {
 	// (internal/config checks it against ORDER_PAY_TIMEOUT), so a lock is
 	// never looked at while its order can still be paid.
 	LockTTL time.Duration
+	// LockHoldLease is how long an attempt's hold on its order's lock
+	// lasts (FixedLockKeeper): longer than an order attempt can live, from
+	// its lock call to its commit or its release (the order service's
+	// request timeout and its release timeout).
+	LockHoldLease time.Duration
 	// SweepBatch is how many overdue locks the sweeper reads per page.
 	SweepBatch int
 	// LockOverdueAfter is how long past its deadline a lock may stay
@@ -81,6 +86,7 @@ func DefaultConfig() Config {
 		Workers:          8,
 		ClaimLease:       time.Minute,
 		LockTTL:          45 * time.Minute,
+		LockHoldLease:    time.Minute,
 		SweepBatch:       100,
 		LockOverdueAfter: 30 * time.Minute,
 	}
@@ -102,6 +108,7 @@ func (c Config) Validate() error {
 	check(c.Workers > 0, "Workers must be positive")
 	check(c.ClaimLease > 0, "ClaimLease must be positive")
 	check(c.LockTTL > 0, "LockTTL must be positive")
+	check(c.LockHoldLease > 0, "LockHoldLease must be positive")
 	check(c.SweepBatch > 0, "SweepBatch must be positive")
 	check(c.LockOverdueAfter > 0, "LockOverdueAfter must be positive")
 	return errors.Join(errs...)

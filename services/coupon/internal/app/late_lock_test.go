@@ -113,8 +113,8 @@ func TestLateLocksRacingTheirReleasesHoldNoCoupon(t *testing.T) {
 }
 
 // TestReleaseRecordsAreForgottenAfterTheLockTTLInBatches: the sweep job's
-// second step deletes the records past their expiry, in batches, and keeps
-// the others.
+// second step deletes the records and the holds past their expiry, in
+// batches, and keeps the others.
 func TestReleaseRecordsAreForgottenAfterTheLockTTLInBatches(t *testing.T) {
 	st := store.New(testenv.DB(t, migrations.Source, outbox.Migrations))
 	cfg := app.DefaultConfig()
@@ -123,8 +123,12 @@ func TestReleaseRecordsAreForgottenAfterTheLockTTLInBatches(t *testing.T) {
 	c := f.issue(t, 7)
 	now := time.Now().UTC()
 	f.setClock(func() time.Time { return now })
+	held := f.issue(t, 7)
 	for i := range 20 {
 		if _, err := f.app.ReleaseLock(ctx, c.ID, fmt.Sprintf("OLD-%d", i), "a1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.app.LockCoupon(ctx, held.ID, coupon.LockRequest{OrderNo: "HELD", UserID: 7, OrderAmount: orderAmount, Attempt: fmt.Sprint("a", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -136,7 +140,8 @@ func TestReleaseRecordsAreForgottenAfterTheLockTTLInBatches(t *testing.T) {
 	n, err := f.app.ForgetReleases(ctx)
 	var left []string
 	testenv.Must(t, f.store.DB().Table("coupon_lock_release").Pluck("order_no", &left).Error)
-	if err != nil || n != 20 || len(left) != 1 || left[0] != "NEW" {
-		t.Fatalf("forgot %d (%v), left %v; want 20 forgotten and NEW kept", n, err, left)
+	if err != nil || n != 40 || len(left) != 1 || left[0] != "NEW" || f.count(t, "coupon_lock_hold", "1 = 1") != 0 {
+		t.Fatalf("forgot %d (%v), left %v and %d holds; want 20 records and 20 holds forgotten, NEW kept", n, err, left,
+			f.count(t, "coupon_lock_hold", "1 = 1"))
 	}
 }

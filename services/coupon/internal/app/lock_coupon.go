@@ -19,8 +19,8 @@ type LockKeeper interface {
 	// coupon.RefusalReason names.
 	Lock(ctx context.Context, env LockEnv, couponID uint64, r coupon.LockRequest, until time.Time) (l coupon.Lock, sameLock bool, err error)
 	// Release gives back the lock attempt of orderNo holds on couponID and
-	// reports whether there was one to give back.
-	Release(ctx context.Context, env LockEnv, couponID uint64, orderNo, attempt string) (bool, error)
+	// reports what became of the coupon.
+	Release(ctx context.Context, env LockEnv, couponID uint64, orderNo, attempt string) (ReleaseOutcome, error)
 }
 
 // LockEnv is what a LockKeeper works with.
@@ -31,7 +31,25 @@ type LockEnv struct {
 	// LockTTL is how long a lock lasts, and so how long a release is
 	// remembered.
 	LockTTL time.Duration
+	// HoldLease is how long an attempt's hold on its order's lock lasts.
+	HoldLease time.Duration
 }
+
+// ReleaseOutcome is what a release call did to the coupon.
+type ReleaseOutcome string
+
+// The outcomes of LockKeeper.Release.
+const (
+	// ReleaseFreed: the coupon is UNUSED again.
+	ReleaseFreed ReleaseOutcome = "freed"
+	// ReleaseLeftToSibling: the coupon stays LOCKED by the order, because
+	// another attempt of it (a concurrent copy of the request) holds it.
+	ReleaseLeftToSibling ReleaseOutcome = "left_to_sibling"
+	// ReleaseNotHeld: the coupon was not LOCKED by the order (the lock had
+	// not landed, was released already, or the coupon is used or another
+	// order's), or is unknown.
+	ReleaseNotHeld ReleaseOutcome = "not_held"
+)
 
 // LockCoupon locks couponID for the order r is placing and returns the lock:
 // the discount the order applies and the lock's deadline. It is the order
@@ -69,26 +87,35 @@ func (a *App) LockCoupon(ctx context.Context, couponID uint64, r coupon.LockRequ
 }
 
 func (a *App) lockEnv() LockEnv {
-	return LockEnv{Store: a.store, Now: a.now, Template: a.Template, LockTTL: a.cfg.LockTTL}
+	return LockEnv{Store: a.store, Now: a.now, Template: a.Template, LockTTL: a.cfg.LockTTL, HoldLease: a.cfg.LockHoldLease}
 }
 
-// FixedLockKeeper takes and releases locks so that a lock request that
-// arrives after its own release (delayed on the network while its order
-// timed out, gave up and released) never holds the coupon:
+// FixedLockKeeper takes and releases locks so that no lock lands after its
+// own release and no release frees a coupon that another attempt of its
+// order may still commit with:
 //
 //   - Release records, in the transaction of its conditional update, that
 //     this attempt of the order released, whether or not it found the lock
-//     (RecordRelease); the record lasts the lock TTL.
-//   - Lock reads the coupon under its row lock, and is refused with
-//     coupon.ErrReleased when the record is there, in the transaction that
-//     would take the lock. Both start with the coupon's row lock, so a
-//     release and a lock of the same coupon run one after the other: the
-//     lock either lands first (and the release frees it) or sees the record.
+//     (RecordRelease); the record lasts the lock TTL. Lock is refused with
+//     coupon.ErrReleased when the record is there, so a lock request that
+//     arrives after its own release (delayed on the network while its order
+//     timed out and gave up) never holds the coupon.
+//   - The lock is re-entrant per order number: concurrent copies of one
+//     request share it. Each attempt that locks, or re-enters, leaves a hold
+//     (HoldLock) lasting LockEnv.HoldLease, longer than an attempt can
+//     live. Release drops its own attempt's hold and frees the coupon only
+//     when no other attempt of the order holds a live one; otherwise the
+//     lock is left to that sibling, which may still commit its order. A
+//     crashed attempt's hold lapses with its lease, so it never pins the
+//     coupon past it; a committed order needs no hold, and the sweep job
+//     deletes expired holds in batches.
 //
-// The decision and the conditional update UNUSED -> LOCKED are taken on the
-// locked row, so orders racing for one coupon queue on it: the first locks,
-// the others read it LOCKED and are refused with coupon.ErrNotAvailable. The
-// unique key on locked_order_no keeps an order to one coupon.
+// Lock and Release both start with the coupon's row lock, so they run one
+// after the other on a coupon: the decision, the records and the
+// conditional updates UNUSED -> LOCKED and LOCKED -> UNUSED are taken on the
+// locked row. Orders racing for one coupon queue on it: the first locks,
+// the others read it LOCKED and are refused with coupon.ErrNotAvailable.
+// The unique key on locked_order_no keeps an order to one coupon.
 type FixedLockKeeper struct{}
 
 // Lock implements LockKeeper.
@@ -111,25 +138,26 @@ func (FixedLockKeeper) Lock(ctx context.Context, env LockEnv, couponID uint64, r
 		if err != nil {
 			return err
 		}
-		decision, err := c.DecideLock(t, r, env.Now())
+		now := env.Now()
+		decision, err := c.DecideLock(t, r, now)
 		if err != nil {
 			return err
 		}
 		if decision == coupon.AlreadyDone {
 			lock, same = c.HeldLock(t), true
-			return nil
+		} else {
+			n, err := tx.LockCoupon(ctx, c.ID, r.OrderNo, until, now)
+			switch {
+			case err != nil:
+				return err
+			case n != 1:
+				// The row is locked and was read UNUSED: nothing can have
+				// changed it.
+				return fmt.Errorf("coupon %d: %w", c.ID, coupon.ErrConcurrentChange)
+			}
+			lock = coupon.Lock{CouponID: c.ID, OrderNo: r.OrderNo, DiscountAmount: t.DiscountAmount, LockedUntil: until}
 		}
-		n, err := tx.LockCoupon(ctx, c.ID, r.OrderNo, until, env.Now())
-		switch {
-		case err != nil:
-			return err
-		case n != 1:
-			// The row is locked and was read UNUSED: nothing can have
-			// changed it.
-			return fmt.Errorf("coupon %d: %w", c.ID, coupon.ErrConcurrentChange)
-		}
-		lock = coupon.Lock{CouponID: c.ID, OrderNo: r.OrderNo, DiscountAmount: t.DiscountAmount, LockedUntil: until}
-		return nil
+		return tx.HoldLock(ctx, c.ID, r.OrderNo, r.Attempt, now, now.Add(env.HoldLease))
 	})
 	if err != nil {
 		return coupon.Lock{}, false, err
@@ -137,24 +165,51 @@ func (FixedLockKeeper) Lock(ctx context.Context, env LockEnv, couponID uint64, r
 	return lock, same, nil
 }
 
-// Release implements LockKeeper: under the coupon's row lock, the
-// conditional update LOCKED by orderNo -> UNUSED and the release record. An
-// unknown coupon has nothing to release and no lock that could land.
-func (FixedLockKeeper) Release(ctx context.Context, env LockEnv, couponID uint64, orderNo, attempt string) (bool, error) {
-	var n int64
+// Release implements LockKeeper: under the coupon's row lock, the release
+// record, the end of this attempt's hold and, when no other attempt of the
+// order holds the lock, the conditional update LOCKED by orderNo -> UNUSED.
+// An unknown coupon has nothing to release and no lock that could land.
+func (FixedLockKeeper) Release(ctx context.Context, env LockEnv, couponID uint64, orderNo, attempt string) (ReleaseOutcome, error) {
+	outcome := ReleaseNotHeld
 	err := env.Store.InTx(ctx, func(tx coupon.Tx) error {
 		c, err := tx.CouponForUpdate(ctx, couponID)
 		if err != nil {
 			return err
 		}
 		now := env.Now()
-		if n, err = tx.ReleaseLock(ctx, c.ID, orderNo, now); err != nil {
+		if err := tx.RecordRelease(ctx, c.ID, orderNo, attempt, now, now.Add(env.LockTTL)); err != nil {
 			return err
 		}
-		return tx.RecordRelease(ctx, c.ID, orderNo, attempt, now, now.Add(env.LockTTL))
+		if err := tx.DropHold(ctx, c.ID, orderNo, attempt); err != nil {
+			return err
+		}
+		if c.Status != coupon.StatusLocked || c.LockedOrderNo != orderNo {
+			return nil
+		}
+		held, err := tx.LiveHolds(ctx, c.ID, orderNo, now)
+		switch {
+		case err != nil:
+			return err
+		case held > 0:
+			outcome = ReleaseLeftToSibling
+			return nil
+		}
+		n, err := tx.ReleaseLock(ctx, c.ID, orderNo, now)
+		switch {
+		case err != nil:
+			return err
+		case n != 1:
+			// The row is locked and was read LOCKED by orderNo.
+			return fmt.Errorf("coupon %d: %w", c.ID, coupon.ErrConcurrentChange)
+		}
+		outcome = ReleaseFreed
+		return nil
 	})
 	if errors.Is(err, coupon.ErrNotFound) {
-		return false, nil
+		return ReleaseNotHeld, nil
 	}
-	return n == 1, err
+	if err != nil {
+		return ReleaseNotHeld, err
+	}
+	return outcome, nil
 }

@@ -36,6 +36,7 @@ const (
 type metrics struct {
 	lockRequests       *prometheus.CounterVec
 	lockReleases       *prometheus.CounterVec
+	leftToSibling      prometheus.Counter
 	sweepDecisions     *prometheus.CounterVec
 	findings           *prometheus.GaugeVec
 	deductions         *prometheus.CounterVec
@@ -54,6 +55,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "coupon_lock_releases_total",
 			Help: "Locks released back to UNUSED, by who released them: release_call, order_cancelled, sweep.",
 		}, []string{"by"}),
+		leftToSibling: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coupon_lock_releases_left_to_sibling_total",
+			Help: "Release calls that left the lock LOCKED because another attempt of the same order still holds it.",
+		}),
 		sweepDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coupon_sweep_decisions_total",
 			Help: "Overdue locks the sweeper looked at, by decision: released, kept, unreachable (order service down), bad_answer.",
@@ -79,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Transient deduction failures that scheduled a retry.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.lockRequests, m.lockReleases, m.sweepDecisions, m.findings, m.deductions, m.duplicatesAbsorbed, m.messagesFailed, m.messageRetries} {
+	for _, c := range []prometheus.Collector{m.lockRequests, m.lockReleases, m.leftToSibling, m.sweepDecisions, m.findings, m.deductions, m.duplicatesAbsorbed, m.messagesFailed, m.messageRetries} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register coupon metrics: %w", err)
 		}

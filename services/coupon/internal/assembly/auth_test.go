@@ -3,7 +3,6 @@ package assembly_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -57,49 +56,31 @@ func TestRoutesRequireAVerifiedToken(t *testing.T) {
 	}
 	for name, headers := range refused {
 		for _, r := range routes {
-			if status, ct, body := send(t, r.method, svc.URL+r.path, headers, r.body); status != http.StatusUnauthorized || ct != problem.ContentType {
+			if status, ct, body := testenv.Send(t, r.method, svc.URL+r.path, headers, r.body); status != http.StatusUnauthorized || ct != problem.ContentType {
 				t.Errorf("%s: %s %s: %d %s %s, want 401 problem+json", name, r.method, r.path, status, ct, body)
 			}
 		}
 	}
 	customer := map[string]string{"Authorization": "Bearer " + iss.Token(t, 42, auth.RoleCustomer)}
-	if status, ct, body := send(t, http.MethodPost, svc.URL+"/admin/coupons", customer, issue); status != http.StatusForbidden || ct != problem.ContentType {
+	if status, ct, body := testenv.Send(t, http.MethodPost, svc.URL+"/admin/coupons", customer, issue); status != http.StatusForbidden || ct != problem.ContentType {
 		t.Errorf("a customer's token at /admin: %d %s %s, want 403 problem+json", status, ct, body)
 	}
 	if after := counts(); after != before {
 		t.Fatalf("refused requests changed coupons and templates: %s, was %s", after, before)
 	}
 
-	if status, _, body := send(t, http.MethodGet, fmt.Sprintf("%s/coupons/%d", svc.URL, cp.ID), customer, ""); status != http.StatusOK || !strings.Contains(body, `"user_id":42`) {
+	if status, _, body := testenv.Send(t, http.MethodGet, fmt.Sprintf("%s/coupons/%d", svc.URL, cp.ID), customer, ""); status != http.StatusOK || !strings.Contains(body, `"user_id":42`) {
 		t.Fatalf("the owner reads the coupon: %d %s", status, body)
 	}
 	other := map[string]string{"Authorization": "Bearer " + iss.Token(t, 43, auth.RoleCustomer)}
-	if status, _, body := send(t, http.MethodGet, fmt.Sprintf("%s/coupons/%d", svc.URL, cp.ID), other, ""); status != http.StatusNotFound {
+	if status, _, body := testenv.Send(t, http.MethodGet, fmt.Sprintf("%s/coupons/%d", svc.URL, cp.ID), other, ""); status != http.StatusNotFound {
 		t.Fatalf("another user reads the coupon: %d %s, want 404", status, body)
 	}
 	operator := map[string]string{"Authorization": "Bearer " + iss.Token(t, 1, auth.RoleOperator)}
-	if status, _, body := send(t, http.MethodPost, svc.URL+"/admin/coupons", operator, issue); status != http.StatusCreated {
+	if status, _, body := testenv.Send(t, http.MethodPost, svc.URL+"/admin/coupons", operator, issue); status != http.StatusCreated {
 		t.Fatalf("an operator issues a coupon: %d %s", status, body)
 	}
 	if n := svc.Count(t, "coupons", "user_id = ?", 42); n != 2 {
 		t.Fatalf("%d coupons of user 42, want 2", n)
 	}
-}
-
-func send(t *testing.T, method, url string, headers map[string]string, body string) (int, string, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	testenv.Must(t, err)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	testenv.Must(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	testenv.Must(t, err)
-	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
 }

@@ -38,6 +38,7 @@ type Config struct {
 	PayTimeout       time.Duration `env:"ORDER_PAY_TIMEOUT" default:"15m" usage:"the order service's payment deadline; must equal the order service's ORDER_PAY_TIMEOUT (COUPON_LOCK_TTL is checked against it)"`
 	LockTTL          time.Duration `env:"COUPON_LOCK_TTL" default:"45m" usage:"how long a coupon lock lasts before the sweeper asks the order service about its order; at least ORDER_PAY_TIMEOUT + COUPON_LOCK_MARGIN"`
 	LockMargin       time.Duration `env:"COUPON_LOCK_MARGIN" default:"10m" usage:"how much longer than ORDER_PAY_TIMEOUT a lock must last: the close job's period, a late payment notification, clock skew"`
+	LockHoldLease    time.Duration `env:"COUPON_LOCK_HOLD_LEASE" default:"1m" usage:"how long one attempt of an order holds its order's lock, so a concurrent copy's release leaves it locked; keep it above the order service's HTTP_REQUEST_TIMEOUT plus its 5s release"`
 	LockOverdueAfter time.Duration `env:"COUPON_LOCK_OVERDUE_AFTER" default:"30m" usage:"how long past its deadline a lock may stay LOCKED before the reconciler reports it (lock_overdue: the sweeper, the close job or the deduction is stuck)"`
 	SweepSchedule    string        `env:"COUPON_SWEEP_SCHEDULE" default:"@every 1m" usage:"cron spec of the coupon-sweep job that releases overdue locks whose order was not found or cancelled"`
 	SweepBatch       int           `env:"COUPON_SWEEP_BATCH" default:"100" usage:"overdue locks the sweeper reads per page"`
@@ -63,6 +64,7 @@ func (c Config) App() app.Config {
 		Workers:          c.RetryWorkers,
 		ClaimLease:       c.RetryLease,
 		LockTTL:          c.LockTTL,
+		LockHoldLease:    c.LockHoldLease,
 		SweepBatch:       c.SweepBatch,
 		LockOverdueAfter: c.LockOverdueAfter,
 	}
@@ -85,6 +87,7 @@ func (c Config) Validate() error {
 		pkgconfig.CheckPositive("ORDER_PAY_TIMEOUT", c.PayTimeout),
 		pkgconfig.CheckPositive("COUPON_LOCK_MARGIN", c.LockMargin),
 		checkLockOutlastsPayment(c.LockTTL, c.PayTimeout, c.LockMargin),
+		pkgconfig.CheckPositive("COUPON_LOCK_HOLD_LEASE", c.LockHoldLease),
 		pkgconfig.CheckPositive("COUPON_LOCK_OVERDUE_AFTER", c.LockOverdueAfter),
 		pkgconfig.CheckSchedule("COUPON_SWEEP_SCHEDULE", c.SweepSchedule),
 		pkgconfig.CheckPositive("COUPON_SWEEP_BATCH", c.SweepBatch),

@@ -41,7 +41,7 @@ func TestDefaultsWorkLocally(t *testing.T) {
 	a := c.App()
 	if a.Deducer != nil || a.Retry.Max != 5 || a.Retry.Base != 2*time.Second || a.Retry.Cap != 5*time.Minute ||
 		a.ClaimBatch != 100 || a.ClaimLease != time.Minute ||
-		a.LockTTL != 45*time.Minute || a.SweepBatch != 100 || a.LockOverdueAfter != 30*time.Minute {
+		a.LockTTL != 45*time.Minute || a.LockHoldLease != time.Minute || a.SweepBatch != 100 || a.LockOverdueAfter != 30*time.Minute {
 		t.Fatalf("App() = %+v", a)
 	}
 	if c.PayTimeout != 15*time.Minute || c.LockMargin != 10*time.Minute || c.SweepSchedule != "@every 1m" ||
@@ -75,6 +75,7 @@ func TestBadSettingsNameTheirVariable(t *testing.T) {
 		"ORDER_PAY_TIMEOUT":         "0s",
 		"COUPON_LOCK_MARGIN":        "0s",
 		"COUPON_LOCK_TTL":           "20m",
+		"COUPON_LOCK_HOLD_LEASE":    "0s",
 		"COUPON_LOCK_OVERDUE_AFTER": "0s",
 		"COUPON_SWEEP_SCHEDULE":     "now and then",
 		"COUPON_SWEEP_BATCH":        "0",

@@ -41,6 +41,9 @@ type Store interface {
 	// ForgetReleases deletes up to limit release records (Tx.RecordRelease)
 	// that expired before now and returns how many it deleted.
 	ForgetReleases(ctx context.Context, now time.Time, limit int) (int64, error)
+	// ForgetHolds deletes up to limit holds (Tx.HoldLock) that expired
+	// before now and returns how many it deleted.
+	ForgetHolds(ctx context.Context, now time.Time, limit int) (int64, error)
 
 	// InTx runs fn in one database transaction, committed when fn returns
 	// nil. A commit error is returned as is: the transaction may or may not
@@ -73,6 +76,14 @@ type Tx interface {
 	// Released reports whether attempt of order orderNo released its lock
 	// on coupon id (a record RecordRelease wrote, not yet forgotten).
 	Released(ctx context.Context, id uint64, orderNo, attempt string) (bool, error)
+	// HoldLock records that attempt of order orderNo holds its order's lock
+	// on coupon id until expires; holding it again moves expires.
+	HoldLock(ctx context.Context, id uint64, orderNo, attempt string, now, expires time.Time) error
+	// DropHold deletes attempt's hold on coupon id, if it has one.
+	DropHold(ctx context.Context, id uint64, orderNo, attempt string) error
+	// LiveHolds counts the holds of order orderNo on coupon id that expire
+	// after now.
+	LiveHolds(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error)
 	// UseLockedCoupon is the deduction's conditional update LOCKED by
 	// orderNo -> USED by orderNo, of userID's coupon; it returns the rows
 	// affected (0 or 1).

@@ -37,10 +37,10 @@ func RetryPass(a *app.App, schedule string, log *slog.Logger) platform.Job {
 
 // SweepLocks is the coupon-sweep job: it releases the locks past their
 // deadline whose order the order service reports not found or cancelled,
-// then deletes the expired release records (app.ForgetReleases). A pass
-// that could not reach the order service returns its error (the platform
-// logs it and counts the run failed); the locks wait for the next pass, and
-// the records for the next pass that reaches it.
+// then deletes the expired release records and holds (app.ForgetReleases).
+// A pass that could not reach the order service returns its error (the
+// platform logs it and counts the run failed); the locks wait for the next
+// pass, and the records for the next pass that reaches it.
 func SweepLocks(a *app.App, schedule string, log *slog.Logger) platform.Job {
 	return platform.Job{Name: "coupon-sweep", Schedule: schedule, Run: func(ctx context.Context) error {
 		r, err := a.SweepLocks(ctx)
@@ -53,7 +53,7 @@ func SweepLocks(a *app.App, schedule string, log *slog.Logger) platform.Job {
 		}
 		n, err := a.ForgetReleases(ctx)
 		if n > 0 {
-			log.InfoContext(ctx, "coupon sweep forgot expired lock releases", "deleted", n)
+			log.InfoContext(ctx, "coupon sweep forgot expired lock releases and holds", "deleted", n)
 		}
 		return err
 	}}

@@ -103,6 +103,17 @@ type releaseRow struct {
 
 func (releaseRow) TableName() string { return "coupon_lock_release" }
 
+// holdRow is a record of coupon_lock_hold (migration 000009).
+type holdRow struct {
+	CouponID  uint64 `gorm:"primaryKey"`
+	OrderNo   string `gorm:"primaryKey"`
+	Attempt   string `gorm:"primaryKey"`
+	HeldAt    time.Time
+	ExpiresAt time.Time
+}
+
+func (holdRow) TableName() string { return "coupon_lock_hold" }
+
 type messageRow struct {
 	ID            uint64 `gorm:"primaryKey"`
 	MessageID     string

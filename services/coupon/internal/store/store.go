@@ -197,6 +197,15 @@ func (s *Store) ForgetReleases(ctx context.Context, now time.Time, limit int) (i
 	return res.RowsAffected, nil
 }
 
+// ForgetHolds implements coupon.Store as ForgetReleases does.
+func (s *Store) ForgetHolds(ctx context.Context, now time.Time, limit int) (int64, error) {
+	res := s.db.WithContext(ctx).Exec("DELETE FROM coupon_lock_hold WHERE expires_at < ? ORDER BY expires_at LIMIT ?", now, limit)
+	if res.Error != nil {
+		return 0, fmt.Errorf("forget lock holds: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
 // autocommit returns a Tx whose statements run on the pool, each committing
 // by itself. Only single-statement changes go through it.
 func (s *Store) autocommit() *Tx { return &Tx{db: s.db} }
@@ -379,6 +388,39 @@ func (t *Tx) Released(ctx context.Context, id uint64, orderNo, attempt string) (
 		return false, fmt.Errorf("read release of coupon %d by order %s: %w", id, orderNo, err)
 	}
 	return n > 0, nil
+}
+
+// HoldLock implements coupon.Tx with an upsert: a hold already there gets
+// the new expiry.
+func (t *Tx) HoldLock(ctx context.Context, id uint64, orderNo, attempt string, now, expires time.Time) error {
+	row := holdRow{CouponID: id, OrderNo: orderNo, Attempt: attempt, HeldAt: now, ExpiresAt: expires}
+	err := t.db.WithContext(ctx).Clauses(clause.OnConflict{DoUpdates: clause.AssignmentColumns([]string{"held_at", "expires_at"})}).
+		Create(&row).Error
+	if err != nil {
+		return fmt.Errorf("record hold of coupon %d by order %s: %w", id, orderNo, err)
+	}
+	return nil
+}
+
+// DropHold implements coupon.Tx.
+func (t *Tx) DropHold(ctx context.Context, id uint64, orderNo, attempt string) error {
+	err := t.db.WithContext(ctx).Where("coupon_id = ? AND order_no = ? AND attempt = ?", id, orderNo, attempt).
+		Delete(&holdRow{}).Error
+	if err != nil {
+		return fmt.Errorf("drop hold of coupon %d by order %s: %w", id, orderNo, err)
+	}
+	return nil
+}
+
+// LiveHolds implements coupon.Tx.
+func (t *Tx) LiveHolds(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
+	var n int64
+	err := t.db.WithContext(ctx).Model(&holdRow{}).
+		Where("coupon_id = ? AND order_no = ? AND expires_at > ?", id, orderNo, now).Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("count holds of coupon %d by order %s: %w", id, orderNo, err)
+	}
+	return n, nil
 }
 
 // UseLockedCoupon implements coupon.Tx.

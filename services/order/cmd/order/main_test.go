@@ -160,23 +160,12 @@ func admin(t *testing.T, method, base, path, body string) (int, map[string]any) 
 // the JSON answer.
 func send(t *testing.T, method, url string, headers map[string]string, body string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	testenv.Must(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range headers {
-		if v != "" {
-			req.Header.Set(k, v)
-		}
-	}
-	resp, err := http.DefaultClient.Do(req)
-	testenv.Must(t, err)
-	defer resp.Body.Close()
+	status, _, b := testenv.Send(t, method, url, headers, body)
 	out := map[string]any{}
-	b, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("%s %s: %d %q is not JSON", method, url, resp.StatusCode, b)
+	if err := json.Unmarshal([]byte(b), &out); err != nil {
+		t.Fatalf("%s %s: %d %q is not JSON", method, url, status, b)
 	}
-	return resp.StatusCode, out
+	return status, out
 }
 
 // TestServiceRunsOrdersAndProducts runs the whole service from its

@@ -101,7 +101,7 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	}
 	// Customers and operators present the identity service's access tokens;
 	// machines keep this service's ADMIN_TOKEN and INTERNAL_TOKEN.
-	verifier, err := auth.NewVerifier(cfg.Auth, auth.Options{Client: w.HTTPClient(authTimeout)})
+	verifier, err := auth.NewVerifier(cfg.Auth, auth.Options{Client: w.HTTPClient(authTimeout), RefuseDevKey: !cfg.Env.Development()})
 	if err != nil {
 		return nil, err
 	}

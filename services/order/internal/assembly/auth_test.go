@@ -2,7 +2,7 @@ package assembly_test
 
 import (
 	"fmt"
-	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -82,23 +82,13 @@ func TestCustomerRoutesRequireAVerifiedToken(t *testing.T) {
 	}
 }
 
+// send is testenv.Send with a fresh Idempotency-Key on POST /orders,
+// which the route requires before it looks at the token.
 func send(t *testing.T, method, url string, headers map[string]string, body string) (int, string, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	testenv.Must(t, err)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
 	if method == http.MethodPost && strings.HasSuffix(url, "/orders") {
-		req.Header.Set("Idempotency-Key", idempotencytest.NewKey())
+		headers = maps.Clone(headers)
+		headers["Idempotency-Key"] = idempotencytest.NewKey()
 	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	testenv.Must(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	testenv.Must(t, err)
-	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+	return testenv.Send(t, method, url, headers, body)
 }

@@ -79,7 +79,9 @@ func (c *Client) Lock(ctx context.Context, r order.CouponLockRequest) (order.Cou
 }
 
 // Release releases the coupon's lock if attempt of order orderNo holds it,
-// and reports whether it did.
+// and reports whether it did: false also when another attempt of the order
+// (a concurrent copy of the request) still holds the lock, which stays
+// with it.
 func (c *Client) Release(ctx context.Context, couponID uint64, orderNo, attempt string) (bool, error) {
 	status, raw, err := c.post(ctx, fmt.Sprintf("/internal/coupons/%d/release", couponID), struct {
 		OrderNo string `json:"order_no"`

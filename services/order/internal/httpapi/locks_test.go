@@ -15,7 +15,6 @@ import (
 	"github.com/oncemall/oncemall/pkg/redisclient"
 	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/assembly"
 	"github.com/oncemall/oncemall/services/order/internal/couponclient"
@@ -24,25 +23,24 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/ordertest"
 	"github.com/oncemall/oncemall/services/order/internal/store"
 	"github.com/oncemall/oncemall/services/order/internal/stubs"
-	orderlab "github.com/oncemall/oncemall/services/order/lab"
 )
 
 // lockServer is POST /orders behind the Idempotency-Key middleware with
-// its Redis down (the database decides alone), incident 7's numbering of
-// mode, coupon 1 of user 101 at the stub coupon service, and complete
-// wrapping the record's completion inside the order's transaction.
+// its Redis down (the database decides alone), the service's keyed order
+// numbers (incident 7's fix), coupon 1 of user 101 at the stub coupon
+// service, and complete wrapping the record's completion inside the
+// order's transaction. The broken numbering is proven broken, by the same
+// scenarios, in scripts/lab (TestLockScenarios): this package's tests
+// build without the lab, as a fork's do.
 type lockServer struct {
 	*server
 	product uint64
 	numbers app.OrderNumbers
 }
 
-func newLockServer(t *testing.T, mode variant.Mode, complete func(next func(ctx context.Context, tx order.Tx, status int, body []byte) error) func(ctx context.Context, tx order.Tx, status int, body []byte) error) *lockServer {
+func newLockServer(t *testing.T, complete func(next func(ctx context.Context, tx order.Tx, status int, body []byte) error) func(ctx context.Context, tx order.Tx, status int, body []byte) error) *lockServer {
 	t.Helper()
 	var numbers app.OrderNumbers = app.KeyedOrderNumbers{}
-	if mode == variant.Broken {
-		numbers = orderlab.PerAttemptOrderNumbers{}
-	}
 	// A lock call that times out is a 503 the key is released for, not
 	// what these tests are about: on a loaded machine hundreds of copies
 	// may wait seconds at the coupon stand-in.
@@ -70,117 +68,80 @@ func (s *lockServer) request(key string) idempotencytest.Request {
 	}
 }
 
-// reason is the coupon refusal a 422 names.
-func reason(r idempotencytest.Response) string {
-	var p struct {
-		Reason string `json:"reason"`
-	}
-	_ = json.Unmarshal(r.Body, &p)
-	return p.Reason
-}
-
 // TestARetryAfterACrashBetweenLockAndCommitPlacesTheOrder: the order
 // service died after the coupon was locked and before the order committed
-// (TestCrashBetweenLockAndCommit kills one for real: the lock stays, no
-// order exists). The customer retries with the same Idempotency-Key. The
-// broken numbering gives the retry a new number, the coupon refuses it as
-// locked by another order, and the 422 becomes the key's answer; the fixed
-// one retries under the dead try's number, the lock is re-entrant, and the
+// (cmd/order's TestCrashBetweenLockAndCommit kills one for real: the lock stays, no
+// order exists). The customer retries with the same Idempotency-Key: the
+// retry runs under the dead try's number, the lock is re-entrant, and the
 // retry is answered with the order, which holds the coupon.
 func TestARetryAfterACrashBetweenLockAndCommitPlacesTheOrder(t *testing.T) {
-	for _, mode := range []variant.Mode{variant.Broken, variant.Fixed} {
-		t.Run(string(mode), func(t *testing.T) {
-			s := newLockServer(t, mode, nil)
-			key := idempotencytest.NewKey()
-			dead, err := s.numbers.OrderNo(101, key, time.Now())
-			testenv.Must(t, err)
-			coupons := couponclient.New(s.Coupons.URL, ordertest.InternalToken, &http.Client{Timeout: 5 * time.Second})
-			_, err = coupons.Lock(context.Background(), order.CouponLockRequest{CouponID: 1, OrderNo: dead, UserID: 101, OrderAmount: 1500, Attempt: "dead"})
-			testenv.Must(t, err)
+	s := newLockServer(t, nil)
+	key := idempotencytest.NewKey()
+	dead, err := s.numbers.OrderNo(101, key, time.Now())
+	testenv.Must(t, err)
+	coupons := couponclient.New(s.Coupons.URL, ordertest.InternalToken, &http.Client{Timeout: 5 * time.Second})
+	_, err = coupons.Lock(context.Background(), order.CouponLockRequest{CouponID: 1, OrderNo: dead, UserID: 101, OrderAmount: 1500, Attempt: "dead"})
+	testenv.Must(t, err)
 
-			first := idempotencytest.Do(s.e, s.request(key))
-			again := idempotencytest.Do(s.e, s.request(key))
-			status, holder := s.Coupons.State(1)
-			if mode == variant.Broken {
-				if first.Status != http.StatusUnprocessableEntity || reason(first) != "not_available" || !again.Replayed ||
-					again.Status != first.Status || s.count(t, "orders") != 0 || holder != dead {
-					t.Fatalf("broken: retry %d %s, again %d (replayed %v), %d orders, coupon %s by %s; want 422 not_available stored, no order, the dead try's lock",
-						first.Status, first.Body, again.Status, again.Replayed, s.count(t, "orders"), status, holder)
-				}
-				return
-			}
-			var o httpapi.OrderResponse
-			_ = json.Unmarshal(first.Body, &o)
-			if first.Status != http.StatusCreated || o.OrderNo != dead || o.DiscountAmount != 100 || !again.Replayed ||
-				string(again.Body) != string(first.Body) || s.count(t, "orders") != 1 || holder != dead {
-				t.Fatalf("fixed: retry %d %s, again %d (replayed %v), %d orders, coupon %s by %s; want 201 order %s holding the coupon, replayed",
-					first.Status, first.Body, again.Status, again.Replayed, s.count(t, "orders"), status, holder, dead)
-			}
-		})
+	first := idempotencytest.Do(s.e, s.request(key))
+	again := idempotencytest.Do(s.e, s.request(key))
+	status, holder := s.Coupons.State(1)
+	var o httpapi.OrderResponse
+	_ = json.Unmarshal(first.Body, &o)
+	if first.Status != http.StatusCreated || o.OrderNo != dead || o.DiscountAmount != 100 || !again.Replayed ||
+		string(again.Body) != string(first.Body) || s.count(t, "orders") != 1 || holder != dead {
+		t.Fatalf("retry %d %s, again %d (replayed %v), %d orders, coupon %s by %s; want 201 order %s holding the coupon, replayed",
+			first.Status, first.Body, again.Status, again.Replayed, s.count(t, "orders"), status, holder, dead)
 	}
 }
 
 // TestASiblingCopysRefusalIsNeverTheKeysAnswer: two copies of one POST
 // /orders with a coupon, Redis down. Copy A locks the coupon and stops
 // inside its transaction, just before its record; copy B then runs while A
-// is held. Broken: B's new number is refused (A holds the coupon), the 422
-// is stored, A loses the key to it, rolls back and releases: no order, and
-// the key answers 422 for a day. Fixed: B's lock under the same number is
-// A's, B's order waits on A's, and once A commits B is answered with A's
-// response: one order, identical answers.
+// is held. B's lock under the same number is A's, B's order waits on A's,
+// and once A commits B is answered with A's response: one order, identical
+// answers (the broken numbering stores B's 422 and loses the order).
 func TestASiblingCopysRefusalIsNeverTheKeysAnswer(t *testing.T) {
-	for _, mode := range []variant.Mode{variant.Broken, variant.Fixed} {
-		t.Run(string(mode), func(t *testing.T) {
-			held, release := make(chan struct{}), make(chan struct{})
-			var holding atomic.Bool
-			s := newLockServer(t, mode, func(next func(context.Context, order.Tx, int, []byte) error) func(context.Context, order.Tx, int, []byte) error {
-				return func(ctx context.Context, tx order.Tx, status int, body []byte) error {
-					if holding.CompareAndSwap(false, true) {
-						close(held)
-						<-release
-					}
-					return next(ctx, tx, status, body)
-				}
-			})
-			key := idempotencytest.NewKey()
-			a, b := make(chan idempotencytest.Response, 1), make(chan idempotencytest.Response, 1)
-			go func() { a <- idempotencytest.Do(s.e, s.request(key)) }()
-			<-held
-			go func() { b <- idempotencytest.Do(s.e, s.request(key)) }()
-			// B either answers while A is held, or waits on A's order row.
-			var rb idempotencytest.Response
-			waiting := false
-			for !waiting {
-				select {
-				case rb = <-b:
-					waiting = true
-				case <-time.After(20 * time.Millisecond):
-					waiting = s.lockWaits(t) > 0
-				}
+	held, release := make(chan struct{}), make(chan struct{})
+	var holding atomic.Bool
+	s := newLockServer(t, func(next func(context.Context, order.Tx, int, []byte) error) func(context.Context, order.Tx, int, []byte) error {
+		return func(ctx context.Context, tx order.Tx, status int, body []byte) error {
+			if holding.CompareAndSwap(false, true) {
+				close(held)
+				<-release
 			}
-			close(release)
-			ra := <-a
-			if rb.Status == 0 {
-				rb = <-b
-			}
-			retry := idempotencytest.Do(s.e, s.request(key))
-			status, holder := s.Coupons.State(1)
-			if mode == variant.Broken {
-				if rb.Status != http.StatusUnprocessableEntity || reason(rb) != "not_available" || ra.Status != rb.Status ||
-					!retry.Replayed || retry.Status != rb.Status || s.count(t, "orders") != 0 || status != stubs.CouponUnused {
-					t.Fatalf("broken: B %d %s, A %d, retry %d, %d orders, coupon %s; want the sibling's 422 stored, no order, the coupon UNUSED",
-						rb.Status, rb.Body, ra.Status, retry.Status, s.count(t, "orders"), status)
-				}
-				return
-			}
-			var o httpapi.OrderResponse
-			_ = json.Unmarshal(ra.Body, &o)
-			if ra.Status != http.StatusCreated || rb.Status != http.StatusCreated || string(ra.Body) != string(rb.Body) ||
-				string(retry.Body) != string(ra.Body) || s.count(t, "orders") != 1 || holder != o.OrderNo || status != stubs.CouponLocked {
-				t.Fatalf("fixed: A %d, B %d %s, retry %d, %d orders, coupon %s by %s; want one order %s, three identical 201s",
-					ra.Status, rb.Status, rb.Body, retry.Status, s.count(t, "orders"), status, holder, o.OrderNo)
-			}
-		})
+			return next(ctx, tx, status, body)
+		}
+	})
+	key := idempotencytest.NewKey()
+	a, b := make(chan idempotencytest.Response, 1), make(chan idempotencytest.Response, 1)
+	go func() { a <- idempotencytest.Do(s.e, s.request(key)) }()
+	<-held
+	go func() { b <- idempotencytest.Do(s.e, s.request(key)) }()
+	// B either answers while A is held, or waits on A's order row.
+	var rb idempotencytest.Response
+	waiting := false
+	for !waiting {
+		select {
+		case rb = <-b:
+			waiting = true
+		case <-time.After(20 * time.Millisecond):
+			waiting = s.lockWaits(t) > 0
+		}
+	}
+	close(release)
+	ra := <-a
+	if rb.Status == 0 {
+		rb = <-b
+	}
+	retry := idempotencytest.Do(s.e, s.request(key))
+	status, holder := s.Coupons.State(1)
+	var o httpapi.OrderResponse
+	_ = json.Unmarshal(ra.Body, &o)
+	if ra.Status != http.StatusCreated || rb.Status != http.StatusCreated || string(ra.Body) != string(rb.Body) ||
+		string(retry.Body) != string(ra.Body) || s.count(t, "orders") != 1 || holder != o.OrderNo || status != stubs.CouponLocked {
+		t.Fatalf("A %d, B %d %s, retry %d, %d orders, coupon %s by %s; want one order %s, three identical 201s",
+			ra.Status, rb.Status, rb.Body, retry.Status, s.count(t, "orders"), status, holder, o.OrderNo)
 	}
 }
 
@@ -188,7 +149,7 @@ func TestASiblingCopysRefusalIsNeverTheKeysAnswer(t *testing.T) {
 // POST /orders with a coupon, Redis down: one order, holding the coupon,
 // and every copy answered with its response.
 func TestConcurrentCopiesWithACouponEndWithOneOrder(t *testing.T) {
-	s := newLockServer(t, variant.Fixed, nil)
+	s := newLockServer(t, nil)
 	key := idempotencytest.NewKey()
 	rs := idempotencytest.Race(s.e, 200, s.request(key))
 	body := idempotencytest.CheckOneEffect(t, rs, http.StatusCreated)

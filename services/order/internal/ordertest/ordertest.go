@@ -56,6 +56,10 @@ type Service struct {
 	// Issuer is the identity service the customer's and operator's routes
 	// trust (AUTH_ISSUER): Token mints a customer's bearer.
 	Issuer *authtest.Issuer
+	// Env is the environment the service was configured from: a test
+	// that runs the service's binary on the same database and event
+	// namespace starts it with these (and an address of its own).
+	Env map[string]string
 
 	vars map[string]string
 	o    assembly.Options
@@ -78,7 +82,8 @@ func Start(t testing.TB, vars map[string]string, o assembly.Options) *Service {
 	}
 	maps.Copy(e.vars, vars)
 	svc := assembly.Definition(nil)
-	e.Config = svctest.Config(t, svc, e.vars, "payment")
+	e.Env = svctest.Vars(t, svc, e.vars, "payment")
+	e.Config = svctest.Load(t, svc, e.Env)
 	parts, w := e.start(t, e.Config)
 	e.URL = "http://" + e.Config.HTTPAddr
 	e.DB, e.Registry = w.DB, w.Registry

@@ -32,7 +32,7 @@ const (
 func BenchmarkCallback(b *testing.B) {
 	for _, mode := range []variant.Mode{variant.Fixed, variant.Broken} {
 		b.Run(string(mode), func(b *testing.B) {
-			svc := paymenttest.Start(b, paymenttest.Config{Mode: mode})
+			svc := paymenttest.Start(b, paymenttest.Config{Mode: mode, Lab: withLab})
 			db := svc.DB
 
 			// One signed notification per op; every tenth repeats the

@@ -16,7 +16,6 @@ import (
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 	"github.com/oncemall/oncemall/services/payment/internal/paymenttest"
-	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 
@@ -97,7 +96,7 @@ func TestCloseAnswersByThePaymentsState(t *testing.T) {
 		before := f.snapshot()
 		for name, h := range map[string]http.Header{
 			"no token":          nil,
-			"the admin token":   {"Authorization": {"Bearer " + paymentlab.AdminToken}},
+			"the admin token":   {"Authorization": {"Bearer " + paymenttest.AdminToken}},
 			"a user's identity": owner(7),
 		} {
 			req, _ := http.NewRequest(http.MethodPost, f.svc.URL+"/internal/orders/O-other/close", nil)
@@ -124,7 +123,7 @@ func TestCloseWhenThePlatformDoesNotAnswer(t *testing.T) {
 	no := f.payment()
 	before := f.snapshot()
 	req, _ := http.NewRequest(http.MethodPost, f.svc.URL+"/internal/orders/O"+no+"/close", nil)
-	req.Header.Set("Authorization", "Bearer "+paymentlab.InternalToken)
+	req.Header.Set("Authorization", "Bearer "+paymenttest.InternalToken)
 	if status, hdr, body := f.doFull(req); status != http.StatusBadGateway || !isProblem(hdr) {
 		t.Fatalf("close: %d %s, want 502 problem+json", status, body)
 	}

@@ -89,6 +89,10 @@ func buildFixture(t *testing.T, c paymenttest.Config) *fixture {
 	return buildFixtureWithSimulator(t, c, paymentlab.SimulatorConfig())
 }
 
+// withLab is the lab's part of the service: every fixture has it, so that
+// one fixture's counts (effects, snapshot) read either handler's records.
+var withLab = paymenttest.Lab{Schema: &paymentlab.Schema, Plug: paymentlab.Plug}
+
 // buildFixtureWithSimulator is buildFixture with a simulator configured as
 // simCfg (its mode for charges without a plan, say).
 func buildFixtureWithSimulator(t *testing.T, c paymenttest.Config, simCfg pspsim.Config) *fixture {
@@ -108,6 +112,7 @@ func buildFixtureWithSimulator(t *testing.T, c paymenttest.Config, simCfg pspsim
 	}
 	logs := &testenv.SyncBuffer{}
 	c.Log = slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})
+	c.Lab = withLab
 	svc := paymenttest.Start(t, c)
 	target, err := neturl.Parse(svc.URL)
 	if err != nil {
@@ -362,7 +367,7 @@ func (f *fixture) payAs(id uint64, orderNo string) (int, []byte) {
 // returns the status and the outcome.
 func (f *fixture) closeOrder(orderNo string) (int, string) {
 	f.t.Helper()
-	status, body := f.post("/internal/orders/"+orderNo+"/close", nil, http.Header{"Authorization": {"Bearer " + paymentlab.InternalToken}})
+	status, body := f.post("/internal/orders/"+orderNo+"/close", nil, http.Header{"Authorization": {"Bearer " + paymenttest.InternalToken}})
 	var out struct {
 		Outcome string `json:"outcome"`
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
-	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
+	"github.com/oncemall/oncemall/services/payment/internal/paymenttest"
 )
 
 type paymentJSON struct {
@@ -51,7 +51,7 @@ func TestCreatePaymentChargesThePayAmountForTheOwner(t *testing.T) {
 		t.Fatalf("stored user %d, want the order's owner 7", got.UserID)
 	}
 	for _, a := range orders.authorizations() {
-		if a != "Bearer "+paymentlab.InternalToken {
+		if a != "Bearer "+paymenttest.InternalToken {
 			t.Fatalf("the order service was called with Authorization %q, want the internal token", a)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
+	"github.com/oncemall/oncemall/services/payment/internal/paymenttest"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
 	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
@@ -43,7 +44,7 @@ type reconcileJSON struct {
 
 func (f *fixture) reconcile() reconcileJSON {
 	f.t.Helper()
-	status, body := f.get("/admin/reconcile", http.Header{"Authorization": {"Bearer " + paymentlab.AdminToken}})
+	status, body := f.get("/admin/reconcile", http.Header{"Authorization": {"Bearer " + paymenttest.AdminToken}})
 	if status != http.StatusOK {
 		f.t.Fatalf("reconcile: %d %s", status, body)
 	}

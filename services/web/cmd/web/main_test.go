@@ -7,7 +7,22 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	pkgconfig "github.com/oncemall/oncemall/pkg/config"
+	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
+	"github.com/oncemall/oncemall/services/web/internal/config"
 )
+
+// TestComposeDockerfileAndDocsMatch is the drift test: see
+// pkg/testkit/composecheck for the rules.
+func TestComposeDockerfileAndDocsMatch(t *testing.T) {
+	composecheck.Run(t, composecheck.Program{
+		Service:  "web",
+		Dir:      "services/web/cmd/web",
+		Vars:     pkgconfig.Vars(&config.Config{}),
+		AddrVars: []string{"HTTP_ADDR"},
+	})
+}
 
 // TestHelpListsEveryVariableAndThePort: --help names the commands and
 // every variable, and HTTP_ADDR's default is the declared port.

@@ -60,7 +60,7 @@ func Assemble(cfg config.Config, log *slog.Logger, tp trace.TracerProvider, o Op
 		o.Shop = o.WrapShop(o.Shop)
 	}
 	if o.Verifier == nil {
-		v, err := auth.NewVerifier(cfg.Auth, auth.Options{Client: hc})
+		v, err := auth.NewVerifier(cfg.Auth, auth.Options{Client: hc, RefuseDevKey: !cfg.Env.Development()})
 		if err != nil {
 			return nil, err
 		}
