@@ -2,7 +2,9 @@ package browser_test
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -124,7 +126,13 @@ func startRig(t *testing.T, couponEnv ...string) *rig {
 		"FAULTPROXY_ADDR="+addr["faultproxy"], "FAULTPROXY_ADMIN_ADDR="+addr["faultproxy-admin"],
 		"FAULTPROXY_UPSTREAM="+testenv.Config(t).MySQL.Addr, "ADMIN_TOKEN="+faultProxyToken, "LOG_LEVEL=debug")}
 	r.faultproxy.WaitStatus(t, "/healthz", http.StatusOK, deadline)
+	// A signing key of the run's own, not the published development one,
+	// which a storefront in production mode refuses (TestConsole starts
+	// one).
+	seed := make([]byte, 32)
+	_, _ = rand.Read(seed) // crypto/rand.Read never fails (Go 1.24+)
 	r.identity = withDB("identity", "IDENTITY_ISSUER="+url("identity"), "IDENTITY_BCRYPT_COST=4",
+		"IDENTITY_SIGNING_KEY="+base64.StdEncoding.EncodeToString(seed),
 		"IDENTITY_LOGIN_LIMIT=1000")
 	r.order = withDB("order", "COUPON_URL="+url("coupon"), "PAYMENT_URL="+url("payment"))
 	r.coupon = withDB("coupon", append([]string{"ORDER_URL=" + url("order"), "COUPON_RETRY_SCHEDULE=@every 1s",
