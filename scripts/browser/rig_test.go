@@ -2,9 +2,13 @@ package browser_test
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -23,7 +27,7 @@ func TestMain(m *testing.M) { proctest.Main(m) }
 // The programs the rig runs, built together by one go command.
 var programs = []string{
 	"services/identity/cmd/identity", "services/order/cmd/order", "services/coupon/cmd/coupon",
-	"services/payment/cmd/payment", "services/psp-sim/cmd/psp-sim", "services/web/cmd/web",
+	"services/payment/cmd/payment", "services/psp-sim/cmd/psp-sim", "services/web/cmd/web", "scripts/cmd/faultproxy",
 }
 
 // deadline bounds every wait: far above what a step takes on a loaded
@@ -37,6 +41,9 @@ const (
 	alice = 42
 )
 
+// faultProxyToken is the fault proxy's own admin token, not the services'.
+const faultProxyToken = "web-faultproxy-token"
+
 // service is one started program with its database (nil for psp-sim and
 // the storefront, which own none).
 type service struct {
@@ -46,16 +53,25 @@ type service struct {
 
 // rig is the whole shop on free ports: identity, order, coupon, payment, the
 // platform simulator and the storefront, each service with a throwaway
-// database, all under one event prefix of the run's own.
+// database, all under one event prefix of the run's own. As under make run,
+// the coupon service reaches its database through the MySQL fault proxy,
+// which the storefront's lab switches arm (the proxy has its own admin
+// token).
 type rig struct {
-	identity, order, coupon, payment, psp, web service
+	identity, order, coupon, payment, psp, web, faultproxy service
+	// webBin and webEnv are the storefront's binary and environment but
+	// its address and mode, for a second storefront in another mode.
+	webBin string
+	webEnv []string
 }
 
 // chromium is the browser the tests drive: Debian's, headless. A test tool's
 // own browser download does not work on this project's machines.
 const chromium = "/usr/bin/chromium"
 
-func startRig(t *testing.T) *rig {
+// startRig starts the shop, the coupon service with couponEnv on top of
+// its environment.
+func startRig(t *testing.T, couponEnv ...string) *rig {
 	t.Helper()
 	if _, err := exec.LookPath(chromium); err != nil {
 		t.Fatalf("the browser tests drive %s (apt-get install chromium): %v", chromium, err)
@@ -75,7 +91,7 @@ func startRig(t *testing.T) *rig {
 	_, redisPrefix := testenv.Redis(t)
 
 	addr := map[string]string{}
-	for _, name := range []string{"identity", "order", "coupon", "payment", "psp-sim", "web"} {
+	for _, name := range []string{"identity", "order", "coupon", "payment", "psp-sim", "web", "faultproxy", "faultproxy-admin"} {
 		addr[name] = testenv.FreeAddr(t)
 	}
 	url := func(name string) string { return "http://" + addr[name] }
@@ -106,16 +122,29 @@ func startRig(t *testing.T) *rig {
 		"PSP_CALLBACK_URL="+url("payment")+"/payments/callback",
 		"PSP_REFUND_CALLBACK_URL="+url("payment")+"/payments/refunds/callback",
 		"PSP_RETRY_SCHEDULE=100ms,200ms,300ms,500ms,1s", "PSP_NOTIFY_DELAY=10ms")}
+	r.faultproxy = service{Process: proctest.Start(t, "faultproxy", bin["faultproxy"], addr["faultproxy-admin"],
+		"FAULTPROXY_ADDR="+addr["faultproxy"], "FAULTPROXY_ADMIN_ADDR="+addr["faultproxy-admin"],
+		"FAULTPROXY_UPSTREAM="+testenv.Config(t).MySQL.Addr, "ADMIN_TOKEN="+faultProxyToken, "LOG_LEVEL=debug")}
+	r.faultproxy.WaitStatus(t, "/healthz", http.StatusOK, deadline)
+	// A signing key of the run's own, not the published development one,
+	// which a storefront in production mode refuses (TestConsole starts
+	// one).
+	seed := make([]byte, 32)
+	_, _ = rand.Read(seed) // crypto/rand.Read never fails (Go 1.24+)
 	r.identity = withDB("identity", "IDENTITY_ISSUER="+url("identity"), "IDENTITY_BCRYPT_COST=4",
+		"IDENTITY_SIGNING_KEY="+base64.StdEncoding.EncodeToString(seed),
 		"IDENTITY_LOGIN_LIMIT=1000")
 	r.order = withDB("order", "COUPON_URL="+url("coupon"), "PAYMENT_URL="+url("payment"))
-	r.coupon = withDB("coupon", "ORDER_URL="+url("order"), "COUPON_RETRY_SCHEDULE=@every 1s", "COUPON_RETRY_BACKOFF=200ms")
+	r.coupon = withDB("coupon", append([]string{"ORDER_URL=" + url("order"), "COUPON_RETRY_SCHEDULE=@every 1s",
+		"COUPON_RETRY_BACKOFF=200ms", "MYSQL_ADDR=" + addr["faultproxy"]}, couponEnv...)...)
 	r.payment = withDB("payment", "PSP_URL="+url("psp-sim"), "ORDER_URL="+url("order"), "PSP_SECRET="+secret)
+	r.webEnv = []string{"LOG_LEVEL=debug",
+		"IDENTITY_URL=" + url("identity"), "AUTH_ISSUER=" + url("identity"),
+		"ORDER_URL=" + url("order"), "COUPON_URL=" + url("coupon"), "PAYMENT_URL=" + url("payment"), "PSP_URL=" + url("psp-sim"),
+		"WEB_BRAND=browser", "FAULTPROXY_ADMIN_URL=" + url("faultproxy-admin"), "FAULTPROXY_ADMIN_TOKEN=" + faultProxyToken}
+	r.webBin = bin["web"]
 	r.web = service{Process: proctest.Start(t, "web", bin["web"], addr["web"],
-		"HTTP_ADDR="+addr["web"], "ONCEMALL_ENV=lab", "LOG_LEVEL=debug",
-		"IDENTITY_URL="+url("identity"), "AUTH_ISSUER="+url("identity"),
-		"ORDER_URL="+url("order"), "COUPON_URL="+url("coupon"), "PAYMENT_URL="+url("payment"), "PSP_URL="+url("psp-sim"),
-		"WEB_BRAND=browser")}
+		append([]string{"HTTP_ADDR=" + addr["web"], "ONCEMALL_ENV=lab"}, r.webEnv...)...)}
 
 	r.psp.WaitStatus(t, "/healthz", http.StatusOK, deadline)
 	for _, s := range []service{r.identity, r.order, r.coupon, r.payment, r.web} {
@@ -125,7 +154,7 @@ func startRig(t *testing.T) *rig {
 	t.Cleanup(func() {
 		// The storefront first (no more pages), the simulator next (no
 		// more deliveries), then the services; each must exit with 0.
-		for _, s := range []service{r.web, r.psp, r.payment, r.coupon, r.order, r.identity} {
+		for _, s := range []service{r.web, r.psp, r.payment, r.coupon, r.order, r.identity, r.faultproxy} {
 			s.Stop(t, 20*time.Second)
 		}
 	})
@@ -202,3 +231,30 @@ func (r *rig) couponStatus(t *testing.T, id uint64) string {
 // screenshots is where the test writes its PNGs of the storefront
 // (WEB_SCREENSHOTS=../docs/img writes the README's); empty: none.
 var screenshots = os.Getenv("WEB_SCREENSHOTS")
+
+// placeOrder signs user in at identity and places an order of qty of
+// product through the order service's API, outside any browser, and
+// returns its number.
+func (r *rig) placeOrder(t *testing.T, user, password string, product uint64, qty int) string {
+	t.Helper()
+	resp, err := client.PostForm(r.identity.URL("/token"), url.Values{"grant_type": {"password"}, "username": {user}, "password": {password}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&tok)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("sign in %s at identity: %d %v", user, resp.StatusCode, err)
+	}
+	var o struct {
+		OrderNo string `json:"order_no"`
+	}
+	st, raw := call(t, "POST", r.order.URL("/orders"), map[string]string{"Authorization": "Bearer " + tok.AccessToken,
+		"Idempotency-Key": "browser-" + testenv.RandomSuffix(16)},
+		map[string]any{"items": []map[string]any{{"product_id": product, "quantity": qty}}}, &o)
+	want(t, "place an order through the API", st, raw, http.StatusCreated)
+	return o.OrderNo
+}

@@ -122,11 +122,15 @@ func TestStorefront(t *testing.T) {
 	if got := r.couponStatus(t, cancelCoupon); got != "UNUSED" {
 		t.Errorf("coupon %d after the cancel: %s, want UNUSED", cancelCoupon, got)
 	}
+	// An order alice placed elsewhere (the API, another browser) is on
+	// her orders page too: the page lists her orders, not this browser's.
+	elsewhere := r.placeOrder(t, "alice", "alice-dev-password", teapot, 1)
 	b.run(t, "orders page", chromedp.Navigate(b.base+"/orders"),
-		chromedp.WaitVisible(`[data-status="CANCELLED"]`, chromedp.ByQuery), chromedp.WaitVisible(`[data-status="PAID"]`, chromedp.ByQuery))
+		chromedp.WaitVisible(`[data-status="CANCELLED"]`, chromedp.ByQuery), chromedp.WaitVisible(`[data-status="PAID"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`[data-poll="/api/orders/`+elsewhere+`"]`, chromedp.ByQuery))
 	b.shot(t, "storefront-orders")
-	if n := count(t, r.order.db, "SELECT COUNT(*) FROM orders WHERE user_id = ?", alice); n != 2 {
-		t.Errorf("alice has %d orders, want 2", n)
+	if n := count(t, r.order.db, "SELECT COUNT(*) FROM orders WHERE user_id = ?", alice); n != 3 {
+		t.Errorf("alice has %d orders, want 3", n)
 	}
 
 	// A token signed by a key identity never published, naming alice: the

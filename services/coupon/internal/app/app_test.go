@@ -493,7 +493,7 @@ func TestADeliveryDeductsInTheTransactionThatLandsIt(t *testing.T) {
 	testenv.Must(t, deliver(nil))
 	writes := rec.Take("")
 	if len(writes) != 3 || !strings.HasPrefix(writes[0], "UPDATE coupons ") ||
-		!strings.HasPrefix(writes[1], "INSERT INTO coupon_deduction") || !strings.HasPrefix(writes[2], "INSERT INTO `coupon_message`") {
+		!strings.HasPrefix(writes[1], "INSERT INTO `coupon_deduction`") || !strings.HasPrefix(writes[2], "INSERT INTO `coupon_message`") {
 		t.Fatalf("the delivery sent %d statements, want the update, the ledger row and the message:\n%s", len(writes), strings.Join(writes, "\n"))
 	}
 	if n := f.count(t, "coupon_deduction", "order_no = ? AND coupon_id = ? AND user_id = ? AND amount = ? AND message_id = ?",

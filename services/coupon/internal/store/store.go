@@ -452,9 +452,12 @@ func (t *Tx) InsertDeduction(ctx context.Context, d *coupon.Deduction) error {
 
 // InsertDeductionOf implements coupon.Tx with INSERT … SELECT, the
 // owner and the discount joined from coupons and coupon_template by the
-// coupon's primary key.
+// coupon's primary key. The table is quoted as gorm quotes it in
+// InsertDeduction, so that every ledger insert reads "INSERT INTO
+// `coupon_deduction`": the text the storefront's lab switch arms the fault
+// proxy with (services/web/lab), a COMMIT of a deduction and no other.
 func (t *Tx) InsertDeductionOf(ctx context.Context, id uint64, orderNo, messageID string, now time.Time) error {
-	res := t.db.WithContext(ctx).Exec(`INSERT INTO coupon_deduction (order_no, coupon_id, user_id, amount, message_id, created_at)
+	res := t.db.WithContext(ctx).Exec("INSERT INTO `coupon_deduction`"+` (order_no, coupon_id, user_id, amount, message_id, created_at)
 		SELECT ?, c.id, c.user_id, t.discount_amount, ?, ? FROM coupons c JOIN coupon_template t ON t.id = c.template_id WHERE c.id = ?`,
 		orderNo, messageID, now, id)
 	switch {

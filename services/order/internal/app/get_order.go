@@ -21,6 +21,27 @@ func (a *App) GetOrder(ctx context.Context, userID uint64, no string) (order.Ord
 	return o, nil
 }
 
+// MaxOrdersPage bounds a page of GET /orders; DefaultOrdersPage is a page
+// without a limit.
+const (
+	MaxOrdersPage     = 100
+	DefaultOrdersPage = 20
+)
+
+// ListOrders returns a page of userID's orders, newest first: those placed
+// before order before when it is set (it must be userID's, or
+// order.ErrNotFound). A limit of 0 is DefaultOrdersPage, one above
+// MaxOrdersPage is MaxOrdersPage. Another user's orders are never in it.
+func (a *App) ListOrders(ctx context.Context, userID uint64, before string, limit int) ([]order.Order, error) {
+	switch {
+	case limit <= 0:
+		limit = DefaultOrdersPage
+	case limit > MaxOrdersPage:
+		limit = MaxOrdersPage
+	}
+	return a.orders.UserOrders(ctx, userID, before, limit)
+}
+
 // LookupOrder returns order no, without its items, for another service (the
 // coupon sweeper, the payment service), which is trusted by the internal
 // token rather than by the order's owner.

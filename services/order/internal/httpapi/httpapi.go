@@ -93,6 +93,7 @@ func (h *API) Register(r gin.IRouter) {
 		user.GET("/token", h.opts.Tokens.IssueHandler(auth.Subject))
 	}
 	user.POST("", append(entry, h.createOrder)...)
+	user.GET("", h.listOrders)
 	user.GET("/:no", h.getOrder)
 	user.POST("/:no/cancel", h.cancelOrder)
 

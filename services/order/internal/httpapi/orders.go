@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/idempotency"
+	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
@@ -112,6 +114,44 @@ func (h *API) createOrder(c *gin.Context) {
 		return
 	}
 	c.Data(http.StatusCreated, JSONContentType, body)
+}
+
+// OrderListResponse is a page of GET /orders: the caller's orders, newest
+// first, and Next, the before= of the next page when this one is full.
+type OrderListResponse struct {
+	Orders []OrderResponse `json:"orders"`
+	Next   string          `json:"next,omitempty"`
+}
+
+// listOrders serves GET /orders?before=&limit=: the verified caller's
+// orders, newest first, a page at a time.
+func (h *API) listOrders(c *gin.Context) {
+	user, ok := userID(c)
+	if !ok {
+		return
+	}
+	limit, err := optionalUint(c.Query("limit"))
+	if err != nil || limit > app.MaxOrdersPage {
+		problem.Abort(c, http.StatusBadRequest, fmt.Sprintf("limit must be a number from 1 to %d", app.MaxOrdersPage))
+		return
+	}
+	list, err := h.app.ListOrders(c.Request.Context(), user, c.Query("before"), int(limit))
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out := OrderListResponse{Orders: make([]OrderResponse, len(list))}
+	for i, o := range list {
+		out.Orders[i] = toOrderResponse(o)
+	}
+	size := int(limit)
+	if size == 0 {
+		size = app.DefaultOrdersPage
+	}
+	if len(list) == size {
+		out.Next = list[len(list)-1].No
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 // getOrder serves GET /orders/:no for the order's owner.

@@ -24,6 +24,10 @@ type Store interface {
 	// Catalog returns the live products among ids, by id: a plain read,
 	// which prices an order before its coupon is locked.
 	Catalog(ctx context.Context, ids []uint64) (map[uint64]CatalogEntry, error)
+	// UserOrders returns up to limit of userID's orders with their items,
+	// newest first; with before, the orders placed before that one (which
+	// must be userID's, or ErrNotFound), the next page of a list.
+	UserOrders(ctx context.Context, userID uint64, before string, limit int) ([]Order, error)
 	// Expired returns the numbers of up to limit orders still WAIT_PAY that
 	// were created before before, oldest first.
 	Expired(ctx context.Context, before time.Time, limit int) ([]string, error)

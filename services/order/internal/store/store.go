@@ -234,6 +234,48 @@ func (s *Store) Head(ctx context.Context, no string) (order.Order, error) {
 	return toOrder(row, nil), nil
 }
 
+// UserOrders pages through userID's orders newest first, by
+// idx_orders_user (user_id, created_at, and the primary key after them),
+// with the items of the page in one more read.
+func (s *Store) UserOrders(ctx context.Context, userID uint64, before string, limit int) ([]order.Order, error) {
+	db := s.db.WithContext(ctx)
+	q := db.Where("user_id = ?", userID)
+	if before != "" {
+		cur, err := getRow(db, before)
+		if err == nil && cur.UserID != userID {
+			err = fmt.Errorf("%w: %s", order.ErrNotFound, before) // another user's: as if none
+		}
+		if err != nil {
+			return nil, err
+		}
+		q = q.Where("created_at < ? OR (created_at = ? AND id < ?)", cur.CreatedAt, cur.CreatedAt, cur.ID)
+	}
+	var rows []dbOrder
+	if err := q.Order("created_at DESC, id DESC").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list orders of user %d: %w", userID, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	nos := make([]string, len(rows))
+	for i, r := range rows {
+		nos[i] = r.OrderNo
+	}
+	var items []dbItem
+	if err := db.Where("order_no IN ?", nos).Order("id").Find(&items).Error; err != nil {
+		return nil, fmt.Errorf("read items of user %d's orders: %w", userID, err)
+	}
+	byOrder := map[string][]dbItem{}
+	for _, it := range items {
+		byOrder[it.OrderNo] = append(byOrder[it.OrderNo], it)
+	}
+	out := make([]order.Order, len(rows))
+	for i, r := range rows {
+		out[i] = toOrder(r, byOrder[r.OrderNo])
+	}
+	return out, nil
+}
+
 // Expired lists WAIT_PAY orders created before before, oldest first, by
 // idx_orders_status_created.
 func (s *Store) Expired(ctx context.Context, before time.Time, limit int) ([]string, error) {

@@ -21,6 +21,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/services/web/internal/assembly"
 	"github.com/oncemall/oncemall/services/web/internal/config"
+	"github.com/oncemall/oncemall/services/web/lab"
 )
 
 // program is the storefront; Port is HTTP_ADDR's default (config.Config).
@@ -79,7 +80,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 // wire builds the storefront and serves it until ctx ends.
 func wire(ctx context.Context, cfg config.Config, log *slog.Logger, tp *tracing.Provider) error {
-	srv, err := assembly.Assemble(cfg, log, tp.TracerProvider(), assembly.Options{})
+	var o assembly.Options
+	if err := lab.Plug(&o, cfg, os.LookupEnv); err != nil { // lab mode's incident switches; a fork deletes this line and lab/
+		return err
+	}
+	srv, err := assembly.Assemble(cfg, log, tp.TracerProvider(), o)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,14 @@ type Options struct {
 	Shop pages.Shop
 	// Verifier replaces the verifier of AUTH_ISSUER's tokens.
 	Verifier pages.Verifier
+	// Console adds sections to the operator's console (lab mode's incident
+	// switches, services/web/lab), each made with the storefront's client
+	// of the services and its HTTP client (traced, with the upstream
+	// timeout).
+	Console []func(client *upstream.Client, hc *http.Client) pages.Section
+	// WrapShop, when set, wraps what the pages call (lab mode's double
+	// submit, services/web/lab).
+	WrapShop func(pages.Shop) pages.Shop
 }
 
 // Assemble builds the storefront as cfg and o say: its server, with the
@@ -48,6 +56,9 @@ func Assemble(cfg config.Config, log *slog.Logger, tp trace.TracerProvider, o Op
 	if o.Shop == nil {
 		o.Shop = client
 	}
+	if o.WrapShop != nil {
+		o.Shop = o.WrapShop(o.Shop)
+	}
 	if o.Verifier == nil {
 		v, err := auth.NewVerifier(cfg.Auth, auth.Options{Client: hc, RefuseDevKey: !cfg.Env.Development()})
 		if err != nil {
@@ -55,8 +66,12 @@ func Assemble(cfg config.Config, log *slog.Logger, tp trace.TracerProvider, o Op
 		}
 		o.Verifier = v
 	}
+	var sections []pages.Section
+	for _, section := range o.Console {
+		sections = append(sections, section(client, hc))
+	}
 	p, err := pages.New(o.Shop, o.Verifier, pages.Options{Log: log, Brand: cfg.Brand,
-		CookieKey: []byte(cfg.CookieKey), CookieSecure: cfg.CookieSecure})
+		CookieKey: []byte(cfg.CookieKey), CookieSecure: cfg.CookieSecure, Operator: client, Sections: sections})
 	if err != nil {
 		return nil, err
 	}

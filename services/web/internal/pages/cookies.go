@@ -27,17 +27,12 @@ const (
 	// cookieCart is the cart: product ids and quantities, nothing priced
 	// (the order service prices an order when it is placed).
 	cookieCart = "oncemall_cart"
-	// cookieOrders lists the order numbers placed from this browser, newest
-	// first, for the orders page (the order service has no list of a user's
-	// orders); the order service answers each only to its owner.
-	cookieOrders = "oncemall_orders"
 )
 
-// maxCartLines and maxRecentOrders bound the cookies' sizes.
+// maxCartLines bounds the cart cookie's size.
 const (
-	maxCartLines    = 20
-	maxRecentOrders = 20
-	maxQuantity     = 999
+	maxCartLines = 20
+	maxQuantity  = 999
 )
 
 // cookies sets and reads the storefront's cookies.
@@ -176,23 +171,4 @@ func validOrderNo(no string) bool {
 		}
 	}
 	return true
-}
-
-func readOrders(r *http.Request) []string {
-	var out []string
-	for no := range strings.SplitSeq(value(r, cookieOrders), ".") {
-		if validOrderNo(no) && len(out) < maxRecentOrders && !slices.Contains(out, no) {
-			out = append(out, no)
-		}
-	}
-	return out
-}
-
-// rememberOrder puts no first in the browser's list of orders.
-func (k cookies) rememberOrder(w http.ResponseWriter, r *http.Request, no string) {
-	list := append([]string{no}, slices.DeleteFunc(readOrders(r), func(s string) bool { return s == no })...)
-	if len(list) > maxRecentOrders {
-		list = list[:maxRecentOrders]
-	}
-	k.set(w, cookieOrders, strings.Join(list, "."), 30*24*time.Hour)
 }

@@ -61,7 +61,7 @@ func (p *Pages) signIn(c *gin.Context) {
 }
 
 func (p *Pages) signOut(c *gin.Context) {
-	for _, name := range []string{cookieSession, cookieUser, cookieCart, cookieOrders} {
+	for _, name := range []string{cookieSession, cookieUser, cookieCart} {
 		p.cookies.clear(c.Writer, name)
 	}
 	c.Redirect(http.StatusSeeOther, "/")
@@ -161,7 +161,6 @@ func (p *Pages) placeOrder(c *gin.Context) {
 		return
 	}
 	p.log.InfoContext(c.Request.Context(), "order placed", "user_id", s.caller.UserID, "order_no", o.OrderNo, "idempotency_key", key)
-	p.cookies.rememberOrder(c.Writer, c.Request, o.OrderNo)
 	p.cookies.writeCart(c.Writer, nil)
 	c.Redirect(http.StatusSeeOther, "/orders/"+o.OrderNo)
 }
@@ -241,20 +240,14 @@ func (p *Pages) order(c *gin.Context) {
 	p.render(c, http.StatusOK, "order", map[string]any{"Order": v, "PayKey": idempotencyKey()})
 }
 
-// orders lists the orders placed from this browser that are the user's.
+// orders lists the user's newest orders, as the order service answers
+// them to their owner.
 func (p *Pages) orders(c *gin.Context) {
 	s, _ := p.user(c)
-	var list []upstream.Order
-	for _, no := range readOrders(c.Request) {
-		o, err := p.shop.Order(c.Request.Context(), s.caller, no)
-		if upstream.StatusOf(err) == http.StatusNotFound {
-			continue // another user's, who signed in on this browser before
-		}
-		if err != nil {
-			p.fail(c, err)
-			return
-		}
-		list = append(list, o)
+	list, err := p.shop.Orders(c.Request.Context(), s.caller)
+	if err != nil {
+		p.fail(c, err)
+		return
 	}
 	p.render(c, http.StatusOK, "orders", map[string]any{"Orders": list})
 }

@@ -1,8 +1,8 @@
 // Package pages is the storefront's web interface: server-rendered pages
 // (html/template, embedded) over the services' public APIs, and one JSON
 // endpoint the order pages poll for status. It owns no business data: the
-// session is identity's token in a cookie, the cart and the list of the
-// browser's orders are cookies too (cookies.go).
+// session is identity's token in a cookie, the cart is a cookie too
+// (cookies.go).
 //
 // Every form carries a CSRF token, and the forms with an effect one
 // Idempotency-Key made when the form was rendered, which the storefront
@@ -14,6 +14,7 @@ package pages
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -35,6 +36,7 @@ type Shop interface {
 	Coupon(ctx context.Context, who upstream.Caller, id uint64) (upstream.Coupon, error)
 	PlaceOrder(ctx context.Context, who upstream.Caller, key string, items []upstream.Item, couponID uint64) (upstream.Order, error)
 	Order(ctx context.Context, who upstream.Caller, no string) (upstream.Order, error)
+	Orders(ctx context.Context, who upstream.Caller) ([]upstream.Order, error)
 	CancelOrder(ctx context.Context, who upstream.Caller, no string) (upstream.Order, error)
 	Pay(ctx context.Context, who upstream.Caller, key, orderNo string) (upstream.Payment, error)
 	Payment(ctx context.Context, who upstream.Caller, outTradeNo string) (upstream.Payment, error)
@@ -54,6 +56,11 @@ type Options struct {
 	// Secure.
 	CookieKey    []byte
 	CookieSecure bool
+	// Operator is what the console calls; nil: no console.
+	Operator Operator
+	// Sections are the console's parts made elsewhere (lab mode's
+	// switches); none in production.
+	Sections []Section
 }
 
 // Pages serves the storefront.
@@ -64,6 +71,9 @@ type Pages struct {
 	brand   string
 	cookies cookies
 	views   *views
+
+	operator Operator
+	sections []Section
 }
 
 // New returns the storefront's pages over shop, with sessions checked by v.
@@ -75,8 +85,14 @@ func New(shop Shop, v Verifier, opts Options) (*Pages, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, s := range opts.Sections {
+		if err := views.add(s.Templates); err != nil {
+			return nil, fmt.Errorf("pages: console section %s: %w", s.Name, err)
+		}
+	}
 	return &Pages{shop: shop, verify: v, log: opts.Log, brand: opts.Brand,
-		cookies: cookies{key: opts.CookieKey, secure: opts.CookieSecure}, views: views}, nil
+		cookies: cookies{key: opts.CookieKey, secure: opts.CookieSecure}, views: views,
+		operator: opts.Operator, sections: opts.Sections}, nil
 }
 
 // Register installs the pages on r.
@@ -99,12 +115,17 @@ func (p *Pages) Register(r gin.IRouter) {
 	user.POST("/orders/:no/cancel", p.form, p.cancel)
 	user.GET("/platform/:trade", p.platform)
 	user.GET("/api/orders/:no", p.orderStatus)
+
+	if p.operator != nil {
+		p.registerConsole(r)
+	}
 }
 
 // session is the request's verified user, if any.
 type session struct {
-	caller upstream.Caller
-	name   string
+	caller   upstream.Caller
+	name     string
+	operator bool // the token carries auth.RoleOperator
 }
 
 // user returns the verified user of r's session cookie. A cookie whose token
@@ -133,7 +154,7 @@ func (p *Pages) user(c *gin.Context) (*session, error) {
 	if name == "" {
 		name = "user " + strconv.FormatUint(pr.UserID, 10)
 	}
-	s := &session{caller: upstream.Caller{Token: raw, UserID: pr.UserID}, name: name}
+	s := &session{caller: upstream.Caller{Token: raw, UserID: pr.UserID}, name: name, operator: pr.HasRole(auth.RoleOperator)}
 	c.Set("session", s)
 	return s, nil
 }

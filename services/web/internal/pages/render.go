@@ -38,6 +38,22 @@ var funcs = template.FuncMap{
 		return fmt.Sprintf("%s%d.%02d", sign, cents/100, cents%100)
 	},
 	"lower": strings.ToLower,
+	// dict makes a map of its key, value arguments: the data of a
+	// template called with more than one value.
+	"dict": func(kv ...any) (map[string]any, error) {
+		if len(kv)%2 != 0 {
+			return nil, errors.New("dict: an odd number of arguments")
+		}
+		m := make(map[string]any, len(kv)/2)
+		for i := 0; i < len(kv); i += 2 {
+			k, ok := kv[i].(string)
+			if !ok {
+				return nil, fmt.Errorf("dict: key %v is not a string", kv[i])
+			}
+			m[k] = kv[i+1]
+		}
+		return m, nil
+	},
 }
 
 func parseViews() (*views, error) {
@@ -60,6 +76,30 @@ func parseViews() (*views, error) {
 	return v, nil
 }
 
+// add parses the pages of fsys ("*.html") as the storefront's own, each
+// with the layout.
+func (v *views) add(fsys fs.FS) error {
+	names, err := fs.Glob(fsys, "*.html")
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		name := strings.TrimSuffix(n, ".html")
+		if _, dup := v.pages[name]; dup {
+			return fmt.Errorf("template %s: the storefront has a page of that name", name)
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+		if err == nil {
+			t, err = t.ParseFS(fsys, n)
+		}
+		if err != nil {
+			return fmt.Errorf("template %s: %w", name, err)
+		}
+		v.pages[name] = t
+	}
+	return nil
+}
+
 // render writes page name with data and what every page shows: the user,
 // the CSRF token of the forms.
 func (p *Pages) render(c *gin.Context, status int, name string, data map[string]any) {
@@ -73,6 +113,9 @@ func (p *Pages) render(c *gin.Context, status int, name string, data map[string]
 	s, _ := p.user(c)
 	if s != nil {
 		data["User"] = s.name
+		if s.operator && p.operator != nil {
+			data["Menu"] = p.menu()
+		}
 	}
 	data["CSRF"] = p.cookies.csrfToken(c.Writer, c.Request)
 	data["Cart"] = len(readCart(c.Request))

@@ -128,6 +128,17 @@ func (c *Client) Order(ctx context.Context, who Caller, no string) (Order, error
 	return o, err
 }
 
+// Orders returns the caller's newest orders, one page of the order
+// service's GET /orders.
+func (c *Client) Orders(ctx context.Context, who Caller) ([]Order, error) {
+	var out struct {
+		Orders []Order `json:"orders"`
+	}
+	_, err := c.do(ctx, call{service: "order", base: c.urls.Order, method: http.MethodGet,
+		path: "/orders?limit=20", caller: &who, out: &out})
+	return out.Orders, err
+}
+
 // CancelOrder cancels one of the caller's unpaid orders (again: the same
 // answer).
 func (c *Client) CancelOrder(ctx context.Context, who Caller, no string) (Order, error) {

@@ -37,4 +37,30 @@
   }
 
   document.querySelectorAll("[data-poll]").forEach(poll);
+
+  // The console's lab counts: the page asks the URL of its [data-counts]
+  // tables every two seconds and writes each count's now and since into
+  // its row, wherever it is.
+  function counts(url) {
+    function tick() {
+      fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (s) {
+          (s && s.counts || []).forEach(function (c) {
+            var row = document.querySelector('[data-count="' + c.key + '"]');
+            if (!row) return;
+            var now = row.querySelector("[data-field=now]"), since = row.querySelector("[data-field=since]");
+            now.textContent = c.error ? "unavailable" : String(c.now);
+            now.title = c.error || "";
+            since.textContent = c.since === undefined ? "" : String(c.since);
+          });
+        })
+        .catch(function () { /* the next tick asks again */ })
+        .then(function () { setTimeout(tick, 2000); });
+    }
+    tick();
+  }
+
+  var table = document.querySelector("[data-counts]");
+  if (table) counts(table.dataset.counts);
 })();
