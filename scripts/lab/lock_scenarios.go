@@ -28,8 +28,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,6 +69,9 @@ const (
 	// landed, so the first copy times out, and releases, well before the
 	// second does.
 	releaseTimeout = time.Second
+	// crashLockTTL is the order's IDEMPOTENCY_LOCK_TTL in the crash run:
+	// how long the killed try's key stays in progress (60 s by default).
+	crashLockTTL = "2s"
 )
 
 // LockScenarios lists incident 7.
@@ -155,7 +162,7 @@ func lockScenario(name, suffix string, mode variant.Mode, h hazard) func(context
 			res.Count, res.Expected, res.Holds = int(out.Orders), "= 1", out.Orders == 1 && out.Ghost == 0
 		default:
 			if h == crashRetry {
-				res.Injected = "order service died between lock and commit; customer retries with the same key"
+				res.Injected = "order service's binary killed (SIGKILL) between lock and commit; customer retries with the same key"
 			} else {
 				res.Injected = "2 copies of one request, entry layer's key lost, the first's lock answer held"
 			}
@@ -182,6 +189,8 @@ func startLockRig(ctx context.Context, env lab.Env, suffix string, mode variant.
 	switch h {
 	case lateLock:
 		vars["COUPON_TIMEOUT"] = lockTimeout
+	case crashRetry:
+		vars["IDEMPOTENCY_LOCK_TTL"] = crashLockTTL
 	case siblingRelease:
 		// The copies share an order number in both variants: the broken
 		// part is the coupon service's release.
@@ -325,24 +334,163 @@ func runLateLock(ctx context.Context, r *lockRig) (LockRun, error) {
 // retries with the same key, twice.
 func runCrashRetry(ctx context.Context, r *lockRig) (LockRun, error) {
 	key := "i7-crash-" + r.env.Prefix
-	dead, err := orderlab.OrderNo(r.mode, lockUser, key, time.Now())
+	start := time.Now()
+	dead, err := r.killMidOrder(ctx, key)
 	if err != nil {
 		return LockRun{}, err
 	}
-	start := time.Now()
-	if err := r.gate.lockDirect(ctx, r.coupon, dead); err != nil {
-		return LockRun{}, err
-	}
-	r.tl.Span("order service (killed)", lab.KindFault, "locked "+dead+", killed before commit", start)
+	r.tl.Span("order service (killed)", lab.KindFault, "locked "+dead+", SIGKILL before commit", start)
+	// The dead try's key is in progress at the entry layer until
+	// IDEMPOTENCY_LOCK_TTL (crashLockTTL here): the customer is answered 409
+	// and asks again a second later, as its Retry-After says, until the
+	// key is taken over; then once more, for the stored answer.
 	var answers []string
-	for range 2 {
+	for range 10 {
 		a, err := r.post(ctx, "customer", key)
 		if err != nil {
 			return LockRun{}, err
 		}
 		answers = append(answers, a)
+		if a != "409" {
+			break
+		}
+		time.Sleep(time.Second)
 	}
-	return r.settle(ctx, answers)
+	a, err := r.post(ctx, "customer", key)
+	if err != nil {
+		return LockRun{}, err
+	}
+	return r.settle(ctx, append(answers, a))
+}
+
+// killMidOrder runs the order service's own binary beside the rig's, on its
+// database and in its mode, holds the product's stock row, sends it the
+// customer's POST /orders with key, and kills it with SIGKILL once its
+// order transaction, begun after the coupon lock, waits on that row. It
+// returns the order number the dead try locked the coupon under.
+func (r *lockRig) killMidOrder(ctx context.Context, key string) (string, error) {
+	bin, err := orderBinary()
+	if err != nil {
+		return "", err
+	}
+	addr, err := freeLoopbackAddr()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	child := exec.CommandContext(ctx, bin)
+	child.Env = os.Environ()
+	for k, v := range r.orders.Env {
+		child.Env = append(child.Env, k+"="+v)
+	}
+	child.Env = append(child.Env, "HTTP_ADDR="+addr, "ORDER_NUMBERING_MODE="+string(r.mode), "COUPON_TIMEOUT=1m")
+	// The child's output goes to a file: what it said is read only after
+	// it has exited.
+	logs, err := os.CreateTemp("", "oncemall-lab-order-*.log")
+	if err != nil {
+		return "", err
+	}
+	defer func() { logs.Close(); os.Remove(logs.Name()) }()
+	child.Stdout, child.Stderr = logs, logs
+	if err := child.Start(); err != nil {
+		return "", err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	var once sync.Once
+	kill := func() { once.Do(func() { _ = child.Process.Kill(); <-exited }) }
+	defer kill()
+	base := "http://" + addr
+	if err := waitUntil(ctx, exited, logs.Name(), func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}); err != nil {
+		return "", fmt.Errorf("the order binary did not get ready: %w", err)
+	}
+
+	hold := r.orders.DB.WithContext(ctx).Begin()
+	defer hold.Rollback()
+	var available int
+	if err := hold.Raw("SELECT available FROM product_stock WHERE product_id = ? FOR UPDATE", r.product).Row().Scan(&available); err != nil {
+		return "", err
+	}
+	authz, err := r.orders.Authorization(lockUser)
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/orders", strings.NewReader(r.body()))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", authz)
+		req.Header.Set("Idempotency-Key", key)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	dead := ""
+	if err := waitUntil(ctx, exited, logs.Name(), func() bool {
+		status, holder, err := r.coupons.CouponState(ctx, r.coupon)
+		if err != nil || status != "LOCKED" {
+			return false
+		}
+		var waits int64
+		if err := r.orders.DB.WithContext(ctx).Raw(`SELECT COUNT(*) FROM information_schema.INNODB_TRX x
+			JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id
+			WHERE x.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`).Row().Scan(&waits); err != nil || waits == 0 {
+			return false
+		}
+		dead = holder
+		return true
+	}); err != nil {
+		return "", fmt.Errorf("the order binary's transaction never waited on the stock row: %w", err)
+	}
+	kill()
+	return dead, hold.Rollback().Error
+}
+
+// waitUntil polls cond every 20 ms until it holds, ctx ends, or the child
+// whose exit exited reports does (its log file then says why).
+func waitUntil(ctx context.Context, exited chan error, logFile string, cond func() bool) error {
+	for !cond() {
+		select {
+		case err := <-exited:
+			exited <- err
+			out, _ := os.ReadFile(logFile)
+			return fmt.Errorf("the child exited (%v):\n%s", err, out)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// orderBinary builds the order service's binary once per process.
+var orderBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "oncemall-lab-order-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "order")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/oncemall/oncemall/services/order/cmd/order").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build the order service: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func freeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // runSiblingCopies: copy A's lock answer is held at the gate; the entry layer
@@ -556,26 +704,4 @@ func lockLabel(status int, body []byte) string {
 	}
 	_ = json.Unmarshal(body, &p)
 	return fmt.Sprintf("%d %s", status, p.Reason)
-}
-
-// lockDirect locks couponID for orderNo at the coupon service, as the order
-// service does.
-func (g *couponGate) lockDirect(ctx context.Context, couponID uint64, orderNo string) error {
-	body := fmt.Sprintf(`{"order_no":%q,"user_id":%d,"order_amount":%d,"attempt":"killed"}`, orderNo, lockUser, lockPrice)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/internal/coupons/%d/lock", g.target, couponID), strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+orderlab.InternalToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("lock for the killed try: %d %s", resp.StatusCode, b)
-	}
-	return nil
 }

@@ -3,7 +3,6 @@ package lab
 import (
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 )
 
@@ -28,13 +27,4 @@ type PerAttemptOrderNumbers struct{}
 // OrderNo implements app.OrderNumbers.
 func (PerAttemptOrderNumbers) OrderNo(_ uint64, _ string, now time.Time) (string, error) {
 	return app.NewOrderNo(now)
-}
-
-// OrderNo is the number the numbering of mode gives the order user places
-// with Idempotency-Key key at now: the lab takes a dead try's lock under it.
-func OrderNo(mode variant.Mode, user uint64, key string, now time.Time) (string, error) {
-	if mode == variant.Broken {
-		return PerAttemptOrderNumbers{}.OrderNo(user, key, now)
-	}
-	return app.KeyedOrderNumbers{}.OrderNo(user, key, now)
 }

@@ -47,6 +47,10 @@ const (
 type Service struct {
 	URL    string
 	Config config.Config
+	// Env is the environment Config was loaded from: a rig that runs the
+	// service's own binary beside it, on its database and event prefix,
+	// starts it with these and an address of its own.
+	Env    map[string]string
 	Parts  *assembly.Parts
 	Wiring *platform.Wiring
 
@@ -114,7 +118,7 @@ func StartService(ctx context.Context, env lab.Env, suffix string, vars map[stri
 		}
 		return nil, fmt.Errorf("order service configuration: %w", err)
 	}
-	s := &Service{URL: "http://" + addr, Config: cfg, env: env, name: name, done: make(chan error, 1),
+	s := &Service{URL: "http://" + addr, Config: cfg, Env: set, env: env, name: name, done: make(chan error, 1),
 		signer: signer, issuer: issuer}
 	w, err := platform.Build(ctx, svc, cfg, env.Log)
 	if err != nil {
