@@ -118,24 +118,17 @@ func TestConsole(t *testing.T) {
 	b.run(t, "arm a double submit", clickUntilDone(`#arm-double`, "sent twice at once"))
 
 	// Alice: no console; she buys the lamp with the coupon and pays.
-	b.run(t, "sign out", chromedp.Click(`header form button`, chromedp.ByQuery), chromedp.WaitVisible(`#nav-signin`, chromedp.ByQuery))
+	b.signOut(t)
 	b.run(t, "sign in as alice", b.signIn("alice", "alice-dev-password"))
 	b.run(t, "alice on the console", chromedp.Navigate(b.base+"/console"), chromedp.WaitVisible(`#problem[data-status="403"]`, chromedp.ByQuery))
 	if got := getWith(t, r.web.URL("/console/lab"), b.cookie(t, "oncemall_session")); got != http.StatusForbidden {
 		t.Errorf("alice's GET /console/lab: %d, want 403", got)
 	}
-	b.run(t, "buy the lamp with the coupon", addToCart(b.base, lamp, 1),
-		chromedp.SetValue(`#coupon`, strconv.FormatUint(coupon, 10), chromedp.ByQuery),
-		chromedp.Click(`#place-order`, chromedp.ByQuery), chromedp.WaitVisible(`#pay-button`, chromedp.ByQuery))
-	var orderNo string
-	b.run(t, "pay", chromedp.Text(`#order-no`, &orderNo, chromedp.ByQuery), chromedp.Click(`#pay-button`, chromedp.ByQuery),
-		chromedp.WaitVisible(`#return`, chromedp.ByQuery), chromedp.Click(`#return`, chromedp.ByQuery),
-		chromedp.WaitVisible(`#order-status[data-status="PAID"]`, chromedp.ByQuery),
-		chromedp.WaitVisible(`#coupon-status[data-status="USED"]`, chromedp.ByQuery))
+	orderNo := b.buyAndPay(t, lamp, coupon)
 
 	// The operator's console: the acknowledgement was lost, the
 	// redelivery absorbed, no order deducted twice.
-	b.run(t, "sign out", chromedp.Click(`header form button`, chromedp.ByQuery), chromedp.WaitVisible(`#nav-signin`, chromedp.ByQuery))
+	b.signOut(t)
 	b.run(t, "sign in as operator again", b.signIn("operator", "operator-dev-password"))
 	// Alice's order was placed in this browser; the operator's orders page
 	// lists the operator's orders, none.
@@ -211,18 +204,11 @@ func TestConsoleBrokenDeduction(t *testing.T) {
 	b.run(t, "sign in as operator", b.signIn("operator", "operator-dev-password"))
 	b.run(t, "arm a lost COMMIT ACK", chromedp.Navigate(b.base+"/console/lab"),
 		chromedp.Click(`#arm-lost-ack`, chromedp.ByQuery), chromedp.WaitVisible(`#done`, chromedp.ByQuery))
-	b.run(t, "sign out", chromedp.Click(`header form button`, chromedp.ByQuery), chromedp.WaitVisible(`#nav-signin`, chromedp.ByQuery))
+	b.signOut(t)
 	b.run(t, "sign in as alice", b.signIn("alice", "alice-dev-password"))
-	b.run(t, "buy the lamp with the coupon", addToCart(b.base, lamp, 1),
-		chromedp.SetValue(`#coupon`, strconv.FormatUint(coupon, 10), chromedp.ByQuery),
-		chromedp.Click(`#place-order`, chromedp.ByQuery), chromedp.WaitVisible(`#pay-button`, chromedp.ByQuery))
-	var orderNo string
-	b.run(t, "pay", chromedp.Text(`#order-no`, &orderNo, chromedp.ByQuery), chromedp.Click(`#pay-button`, chromedp.ByQuery),
-		chromedp.WaitVisible(`#return`, chromedp.ByQuery), chromedp.Click(`#return`, chromedp.ByQuery),
-		chromedp.WaitVisible(`#order-status[data-status="PAID"]`, chromedp.ByQuery),
-		chromedp.WaitVisible(`#coupon-status[data-status="USED"]`, chromedp.ByQuery))
+	orderNo := b.buyAndPay(t, lamp, coupon)
 
-	b.run(t, "sign out", chromedp.Click(`header form button`, chromedp.ByQuery), chromedp.WaitVisible(`#nav-signin`, chromedp.ByQuery))
+	b.signOut(t)
 	b.run(t, "sign in as operator again", b.signIn("operator", "operator-dev-password"))
 	b.run(t, "the lab's counts", chromedp.Navigate(b.base+"/console/lab"),
 		chromedp.Poll(`document.querySelector('[data-count="double_deductions"] [data-field="now"]').textContent === "1"
@@ -315,4 +301,26 @@ func (b *browser) elementShot(t *testing.T, name, sel string) {
 func clickUntilDone(button, text string) chromedp.Action {
 	return chromedp.Tasks{chromedp.Click(button, chromedp.ByQuery),
 		chromedp.WaitVisible(`//p[@id="done"][contains(., "`+text+`")]`, chromedp.BySearch)}
+}
+
+// signOut signs the browser's user out.
+func (b *browser) signOut(t *testing.T) {
+	t.Helper()
+	b.run(t, "sign out", chromedp.Click(`header form button`, chromedp.ByQuery), chromedp.WaitVisible(`#nav-signin`, chromedp.ByQuery))
+}
+
+// buyAndPay buys one of product with coupon as the signed-in user, pays on
+// the platform's page and waits for the order PAID and the coupon USED. It
+// returns the order's number.
+func (b *browser) buyAndPay(t *testing.T, product, coupon uint64) string {
+	t.Helper()
+	b.run(t, "buy with the coupon", addToCart(b.base, product, 1),
+		chromedp.SetValue(`#coupon`, strconv.FormatUint(coupon, 10), chromedp.ByQuery),
+		chromedp.Click(`#place-order`, chromedp.ByQuery), chromedp.WaitVisible(`#pay-button`, chromedp.ByQuery))
+	var orderNo string
+	b.run(t, "pay", chromedp.Text(`#order-no`, &orderNo, chromedp.ByQuery), chromedp.Click(`#pay-button`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#return`, chromedp.ByQuery), chromedp.Click(`#return`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#order-status[data-status="PAID"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#coupon-status[data-status="USED"]`, chromedp.ByQuery))
+	return orderNo
 }

@@ -101,3 +101,15 @@ func RequireKeyed(t testing.TB, db *gorm.DB, stmts []string, want int) {
 		}
 	}
 }
+
+// LockWaits counts the transactions on db's database waiting for a row
+// lock: how a test sees that a request it holds back is inside its
+// transaction, blocked where the test wants it.
+func LockWaits(t testing.TB, db *gorm.DB) int64 {
+	t.Helper()
+	var n int64
+	Must(t, db.Raw(`SELECT COUNT(*) FROM information_schema.INNODB_TRX x
+		JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id
+		WHERE x.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`).Row().Scan(&n))
+	return n
+}

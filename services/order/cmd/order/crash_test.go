@@ -102,7 +102,7 @@ func TestCrashBetweenLockAndCommit(t *testing.T) {
 		running()
 		st, holder := svc.Coupons.State(1)
 		orderNo = holder
-		return st == stubs.CouponLocked && lockWaits(t, svc) > 0
+		return st == stubs.CouponLocked && testenv.LockWaits(t, svc.DB) > 0
 	})
 	testenv.Must(t, child.Process.Kill())
 	<-exited
@@ -136,15 +136,4 @@ func TestCrashBetweenLockAndCommit(t *testing.T) {
 	if strings.Contains(logs.String(), "panic") {
 		t.Fatalf("the child panicked:\n%s", logs.String())
 	}
-}
-
-// lockWaits counts the transactions of svc's database waiting for a row
-// lock.
-func lockWaits(t *testing.T, svc *ordertest.Service) int64 {
-	t.Helper()
-	var n int64
-	testenv.Must(t, svc.DB.Raw(`SELECT COUNT(*) FROM information_schema.INNODB_TRX x
-		JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id
-		WHERE x.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`).Row().Scan(&n))
-	return n
 }

@@ -126,7 +126,7 @@ func TestASiblingCopysRefusalIsNeverTheKeysAnswer(t *testing.T) {
 		case rb = <-b:
 			waiting = true
 		case <-time.After(20 * time.Millisecond):
-			waiting = s.lockWaits(t) > 0
+			waiting = testenv.LockWaits(t, s.db) > 0
 		}
 	}
 	close(release)
@@ -164,15 +164,4 @@ func TestConcurrentCopiesWithACouponEndWithOneOrder(t *testing.T) {
 			t.Errorf("a copy was answered %d: %s", r.Status, r.Body)
 		}
 	}
-}
-
-// lockWaits counts the transactions of the server's database waiting for a
-// row lock.
-func (s *server) lockWaits(t *testing.T) int64 {
-	t.Helper()
-	var n int64
-	testenv.Must(t, s.db.Raw(`SELECT COUNT(*) FROM information_schema.INNODB_TRX x
-		JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id
-		WHERE x.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`).Row().Scan(&n))
-	return n
 }
