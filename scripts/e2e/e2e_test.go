@@ -404,7 +404,7 @@ func paidAfterClose(t *testing.T, r *rig) {
 	})
 
 	// The held notification lands.
-	st, raw := call(t, "POST", r.psp.URL("/sim/charges/"+p.OutTradeNo+"/deliver"), nil, nil, nil)
+	st, raw := call(t, "POST", r.psp.URL("/sim/charges/"+p.OutTradeNo+"/deliver"), pspAdmin, nil, nil)
 	want(t, "deliver the held notification", st, raw, http.StatusAccepted)
 	eventually(t, "payment REFUNDED", func() (bool, string) {
 		got := r.getPayment(t, userID, p.OutTradeNo)

@@ -140,7 +140,7 @@ func startRig(t *testing.T, env rigEnv) *rig {
 	}
 
 	r.psp = service{Process: proctest.Start(t, "psp-sim", bin["psp-sim"], addr["psp-sim"], append([]string{
-		"PSP_HTTP_ADDR=" + addr["psp-sim"], "ONCEMALL_ENV=lab", "PSP_SECRET=e2e-psp-secret-" + sfx,
+		"PSP_HTTP_ADDR=" + addr["psp-sim"], "ONCEMALL_ENV=lab", "PSP_SECRET=e2e-psp-secret-" + sfx, "PSP_ADMIN_TOKEN=" + pspAdminToken,
 		"PSP_CALLBACK_URL=" + url("payment") + "/payments/callback",
 		"PSP_REFUND_CALLBACK_URL=" + url("payment") + "/payments/refunds/callback",
 		"PSP_RETRY_SCHEDULE=100ms,200ms,300ms,500ms,1s,1s,2s", "PSP_NOTIFY_DELAY=10ms", "LOG_LEVEL=debug",
@@ -255,6 +255,12 @@ func call(t *testing.T, method, url string, headers map[string]string, in, out a
 	t.Helper()
 	return proctest.JSON(t, context.Background(), client, method, url, headers, in, out)
 }
+
+// pspAdminToken is the rig's simulator's PSP_ADMIN_TOKEN; pspAdmin, the
+// headers of a call to its switches.
+const pspAdminToken = "e2e-psp-admin-token"
+
+var pspAdmin = map[string]string{"Authorization": "Bearer " + pspAdminToken}
 
 // want fails unless status is one of ok.
 func want(t *testing.T, what string, status int, raw []byte, ok ...int) {
@@ -553,7 +559,7 @@ func (r *rig) pay(t *testing.T, userID uint64, orderNo string, plan *pspsim.Plan
 	r.payMu.Lock()
 	defer r.payMu.Unlock()
 	if plan != nil {
-		st, raw := call(t, "POST", r.psp.URL("/sim/plans"), nil, pspsim.PlanRequest{NextCharge: true, Plan: *plan}, nil)
+		st, raw := call(t, "POST", r.psp.URL("/sim/plans"), pspAdmin, pspsim.PlanRequest{NextCharge: true, Plan: *plan}, nil)
 		want(t, "file the simulator's plan", st, raw, http.StatusCreated)
 	}
 	h := as(userID, "Idempotency-Key", "e2e-pay-"+testenv.RandomSuffix(12))

@@ -187,6 +187,7 @@ var tokenNames = map[string]string{
 	"accessToken":   "the customer (access token)",
 	"adminToken":    "operator (token or `ADMIN_TOKEN`)",
 	"internalToken": "services (`INTERNAL_TOKEN`)",
+	"simToken":      "a lab (`PSP_ADMIN_TOKEN`)",
 }
 
 // who names the caller: the security scheme, the identifying headers and

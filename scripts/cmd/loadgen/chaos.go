@@ -121,13 +121,13 @@ func (c *chaos) inject(kind string) {
 	case "lose platform answers":
 		n, lost := 1+c.rng.IntN(5), 1+c.rng.IntN(3)
 		for range n {
-			post(c.r.targets.PSP+"/sim/plans", "", fmt.Sprintf(`{"next_charge":true,"lost_answers":%d}`, lost))
+			post(c.r.targets.PSP+"/sim/plans", c.r.targets.PSPAdminToken, fmt.Sprintf(`{"next_charge":true,"lost_answers":%d}`, lost))
 		}
 		c.record(kind, "the next %d charges: the platform loses the first %d 2xx answers of each notification and retries", n, lost)
 	case "notification storm":
 		n, copies := 1+c.rng.IntN(3), 2+c.rng.IntN(9)
 		for range n {
-			post(c.r.targets.PSP+"/sim/plans", "", fmt.Sprintf(`{"next_charge":true,"mode":"storm","copies":%d,"replays":2,"lost_answers":1}`, copies))
+			post(c.r.targets.PSP+"/sim/plans", c.r.targets.PSPAdminToken, fmt.Sprintf(`{"next_charge":true,"mode":"storm","copies":%d,"replays":2,"lost_answers":1}`, copies))
 		}
 		c.record(kind, "the next %d charges: %d concurrent copies of the notification, 2 late replays, one answer lost", n, copies)
 	}

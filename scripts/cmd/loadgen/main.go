@@ -135,6 +135,7 @@ type Config struct {
 type Targets struct {
 	Order, Coupon, Payment []string // base URLs of each replica
 	PSP                    string   // the platform simulator's base URL
+	PSPAdminToken          string   // its PSP_ADMIN_TOKEN, for its switches (chaos's plans)
 	FaultProxyAdmin        string   // the fault proxy's admin base URL (the private rig, when a run needs it)
 	AdminToken             string
 	// Issuer and Audience are whose access tokens the services accept
@@ -198,6 +199,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&payment, "payment-url", "http://127.0.0.1:8083", "payment service replicas, comma-separated (or the first one, with --replicas)")
 	fs.StringVar(&c.Targets.PSP, "psp-url", "http://127.0.0.1:8090", "the payment-platform simulator")
 	fs.StringVar(&c.Targets.AdminToken, "admin-token", envOr("ADMIN_TOKEN", "dev-admin-token"), "the services' ADMIN_TOKEN")
+	fs.StringVar(&c.Targets.PSPAdminToken, "psp-admin-token", envOr("PSP_ADMIN_TOKEN", "dev-psp-admin-token"), "the simulator's PSP_ADMIN_TOKEN (chaos files plans with it)")
 	fs.StringVar(&c.Targets.Issuer, "auth-issuer", envOr("AUTH_ISSUER", "http://127.0.0.1:8084"), "the services' AUTH_ISSUER (make run's identity service); the customers' tokens are signed with its development key")
 	fs.StringVar(&c.Targets.Audience, "auth-audience", envOr("AUTH_AUDIENCE", "oncemall"), "the services' AUTH_AUDIENCE")
 	fs.StringVar(&c.Targets.MySQLDSN, "mysql", envOr("LOADGEN_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/"), "DSN (no database) the invariants are read with")

@@ -153,14 +153,14 @@ func startRig(ctx context.Context, cfg Config, tag string, log io.Writer) (*rig,
 		return strings.Join(out, ",")
 	}
 
-	const adminToken = "dev-admin-token"
+	const adminToken, pspAdminToken = "dev-admin-token", "dev-psp-admin-token"
 	if r.issuer, err = auth.StartDevIssuer(); err != nil {
 		return nil, err
 	}
 	r.targets = Targets{
 		Issuer: r.issuer.URL, Audience: "oncemall",
 		Order: urls("order"), Coupon: urls("coupon"), Payment: urls("payment"), PSP: url(pspPort),
-		FaultProxyAdmin: url(proxyAdmin), AdminToken: adminToken,
+		FaultProxyAdmin: url(proxyAdmin), AdminToken: adminToken, PSPAdminToken: pspAdminToken,
 		MySQLDSN: mysqlDSN(cfg, r.mysql),
 		OrderDB:  "lg_" + tag + "_order", CouponDB: "lg_" + tag + "_coupon", PaymentDB: "lg_" + tag + "_payment",
 		RedisAddr:   fmt.Sprintf("127.0.0.1:%d", redisPort),
@@ -202,7 +202,7 @@ func startRig(ctx context.Context, cfg Config, tag string, log io.Writer) (*rig,
 		env: []string{fmt.Sprintf("PSP_HTTP_ADDR=127.0.0.1:%d", pspPort),
 			"PSP_CALLBACK_URL=" + joinPath(urls("payment"), "/payments/callback"),
 			"PSP_REFUND_CALLBACK_URL=" + joinPath(urls("payment"), "/payments/refunds/callback"),
-			"PSP_LOST_ANSWERS=" + lost, "PSP_NOTIFY_DELAY=10ms", "PSP_RETRY_SCHEDULE=200ms,500ms,1s,2s,4s,8s,15s", "LOG_LEVEL=warn"},
+			"PSP_ADMIN_TOKEN=" + pspAdminToken, "PSP_LOST_ANSWERS=" + lost, "PSP_NOTIFY_DELAY=10ms", "PSP_RETRY_SCHEDULE=200ms,500ms,1s,2s,4s,8s,15s", "LOG_LEVEL=warn"},
 		ready: url(pspPort) + "/healthz"})
 
 	// The MySQL server is shared (151 connections on this project's

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func chargeHeld(t *testing.T, sim *pspsim.Simulator, c peer, m *merchant, plan p
 
 func post(t *testing.T, url string) int {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", bytes.NewReader(nil))
+	resp, err := admin.Post(url, "application/json", bytes.NewReader(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +276,7 @@ func TestPlanForTheNextCharge(t *testing.T) {
 	next := func(p pspsim.Plan) int {
 		t.Helper()
 		body, _ := json.Marshal(pspsim.PlanRequest{NextCharge: true, Plan: p})
-		resp, err := http.Post(c.url+"/sim/plans", "application/json", bytes.NewReader(body))
+		resp, err := admin.Post(c.url+"/sim/plans", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +307,7 @@ func TestPlanForTheNextCharge(t *testing.T) {
 		t.Fatalf("charges were delivered by %v, want %v", modes, want)
 	}
 	body, _ := json.Marshal(pspsim.PlanRequest{OutTradeNo: "P-x", NextCharge: true, Plan: pspsim.Plan{Mode: pspsim.ModeHold}})
-	resp, err := http.Post(c.url+"/sim/plans", "application/json", bytes.NewReader(body))
+	resp, err := admin.Post(c.url+"/sim/plans", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,5 +358,47 @@ func TestCloseRacesTheChargeItCloses(t *testing.T) {
 		case closed.Status != psp.ClosePaid && closed.Status != psp.CloseClosed:
 			t.Fatalf("%s: close answered %+v", no, closed)
 		}
+	}
+}
+
+// TestSwitchesNeedTheAdminToken: a plan or a release without
+// PSP_ADMIN_TOKEN, or with another token, is 401 and changes nothing (the
+// next charge is delivered normally); with an empty token every switch is
+// refused.
+func TestSwitchesNeedTheAdminToken(t *testing.T) {
+	sim, c := startSim(t, config())
+	body := `{"next_charge":true,"mode":"silent"}`
+	for name, header := range map[string]string{"none": "", "another token": "Bearer dev-admin-token", "not bearer": "dev-psp-admin-token"} {
+		for _, path := range []string{"/sim/plans", "/sim/charges/P1/deliver"} {
+			req, _ := http.NewRequest(http.MethodPost, c.url+path, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if header != "" {
+				req.Header.Set("Authorization", header)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s: POST %s: %d, want 401", name, path, resp.StatusCode)
+			}
+		}
+	}
+	m := newMerchant(t, func(int, received) int { return http.StatusOK })
+	resp, err := c.Charge(context.Background(), psp.ChargeRequest{OutTradeNo: "P-after", Amount: 100, NotifyURL: m.srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := sim.Get(resp.PlatformSerial); got.Plan.Mode != pspsim.ModeNormal {
+		t.Fatalf("the refused plan was taken: the next charge is delivered %q", got.Plan.Mode)
+	}
+	wait(t, sim)
+
+	cfg := config()
+	cfg.AdminToken = ""
+	_, open := startSim(t, cfg)
+	if status := open.plan(t, "P2", pspsim.Plan{Mode: pspsim.ModeSilent}); status != http.StatusUnauthorized {
+		t.Fatalf("with PSP_ADMIN_TOKEN empty: %d, want 401", status)
 	}
 }

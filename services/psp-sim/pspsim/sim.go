@@ -3,6 +3,7 @@ package pspsim
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -213,8 +214,8 @@ func New(cfg Config, log *slog.Logger) (*Simulator, error) {
 //	GET  /charges/{serial}                     the Charge with its delivery attempts
 //	POST /refunds                              accept a psp.RefundRequest, answer psp.RefundResponse (201; 200 for a repeated refund_no)
 //	GET  /refunds/{refund_no}                  the Refund with its delivery attempts
-//	POST /sim/plans                            file a PlanRequest: how the next charge of its out_trade_no (or the next charge) is delivered (lab only)
-//	POST /sim/charges/{out_trade_no}/deliver   release a held notification (lab only)
+//	POST /sim/plans                            file a PlanRequest: how the next charge of its out_trade_no (or the next charge) is delivered (lab only; PSP_ADMIN_TOKEN)
+//	POST /sim/charges/{out_trade_no}/deliver   release a held notification (lab only; PSP_ADMIN_TOKEN)
 //	GET  /healthz                              liveness
 func (s *Simulator) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -224,12 +225,28 @@ func (s *Simulator) Handler() http.Handler {
 	s.route(mux, "GET /charges/{serial}", s.handleGetCharge)
 	s.route(mux, "POST /refunds", s.handleRefund)
 	s.route(mux, "GET /refunds/{refund_no}", s.handleGetRefund)
-	s.route(mux, "POST /sim/plans", s.handleSetPlan)
-	s.route(mux, "POST /sim/charges/{out_trade_no}/deliver", s.handleDeliver)
+	s.route(mux, "POST /sim/plans", s.admin(s.handleSetPlan))
+	s.route(mux, "POST /sim/charges/{out_trade_no}/deliver", s.admin(s.handleDeliver))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	return mux
+}
+
+// admin guards h, one of the simulator's switches, with the bearer token
+// PSP_ADMIN_TOKEN, compared in constant time; an empty token refuses
+// every request.
+func (s *Simulator) admin(h http.HandlerFunc) http.HandlerFunc {
+	want := []byte(s.cfg.AdminToken)
+	return func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || len(want) == 0 || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="psp-sim"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "the simulator's switches need PSP_ADMIN_TOKEN as a bearer token"})
+			return
+		}
+		h(w, r)
+	}
 }
 
 // Close stops retrying and waits for in-flight deliveries to end.

@@ -123,12 +123,27 @@ func (p peer) plan(t *testing.T, outTradeNo string, plan pspsim.Plan) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Post(p.url+"/sim/plans", "application/json", bytes.NewReader(body))
+	resp, err := admin.Post(p.url+"/sim/plans", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// admin is an HTTP client of the simulator's switches: it sends the
+// default PSP_ADMIN_TOKEN (config's) as a bearer token.
+var admin = &http.Client{Transport: bearer{token: "dev-psp-admin-token", next: http.DefaultTransport}}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 // startSim serves a simulator on a real loopback listener.

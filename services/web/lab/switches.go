@@ -184,7 +184,7 @@ func (s *switches) armStorm(c *gin.Context, k pages.Kit) {
 		return
 	}
 	s.arm(c, k, panelStorm, func(ctx context.Context) error {
-		return s.send(ctx, "psp-sim", http.MethodPost, s.pspURL+"/sim/plans", "", map[string]any{"next_charge": true,
+		return s.send(ctx, "psp-sim", http.MethodPost, s.pspURL+"/sim/plans", s.cfg.PSPToken, map[string]any{"next_charge": true,
 			"mode": "storm", "copies": copies, "replays": replays, "lost_answers": lost}, nil)
 	}, "The next charge's notification will come as a storm. Now buy something and pay.")
 }
