@@ -28,12 +28,12 @@ import (
 // pkg/config. It lives in an importable package so that the compose and
 // README drift tests can list its variables.
 type Config struct {
-	Log         logging.Config
-	HTTPAddr    string `env:"PSP_HTTP_ADDR" default:":8090" usage:"listen address of the payment-platform simulator"`
-	Secret      string `env:"PSP_SECRET" default:"dev-psp-secret-not-for-production" usage:"HMAC-SHA256 key shared with the payment service; never empty (the default is the published development value)"`
+	Log      logging.Config
+	HTTPAddr string `env:"PSP_HTTP_ADDR" default:":8090" usage:"listen address of the payment-platform simulator"`
+	Secret   string `env:"PSP_SECRET" default:"dev-psp-secret-not-for-production" usage:"HMAC-SHA256 key shared with the payment service; never empty (the default is the published development value)"`
 	// AdminToken guards the simulator's own switches (POST /sim/...), which
 	// no platform has: a lab's, not a merchant's.
-	AdminToken string `env:"PSP_ADMIN_TOKEN" default:"dev-psp-admin-token" usage:"bearer token of the simulator's switches (POST /sim/plans, /sim/charges/{out_trade_no}/deliver); empty refuses them"`
+	AdminToken  string `env:"PSP_ADMIN_TOKEN" default:"dev-psp-admin-token" usage:"bearer token of the simulator's switches (POST /sim/plans, /sim/charges/{out_trade_no}/deliver); empty refuses them"`
 	CallbackURL string `env:"PSP_CALLBACK_URL" default:"http://127.0.0.1:8083/payments/callback" usage:"where payment notifications go when a charge names no notify_url; a comma-separated list spreads the deliveries over several receivers in turn (the replicas of the payment service)"`
 	// RefundCallbackURL is the refund notifications' default address, as
 	// CallbackURL is the payment notifications'.
