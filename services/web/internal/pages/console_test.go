@@ -3,18 +3,15 @@ package pages_test
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/oncemall/oncemall/pkg/auth"
-	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/web/internal/pages"
 	"github.com/oncemall/oncemall/services/web/internal/upstream"
@@ -24,12 +21,6 @@ import (
 // /console/extra as the lab adds one.
 func newConsole(t *testing.T) *shop {
 	t.Helper()
-	iss := authtest.New(t)
-	v, err := auth.NewVerifier(iss.Config(), auth.Options{})
-	testenv.Must(t, err)
-	down := "http://" + closedAddr(t)
-	client := upstream.New(upstream.URLs{Identity: down, Order: down, Coupon: down, Payment: down, PSP: down},
-		&http.Client{Timeout: 2 * time.Second}, nil)
 	extra := pages.Section{Name: "Extra", Path: "/extra",
 		Templates: fstest.MapFS{"extra.html": {Data: []byte(`{{define "content"}}{{template "console-menu" .}}<p id="extra">{{.Said}}</p>{{end}}`)}},
 		Routes: func(g gin.IRouter, k pages.Kit) {
@@ -38,15 +29,9 @@ func newConsole(t *testing.T) *shop {
 			})
 			g.POST("", k.Form(), func(c *gin.Context) { c.Status(http.StatusNoContent) })
 		}}
-	p, err := pages.New(client, v, pages.Options{Log: testenv.Logger(t), Brand: "demo", CookieKey: []byte("test-cookie-key-0123456789"),
-		Operator: client, Sections: []pages.Section{extra}})
-	testenv.Must(t, err)
-	gin.SetMode(gin.ReleaseMode)
-	e := gin.New()
-	p.Register(e)
-	srv := httptest.NewServer(e)
-	t.Cleanup(srv.Close)
-	return &shop{Server: srv, iss: iss}
+	return newShopWith(t, func(o *pages.Options, client *upstream.Client) {
+		o.Operator, o.Sections = client, []pages.Section{extra}
+	})
 }
 
 func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {

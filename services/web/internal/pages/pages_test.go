@@ -29,7 +29,11 @@ type shop struct {
 	iss *authtest.Issuer
 }
 
-func newShop(t *testing.T) *shop {
+func newShop(t *testing.T) *shop { return newShopWith(t, nil) }
+
+// newShopWith is newShop with more of the pages' options set by more (the
+// operator's client is the shop's own client of the down services).
+func newShopWith(t *testing.T, more func(o *pages.Options, client *upstream.Client)) *shop {
 	t.Helper()
 	iss := authtest.New(t)
 	v, err := auth.NewVerifier(iss.Config(), auth.Options{})
@@ -37,7 +41,11 @@ func newShop(t *testing.T) *shop {
 	down := "http://" + closedAddr(t)
 	client := upstream.New(upstream.URLs{Identity: down, Order: down, Coupon: down, Payment: down, PSP: down},
 		&http.Client{Timeout: 2 * time.Second}, nil)
-	p, err := pages.New(client, v, pages.Options{Log: testenv.Logger(t), Brand: "demo", CookieKey: []byte("test-cookie-key-0123456789")})
+	o := pages.Options{Log: testenv.Logger(t), Brand: "demo", CookieKey: []byte("test-cookie-key-0123456789")}
+	if more != nil {
+		more(&o, client)
+	}
+	p, err := pages.New(client, v, o)
 	testenv.Must(t, err)
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
