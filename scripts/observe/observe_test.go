@@ -202,7 +202,8 @@ func TestOnePurchaseIsOneTraceInJaeger(t *testing.T) {
 	}
 
 	// The trace, once every span has reached Jaeger: the deduction is the
-	// last step, and every delivery attempt reached the payment service.
+	// last step, and every delivery attempt reached the payment service
+	// and was exported by the simulator (each program flushes on its own).
 	var spans []span
 	eventually(t, "the whole trace in Jaeger", func() (bool, string) {
 		var err error
@@ -210,8 +211,9 @@ func TestOnePurchaseIsOneTraceInJaeger(t *testing.T) {
 			return false, err.Error()
 		}
 		n := len(byName(spans, "payment", "POST /payments/callback"))
-		return len(byName(spans, "coupon", "deduct coupon")) > 0 && n >= tally.Attempts,
-			fmt.Sprintf("%d spans, %d callbacks of %d attempts:\n%s", len(spans), n, tally.Attempts, list(spans))
+		sent := len(byName(spans, "psp-sim", "notify payment"))
+		return len(byName(spans, "coupon", "deduct coupon")) > 0 && n >= tally.Attempts && sent >= tally.Attempts,
+			fmt.Sprintf("%d spans, %d callbacks and %d notify spans of %d attempts:\n%s", len(spans), n, sent, tally.Attempts, list(spans))
 	})
 	for _, service := range []string{"buyer", "order", "coupon", "payment", "psp-sim"} {
 		ids, err := j.search(service)
