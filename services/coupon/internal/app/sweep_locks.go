@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
@@ -12,10 +13,14 @@ import (
 type SweepResult struct {
 	// Overdue is how many locks past their deadline it looked at.
 	Overdue int
+	// Abandoned is how many locks before their deadline it looked at
+	// because an attempt of their order gave them back while another
+	// attempt held them, and no attempt holds them any more.
+	Abandoned int
 	// Released: their order was not found or cancelled.
 	Released int
-	// Kept: their order is WAIT_PAY or PAID (or the lock was settled
-	// meanwhile).
+	// Kept: their order is WAIT_PAY or PAID, an attempt of it holds the
+	// lock again, or the lock was settled meanwhile.
 	Kept int
 	// Unreachable: the order service could not be asked about this lock's
 	// order, which ended the pass; it and the locks after it wait for the
@@ -27,46 +32,62 @@ type SweepResult struct {
 }
 
 // SweepLocks is one pass of the coupon-sweep job: it releases the locks
-// past their deadline whose order will never use them. A lock is a
-// reservation taken before the order commits, so it outlives an order that
-// never committed (its transaction failed after the lock, or its service
-// crashed between the two) unless something gives it back; the order
-// service releases it itself when it can, and this pass is for when it
-// could not.
+// whose order will never use them. A lock is a reservation taken before the
+// order commits, so it outlives an order that never committed (its
+// transaction failed after the lock, or its service crashed between the
+// two) unless something gives it back; the order service releases it
+// itself when it can, and this pass is for when it could not.
 //
-// For each LOCKED coupon whose locked_until has passed, the order service is
-// asked about the order: not found or CANCELLED releases the lock (the
-// conditional update LOCKED by that order -> UNUSED, so a lock that
+// It looks at two kinds of lock: those past their deadline
+// (Store.OverdueLocks), and those given back by one attempt of their order
+// while another held them, once no attempt holds them
+// (Store.AbandonedLocks): a retry that failed within the lease of the try
+// that crashed before it, whose coupon would otherwise wait out the lock
+// TTL. For each, the order service is asked about the order: not found or
+// CANCELLED releases the lock, in a transaction that first takes the
+// coupon's row lock and finds no live hold of the order on it (an attempt
+// that re-entered the lock meanwhile may still commit with it), then makes
+// the conditional update LOCKED by that order -> UNUSED (a lock that
 // order.cancelled or order.paid settled meanwhile is left alone); WAIT_PAY
-// or PAID keeps it (the order can still be paid, or its order.paid is on the
-// way to use it). When the order service cannot be reached the pass stops,
-// since every remaining lock would wait out the same timeout, and returns an
-// error wrapping coupon.ErrOrderServiceUnavailable: the locks wait for the
-// next pass. An answer the sweeper cannot use about one order (a 404 that is
-// not the order service's, an unknown status) keeps that lock and goes on.
+// or PAID keeps it (the order can still be paid, or its order.paid is on
+// the way to use it). When the order service cannot be reached the pass
+// stops, since every remaining lock would wait out the same timeout, and
+// returns an error wrapping coupon.ErrOrderServiceUnavailable: the locks
+// wait for the next pass. An answer the sweeper cannot use about one order
+// (a 404 that is not the order service's, an unknown status) keeps that
+// lock and goes on.
 func (a *App) SweepLocks(ctx context.Context) (SweepResult, error) {
 	var r SweepResult
 	now := a.now()
-	var after uint64
-	for {
-		locks, err := a.store.OverdueLocks(ctx, now, after, a.cfg.SweepBatch)
-		if err != nil {
-			return r, fmt.Errorf("sweep locks: %w", err)
-		}
-		for _, c := range locks {
-			after = c.ID
-			r.Overdue++
-			if err := a.sweepLock(ctx, c, &r); err != nil {
+	for _, pass := range []struct {
+		list func(ctx context.Context, now time.Time, afterID uint64, limit int) ([]coupon.Coupon, error)
+		seen *int
+	}{{a.store.OverdueLocks, &r.Overdue}, {a.store.AbandonedLocks, &r.Abandoned}} {
+		var after uint64
+		for {
+			locks, err := pass.list(ctx, now, after, a.cfg.SweepBatch)
+			if err != nil {
 				return r, fmt.Errorf("sweep locks: %w", err)
 			}
-		}
-		if len(locks) < a.cfg.SweepBatch || ctx.Err() != nil {
-			return r, ctx.Err()
+			for _, c := range locks {
+				after = c.ID
+				*pass.seen++
+				if err := a.sweepLock(ctx, c, &r); err != nil {
+					return r, fmt.Errorf("sweep locks: %w", err)
+				}
+			}
+			if ctx.Err() != nil {
+				return r, ctx.Err()
+			}
+			if len(locks) < a.cfg.SweepBatch {
+				break
+			}
 		}
 	}
+	return r, nil
 }
 
-// sweepLock decides one overdue lock. It returns an error only when the
+// sweepLock decides one lock. It returns an error only when the
 // pass cannot go on: the order service cannot be reached, or the database
 // fails; the lock is then left for the next pass.
 func (a *App) sweepLock(ctx context.Context, c coupon.Coupon, r *SweepResult) error {
@@ -91,7 +112,15 @@ func (a *App) sweepLock(ctx context.Context, c coupon.Coupon, r *SweepResult) er
 	}
 	var n int64
 	if err := a.store.InTx(ctx, func(tx coupon.Tx) error {
-		n, err = tx.ReleaseLock(ctx, c.ID, c.LockedOrderNo, a.now())
+		if _, err := tx.CouponForUpdate(ctx, c.ID); err != nil {
+			return err
+		}
+		now := a.now()
+		held, err := tx.LiveHolds(ctx, c.ID, c.LockedOrderNo, now)
+		if err != nil || held > 0 {
+			return err
+		}
+		n, err = tx.ReleaseLock(ctx, c.ID, c.LockedOrderNo, now)
 		return err
 	}); err != nil {
 		return fmt.Errorf("release coupon %d of order %s: %w", c.ID, c.LockedOrderNo, err)
@@ -99,7 +128,7 @@ func (a *App) sweepLock(ctx context.Context, c coupon.Coupon, r *SweepResult) er
 	if n == 0 {
 		r.Kept++
 		a.metrics.sweepDecisions.WithLabelValues(sweepKept).Inc()
-		a.log.InfoContext(ctx, "overdue lock settled while the sweeper asked, nothing to release", "coupon_id", c.ID,
+		a.log.InfoContext(ctx, "lock settled or held again while the sweeper asked, nothing to release", "coupon_id", c.ID,
 			"order_no", c.LockedOrderNo)
 		return nil
 	}

@@ -18,6 +18,13 @@ type Store interface {
 	// before now, with an id above afterID, in id order: the sweeper pages
 	// through them all, so locks it keeps cannot hide the ones behind.
 	OverdueLocks(ctx context.Context, now time.Time, afterID uint64, limit int) ([]Coupon, error)
+	// AbandonedLocks returns up to limit LOCKED coupons, id above afterID,
+	// in id order, whose deadline has not passed but whose lock an attempt
+	// of its order gave back (a release record) while another attempt held
+	// it, and which no attempt holds at now any more: the attempts that
+	// held it died, and only the order service can tell whether one of
+	// them committed its order.
+	AbandonedLocks(ctx context.Context, now time.Time, afterID uint64, limit int) ([]Coupon, error)
 
 	Message(ctx context.Context, id uint64) (Message, error)
 	// ClaimDueMessages picks up to limit PENDING messages due at now that no

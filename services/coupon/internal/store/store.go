@@ -91,6 +91,28 @@ func (s *Store) OverdueLocks(ctx context.Context, now time.Time, afterID uint64,
 	return out, nil
 }
 
+// abandonedLocksSQL finds AbandonedLocks from the release records, which
+// are few (they last the lock TTL) and keyed by coupon first.
+const abandonedLocksSQL = `SELECT DISTINCT c.* FROM coupon_lock_release r
+JOIN coupons c ON c.id = r.coupon_id AND c.locked_order_no = r.order_no
+WHERE r.coupon_id > ? AND c.status = ? AND c.locked_until >= ?
+  AND NOT EXISTS (SELECT 1 FROM coupon_lock_hold h WHERE h.coupon_id = c.id AND h.order_no = c.locked_order_no AND h.expires_at > ?)
+ORDER BY c.id LIMIT ?`
+
+// AbandonedLocks implements coupon.Store.
+func (s *Store) AbandonedLocks(ctx context.Context, now time.Time, afterID uint64, limit int) ([]coupon.Coupon, error) {
+	var rows []couponRow
+	if err := s.db.WithContext(ctx).Raw(abandonedLocksSQL, afterID, string(coupon.StatusLocked), now, now, limit).
+		Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list abandoned locks: %w", err)
+	}
+	out := make([]coupon.Coupon, len(rows))
+	for i, r := range rows {
+		out[i] = r.toDomain()
+	}
+	return out, nil
+}
+
 // Message returns the local message id, or coupon.ErrNotFound.
 func (s *Store) Message(ctx context.Context, id uint64) (coupon.Message, error) {
 	var row messageRow
