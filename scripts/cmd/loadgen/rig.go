@@ -283,8 +283,15 @@ func (r *rig) startMySQL(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("--own-mysql needs MariaDB's programs (apt-get install mariadb-server): %w", err)
 	}
 	data, sock := filepath.Join(r.dir, "mysql"), filepath.Join(r.dir, "mysql.sock")
+	// Its temporary files go to the rig's own directory: in a shared /tmp
+	// another server's start (a benchmark's, another rig's) made the
+	// initialisation fail on a temporary table it found deleted.
+	tmp := filepath.Join(r.dir, "mysql-tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", err
+	}
 	fmt.Fprintf(r.log, "loadgen: initialising a MariaDB data directory in %s\n", data)
-	cmd := exec.CommandContext(ctx, install, "--no-defaults", "--datadir="+data, "--user=root", "--skip-test-db")
+	cmd := exec.CommandContext(ctx, install, "--no-defaults", "--datadir="+data, "--tmpdir="+tmp, "--user=root", "--skip-test-db")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
 	}
@@ -294,7 +301,7 @@ func (r *rig) startMySQL(ctx context.Context) (string, error) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	p := &proc{name: "mariadb", kind: "mysql", bin: server, ready: "tcp://" + addr,
-		args: []string{"--no-defaults", "--datadir=" + data, "--socket=" + sock, "--port=" + fmt.Sprint(port),
+		args: []string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp, "--socket=" + sock, "--port=" + fmt.Sprint(port),
 			"--bind-address=127.0.0.1", "--user=root", "--max-connections=500", "--log-error=" + filepath.Join(r.dir, "mariadb.err")}}
 	r.add(p)
 	if err := p.start(ctx, r.dir); err != nil {
