@@ -85,7 +85,7 @@ func TestRunServesConsumesDeductsAndShutsDown(t *testing.T) {
 	defer orders.Close()
 	for k, v := range map[string]string{
 		"COUPON_RETRY_SCHEDULE": "@every 1s", "COUPON_SWEEP_SCHEDULE": "@every 1s", "COUPON_RECONCILE_SCHEDULE": "@every 1s",
-		"ORDER_PAY_TIMEOUT": "1s", "COUPON_LOCK_MARGIN": "1s", "COUPON_LOCK_TTL": "2s", "ORDER_URL": orders.URL,
+		"ORDER_PAY_TIMEOUT": "1s", "COUPON_LOCK_MARGIN": "1s", "COUPON_LOCK_TTL": "2s", "COUPON_LOCK_HOLD_LEASE": "1s", "ORDER_URL": orders.URL,
 	} {
 		t.Setenv(k, v)
 	}

@@ -86,9 +86,9 @@ func TestSweepAndReconcileJobs(t *testing.T) {
 	db := testenv.DB(t, migrations.Source, outbox.Migrations)
 	st := store.New(db)
 	cfg := app.DefaultConfig()
-	// A lock that is past its deadline and the overdue bound as soon as it
+	// A lock (and its hold) that is past its deadline and the overdue bound as soon as it
 	// is taken: the jobs run on the real clock.
-	cfg.LockTTL, cfg.LockOverdueAfter = time.Millisecond, time.Millisecond
+	cfg.LockTTL, cfg.LockOverdueAfter, cfg.LockHoldLease = time.Millisecond, time.Millisecond, time.Millisecond
 	var logs testenv.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	build := func(orders app.Orders) *app.App {
