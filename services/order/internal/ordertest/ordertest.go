@@ -8,6 +8,7 @@ package ordertest
 import (
 	"context"
 	"maps"
+	"net/http"
 	"testing"
 	"time"
 
@@ -46,8 +47,10 @@ func Config() app.Config {
 // Service is one test's order service.
 type Service struct {
 	*assembly.Parts
-	// URL is the service's base URL.
+	// URL is the service's base URL; Handler is what its server serves
+	// there, every middleware included, for requests sent in process.
 	URL      string
+	Handler  http.Handler
 	Config   config.Config
 	DB       *gorm.DB
 	Coupons  *stubs.CouponService
@@ -79,6 +82,9 @@ func Start(t testing.TB, vars map[string]string, o assembly.Options) *Service {
 		"INTERNAL_TOKEN": InternalToken, "ADMIN_TOKEN": AdminToken,
 		"AUTH_ISSUER": e.Issuer.URL, "AUTH_AUDIENCE": authtest.Audience,
 		"ORDER_CLOSE_SCHEDULE": "@every 24h", "ORDER_RECONCILE_SCHEDULE": "@every 24h",
+		// The tests race many requests at once: admission control is
+		// pkg/httpserver's to test, not theirs.
+		"HTTP_MAX_IN_FLIGHT": "0",
 	}
 	maps.Copy(e.vars, vars)
 	svc := assembly.Definition(nil)
@@ -86,7 +92,7 @@ func Start(t testing.TB, vars map[string]string, o assembly.Options) *Service {
 	e.Config = svctest.Load(t, svc, e.Env)
 	parts, w := e.start(t, e.Config)
 	e.URL = "http://" + e.Config.HTTPAddr
-	e.DB, e.Registry = w.DB, w.Registry
+	e.DB, e.Registry, e.Handler = w.DB, w.Registry, w.Handler()
 	e.Parts = parts
 	return e
 }
