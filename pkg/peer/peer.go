@@ -52,11 +52,20 @@ func (c *Client) Get(ctx context.Context, path string) (Answer, error) {
 // Post sends in as the JSON body of POST path (escaped by the caller), with
 // Get's errors.
 func (c *Client) Post(ctx context.Context, path string, in any) (Answer, error) {
+	return c.send(ctx, http.MethodPost, path, in)
+}
+
+// Put is Post's PUT.
+func (c *Client) Put(ctx context.Context, path string, in any) (Answer, error) {
+	return c.send(ctx, http.MethodPut, path, in)
+}
+
+func (c *Client) send(ctx context.Context, method, path string, in any) (Answer, error) {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return Answer{}, err
 	}
-	return c.do(ctx, http.MethodPost, path, body)
+	return c.do(ctx, method, path, body)
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body []byte) (Answer, error) {
