@@ -16,7 +16,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/auth"
-	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/svctest"
@@ -34,15 +33,6 @@ const (
 	InternalToken = "ordertest-internal-token"
 	AdminToken    = "ordertest-admin-token"
 )
-
-// Config is the use cases' configuration of the service's defaults, for a
-// test of one package that builds an app itself.
-func Config() app.Config {
-	return app.Config{
-		PayTimeout: 15 * time.Minute, CloseBatch: 100,
-		ChunkSize: 100, MaxAllOrNothing: 5000, ReconcileLookback: outbox.DefaultRetention,
-	}
-}
 
 // Service is one test's order service.
 type Service struct {
