@@ -1,6 +1,10 @@
 package idempotency
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/oncemall/oncemall/pkg/metrics"
+)
 
 // Request outcomes counted by idempotency_requests_total.
 const (
@@ -19,28 +23,16 @@ type counters struct {
 	lost      prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *counters {
+func newMetrics(reg prometheus.Registerer) (*counters, error) {
+	s := metrics.NewSet(reg)
 	m := &counters{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "idempotency_requests_total",
-			Help: "Requests through the Idempotency-Key middleware, by outcome (first, replayed, conflict, mismatch, missing, invalid).",
-		}, []string{"outcome"}),
-		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "idempotency_redis_fallbacks_total",
-			Help: "Requests decided on the database alone because the Redis entry layer failed.",
-		}),
-		released: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "idempotency_claims_released_total",
-			Help: "Keys given back after a transient failure (5xx, panic, timeout) so a retry runs again.",
-		}),
-		lost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "idempotency_claims_lost_total",
-			Help: "Requests that finished after their claim was taken over by a retry.",
-		}),
+		requests: s.Counters("idempotency_requests_total",
+			"Requests through the Idempotency-Key middleware, by outcome (first, replayed, conflict, mismatch, missing, invalid).", "outcome"),
+		fallbacks: s.Counter("idempotency_redis_fallbacks_total", "Requests decided on the database alone because the Redis entry layer failed."),
+		released:  s.Counter("idempotency_claims_released_total", "Keys given back after a transient failure (5xx, panic, timeout) so a retry runs again."),
+		lost:      s.Counter("idempotency_claims_lost_total", "Requests that finished after their claim was taken over by a retry."),
 	}
-	for _, o := range []string{outcomeFirst, outcomeReplayed, outcomeConflict, outcomeMismatch, outcomeMissing, outcomeInvalid} {
-		m.requests.WithLabelValues(o) // export zeros, so rates work from the start
-	}
-	reg.MustRegister(m.requests, m.fallbacks, m.released, m.lost)
-	return m
+	// Zeros from the start, so rates work before the first request.
+	metrics.Zero(m.requests.WithLabelValues, outcomeFirst, outcomeReplayed, outcomeConflict, outcomeMismatch, outcomeMissing, outcomeInvalid)
+	return m, s.Err()
 }

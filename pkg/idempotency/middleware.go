@@ -64,7 +64,11 @@ func New(db *gorm.DB, rdb redis.Scripter, cfg Config, log *slog.Logger, reg prom
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Middleware{store: NewStore(db), cfg: cfg, terminal: cfg.Terminal, log: log, metrics: newMetrics(reg)}
+	counters, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency metrics: %w", err)
+	}
+	m := &Middleware{store: NewStore(db), cfg: cfg, terminal: cfg.Terminal, log: log, metrics: counters}
 	if m.terminal == nil {
 		m.terminal = DefaultTerminal
 	}

@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/database"
+	pkgmetrics "github.com/oncemall/oncemall/pkg/metrics"
 	"github.com/oncemall/oncemall/pkg/tracing"
 )
 
@@ -506,49 +507,17 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	// Every consumer of a service shares the vectors, one series per
+	// consumer.
+	s := pkgmetrics.NewSet(reg)
 	m := &metrics{
-		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inbox_messages_total", Help: "Deliveries handled by idempotent consumers, by consumer and outcome (processed, duplicate, retry: the handler refused, dead, dropped: terminated without a dead record, see the error log; held: MySQL unreachable, kept until it answers; interrupted: the connection broke, redelivered).",
-		}, []string{"consumer", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "inbox_handle_duration_seconds", Help: "Time to run a handler and commit its transaction.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
-		}, []string{"consumer"}),
-		pauses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inbox_pauses_total", Help: "Times a consumer paused because MySQL could not be reached.",
-		}, []string{"consumer"}),
-		paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "inbox_paused", Help: "1 while a consumer is paused: MySQL cannot be reached, so it pulls nothing and holds its deliveries.",
-		}, []string{"consumer"}),
-		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "inbox_held_messages", Help: "Deliveries a paused consumer holds (kept alive with InProgress) until MySQL answers.",
-		}, []string{"consumer"}),
+		messages: s.Counters("inbox_messages_total", "Deliveries handled by idempotent consumers, by consumer and outcome (processed, duplicate, retry: the handler refused, dead, dropped: terminated without a dead record, see the error log; held: MySQL unreachable, kept until it answers; interrupted: the connection broke, redelivered).",
+			"consumer", "outcome"),
+		duration: s.Histograms("inbox_handle_duration_seconds", "Time to run a handler and commit its transaction.",
+			prometheus.ExponentialBuckets(0.001, 2, 14), "consumer"),
+		pauses: s.Counters("inbox_pauses_total", "Times a consumer paused because MySQL could not be reached.", "consumer"),
+		paused: s.Gauges("inbox_paused", "1 while a consumer is paused: MySQL cannot be reached, so it pulls nothing and holds its deliveries.", "consumer"),
+		held:   s.Gauges("inbox_held_messages", "Deliveries a paused consumer holds (kept alive with InProgress) until MySQL answers.", "consumer"),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	return m, errors.Join(
-		register(reg, &m.messages),
-		register(reg, &m.duration),
-		register(reg, &m.pauses),
-		register(reg, &m.paused),
-		register(reg, &m.held),
-	)
-}
-
-// register registers *c with reg, or points *c at the collector registered
-// before under the same name (every consumer of a service shares the
-// vectors, one series per consumer).
-func register[C prometheus.Collector](reg prometheus.Registerer, c *C) error {
-	err := reg.Register(*c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		existing, ok := are.ExistingCollector.(C)
-		if !ok {
-			return fmt.Errorf("a collector of another type is registered as %T's name: %w", *c, err)
-		}
-		*c = existing
-		return nil
-	}
-	return err
+	return m, s.Err()
 }

@@ -119,7 +119,7 @@ func Setup(ctx context.Context, env lab.Env, suffix string, mode variant.Mode) (
 		return nil, err
 	}
 	p, err := assembly.UseCases(db, cfg, assembly.Options{Deducer: Deducer(mode), Orders: noOrderService{}},
-		env.Log, prometheus.NewRegistry())
+		env.Log, prometheus.NewRegistry(), nil)
 	if err != nil {
 		drop()
 		return nil, err

@@ -78,20 +78,6 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 }
 
-// DefaultConfig returns working defaults.
-func DefaultConfig() Config {
-	return Config{
-		Retry:            coupon.RetryPolicy{Max: 5, Base: 2 * time.Second, Cap: 5 * time.Minute},
-		ClaimBatch:       100,
-		Workers:          8,
-		ClaimLease:       time.Minute,
-		LockTTL:          45 * time.Minute,
-		LockHoldLease:    time.Minute,
-		SweepBatch:       100,
-		LockOverdueAfter: 30 * time.Minute,
-	}
-}
-
 // Validate reports every unusable setting. (The configuration names the
 // variables; see internal/config.)
 func (c Config) Validate() error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/migrate"
@@ -19,7 +20,10 @@ import (
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
+	"github.com/oncemall/oncemall/services/coupon/internal/config"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupontest"
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
 	couponlab "github.com/oncemall/oncemall/services/coupon/lab"
 	labmigrations "github.com/oncemall/oncemall/services/coupon/lab/migrations"
@@ -35,7 +39,14 @@ type fixture struct {
 	reg    *prometheus.Registry
 	tpl    coupon.Template
 	orders *orderService
+	// cfg and o are what the use cases were assembled with.
+	cfg config.Config
+	o   assembly.Options
 }
+
+// fastRetries are the settings of retries due after a millisecond, three
+// attempts at most.
+var fastRetries = map[string]string{"COUPON_RETRY_MAX": "3", "COUPON_RETRY_BACKOFF": "1ms", "COUPON_RETRY_BACKOFF_MAX": "1ms"}
 
 func newFixture(t *testing.T, mode variant.Mode) *fixture {
 	t.Helper()
@@ -47,48 +58,60 @@ func newFixtureB(b *testing.B, mode variant.Mode) *fixture {
 	return newFixtureOn(b, mode, nil)
 }
 
-// newFixtureOn builds the app on a fresh database, through wrap when given.
-// The broken deduction runs on the incident's schema (the lab's migration),
-// without the per-order key that would refuse its second ledger row, as the
-// lab runs it; the fixed one on the service's own.
+// newFixtureOn builds the use cases with mode's deduction and fast retries
+// on a fresh database, through wrap when given. The broken deduction runs
+// on the incident's schema (the lab's migration), without the per-order
+// key that would refuse its second ledger row, as the lab runs it; the
+// fixed one on the service's own.
 func newFixtureOn(t testing.TB, mode variant.Mode, wrap func(*store.Store) coupon.Store) *fixture {
 	t.Helper()
 	sources := []migrate.Source{migrations.Source, outbox.Migrations}
 	if mode == variant.Broken {
 		sources = append(sources, labmigrations.Source)
 	}
-	st := store.New(testenv.DB(t, sources...))
-	var s coupon.Store = st
-	if wrap != nil {
-		s = wrap(st)
+	return newFixtureWith(t, testenv.DB(t, sources...), coupontest.Settings(t, fastRetries),
+		assembly.Options{Deducer: couponlab.Deducer(mode), Store: wrap})
+}
+
+// newFixtureWith builds the use cases through the assembly over db, on cfg
+// with o's substitutions, and an order service (an httptest server
+// speaking the contract) for the sweeper.
+func newFixtureWith(t testing.TB, db *gorm.DB, cfg config.Config, o assembly.Options) *fixture {
+	t.Helper()
+	return newFixtureWithOrders(t, db, cfg, o, newOrderService(t))
+}
+
+// newFixtureWithOrders is newFixtureWith whose sweeper asks orders through
+// its client, unless o.Orders reaches it another way (a forwarder) or not
+// at all.
+func newFixtureWithOrders(t testing.TB, db *gorm.DB, cfg config.Config, o assembly.Options, orders *orderService) *fixture {
+	t.Helper()
+	return assemble(t, db, cfg, o, orders, nil)
+}
+
+// assemble is newFixtureWithOrders whose deductions start their spans from
+// tp (nil: none).
+func assemble(t testing.TB, db *gorm.DB, cfg config.Config, o assembly.Options, orders *orderService, tp trace.TracerProvider) *fixture {
+	t.Helper()
+	if o.Orders == nil {
+		o.Orders = orders.client()
 	}
-	cfg := app.DefaultConfig()
-	cfg.Deducer = couponlab.Deducer(mode)
-	cfg.Retry = coupon.RetryPolicy{Max: 3, Base: time.Millisecond, Cap: time.Millisecond}
-	return newFixtureWith(t, cfg, s, st)
-}
-
-// newFixtureWith builds the app over s (st underneath) with cfg, and an
-// order service (an httptest server speaking the contract) for the sweeper.
-func newFixtureWith(t testing.TB, cfg app.Config, s coupon.Store, st *store.Store) *fixture {
-	t.Helper()
-	orders := newOrderService(t)
-	return newFixtureWithOrders(t, cfg, s, st, orders, orders.client())
-}
-
-// newFixtureWithOrders is newFixtureWith whose sweeper asks the order service
-// through client (which may reach orders through a forwarder, or not at
-// all).
-func newFixtureWithOrders(t testing.TB, cfg app.Config, s coupon.Store, st *store.Store, orders *orderService, client app.Orders) *fixture {
-	t.Helper()
-	reg := prometheus.NewRegistry()
 	clock := &testClock{}
-	cfg.Clock = clock.read
-	a, err := app.New(s, client, cfg, testenv.Logger(t), reg)
+	o.Clock = clock.read
+	reg := prometheus.NewRegistry()
+	p, err := assembly.UseCases(db, cfg, o, testenv.Logger(t), reg, tp)
 	testenv.Must(t, err)
-	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
+	tpl, err := p.App.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
 	testenv.Must(t, err)
-	return &fixture{app: a, clock: clock, store: st, reg: reg, tpl: tpl, orders: orders}
+	return &fixture{app: p.App, clock: clock, store: p.Store, reg: reg, tpl: tpl, orders: orders, cfg: cfg, o: o}
+}
+
+// replica is another replica's use cases on f's database, assembled alike.
+func (f *fixture) replica(t testing.TB) *app.App {
+	t.Helper()
+	p, err := assembly.UseCases(f.store.DB(), f.cfg, f.o, testenv.Logger(t), prometheus.NewRegistry(), nil)
+	testenv.Must(t, err)
+	return p.App
 }
 
 // testClock is the app's time in a test (app.Config.Clock): the wall clock
@@ -213,10 +236,7 @@ func TestRetryPassDeductsALandedMessageOnce(t *testing.T) {
 // failure, the registry already holds a zero series for every mode and every
 // failure reason, so dashboards and alerts read 0 rather than no data.
 func TestFreshAppExposesItsLabelledCountersAtZero(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	if _, err := app.New(nil, newOrderService(t).client(), app.DefaultConfig(), testenv.Logger(t), reg); err != nil {
-		t.Fatal(err)
-	}
+	reg := newFixture(t, variant.Fixed).reg
 	kinds := make([]string, len(coupon.AnomalyKinds))
 	for i, k := range coupon.AnomalyKinds {
 		kinds[i] = string(k)
@@ -417,12 +437,8 @@ func TestTransientFailuresRetryThenFailAtTheLimit(t *testing.T) {
 // ledger row and its coupon USED by it.
 func TestRetryPassesDrainABacklogOnceAcrossReplicas(t *testing.T) {
 	const n = 120
-	st := store.New(testenv.DB(t, migrations.Source, outbox.Migrations))
-	cfg := app.DefaultConfig()
-	cfg.ClaimBatch, cfg.Workers = 25, 8
-	f := newFixtureWith(t, cfg, st, st)
-	other, err := app.New(st, f.orders.client(), cfg, testenv.Logger(t), prometheus.NewRegistry())
-	testenv.Must(t, err)
+	f := newFixtureWith(t, testDB(t), coupontest.Settings(t, map[string]string{"COUPON_RETRY_BATCH": "25", "COUPON_RETRY_WORKERS": "8"}), assembly.Options{})
+	other := f.replica(t)
 	for i := range n {
 		order := fmt.Sprintf("BACKLOG-%03d", i)
 		c := f.issue(t, 7)
@@ -445,7 +461,7 @@ func TestRetryPassesDrainABacklogOnceAcrossReplicas(t *testing.T) {
 	if got := results[0].Deducted + results[1].Deducted; got != n {
 		t.Fatalf("%d deductions (%+v, %+v), want %d", got, results[0], results[1], n)
 	}
-	if max(results[0].Claimed, results[1].Claimed) <= cfg.ClaimBatch {
+	if max(results[0].Claimed, results[1].Claimed) <= f.cfg.RetryBatch {
 		t.Fatalf("no pass claimed more than one batch (%+v, %+v): a backlog would drain one batch per interval", results[0], results[1])
 	}
 	if rows := f.count(t, "coupon_deduction", "order_no LIKE ?", "BACKLOG-%"); rows != n {
@@ -466,8 +482,8 @@ func TestRetryPassesDrainABacklogOnceAcrossReplicas(t *testing.T) {
 // transaction.
 func TestADeliveryDeductsInTheTransactionThatLandsIt(t *testing.T) {
 	rdb, rec := testenv.RecordSQL(testDB(t))
-	st := store.New(rdb)
-	f := newFixtureWith(t, app.DefaultConfig(), st, st)
+	f := newFixtureWith(t, rdb, coupontest.Settings(t, nil), assembly.Options{})
+	st := f.store
 	c := f.issue(t, 7)
 	f.lock(t, c.ID, "ORDER-A", 7)
 	paid := app.OrderPaid{MessageID: "m-a", OrderNo: "ORDER-A", UserID: 7, CouponID: c.ID}
@@ -536,7 +552,7 @@ func TestADeliveryThatCannotDeductLeavesItsMessageToTheAttempt(t *testing.T) {
 		t.Fatalf("pass within the claim lease = %+v, want nothing claimed", r)
 	}
 
-	now = now.Add(app.DefaultConfig().ClaimLease + time.Second)
+	now = now.Add(f.cfg.RetryLease + time.Second)
 	r, err = f.app.ProcessDueMessages(ctx)
 	testenv.Must(t, err)
 	if r.Claimed != 1 || r.Deducted != 1 {

@@ -7,9 +7,9 @@ import (
 	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
 	"github.com/oncemall/oncemall/services/coupon/internal/config"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
-	"github.com/oncemall/oncemall/services/coupon/internal/store"
 )
 
 // loadConfig is the service's configuration as it starts with env over the
@@ -40,10 +40,9 @@ func loadConfig(t *testing.T, env map[string]string) (config.Config, error) {
 // pay timeout and its order.paid is deducted at the end of the walk. It
 // returns the fixture, the coupon, how many locks the sweeper released and
 // how often it asked the order service.
-func payWalk(t *testing.T, cfg app.Config, window time.Duration) (*fixture, coupon.Coupon, app.Outcome, int) {
+func payWalk(t *testing.T, cfg config.Config, window time.Duration) (*fixture, coupon.Coupon, app.Outcome, int) {
 	t.Helper()
-	st := store.New(testDB(t))
-	f := newFixtureWith(t, cfg, st, st)
+	f := newFixtureWith(t, testDB(t), cfg, assembly.Options{})
 	c := f.issue(t, 7)
 	t0 := time.Now().UTC()
 	clk := f.clockAt(t0)
@@ -93,7 +92,7 @@ func TestALockOutlivesItsOrdersPayment(t *testing.T) {
 		"the shortest accepted lock": {shortest, window - time.Millisecond},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f, cp, out, released := payWalk(t, w.cfg.App(), w.window)
+			f, cp, out, released := payWalk(t, w.cfg, w.window)
 			if released != 0 || f.orders.asked.Load() != 0 {
 				t.Fatalf("the sweeper released %d locks and asked the order service %d times during the payment window; want neither",
 					released, f.orders.asked.Load())
@@ -112,7 +111,7 @@ func TestALockOutlivesItsOrdersPayment(t *testing.T) {
 	if _, err := loadConfig(t, map[string]string{"COUPON_LOCK_TTL": c.PayTimeout.String()}); err == nil {
 		t.Fatal("the configuration accepts COUPON_LOCK_TTL = ORDER_PAY_TIMEOUT; the control would not be a control")
 	}
-	short := c.App()
+	short := c
 	short.LockTTL = c.PayTimeout
 	f, _, out, released := payWalk(t, short, window)
 	if released != 1 || out != app.Failed {
@@ -171,7 +170,7 @@ func TestAStuckLockIsReportedUntilItIsSettled(t *testing.T) {
 	clk := f.clockAt(time.Now().UTC())
 	l := f.lock(t, c.ID, "STUCK", 7)
 	f.orders.set("STUCK", "WAIT_PAY")
-	overdue := app.DefaultConfig().LockOverdueAfter
+	overdue := f.cfg.LockOverdueAfter
 	for _, tt := range []struct {
 		at   time.Time
 		want float64

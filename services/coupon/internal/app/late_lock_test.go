@@ -7,25 +7,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
-	"github.com/oncemall/oncemall/services/coupon/internal/store"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupontest"
 	couponlab "github.com/oncemall/oncemall/services/coupon/lab"
-	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
 
 // newLockFixture builds the app with incident 7's lock keeper of mode.
 func newLockFixture(t *testing.T, mode variant.Mode) *fixture {
 	t.Helper()
-	st := store.New(testenv.DB(t, migrations.Source, outbox.Migrations))
-	cfg := app.DefaultConfig()
+	var o assembly.Options
 	if mode == variant.Broken {
-		cfg.Locks = couponlab.BrokenLockKeeper{}
+		o.Locks = couponlab.BrokenLockKeeper{}
 	}
-	return newFixtureWith(t, cfg, st, st)
+	return newFixtureWith(t, testDB(t), coupontest.Settings(t, nil), o)
 }
 
 // countLocked counts the coupons the database holds LOCKED.
@@ -116,10 +113,7 @@ func TestLateLocksRacingTheirReleasesHoldNoCoupon(t *testing.T) {
 // second step deletes the records and the holds past their expiry, in
 // batches, and keeps the others.
 func TestReleaseRecordsAreForgottenAfterTheLockTTLInBatches(t *testing.T) {
-	st := store.New(testenv.DB(t, migrations.Source, outbox.Migrations))
-	cfg := app.DefaultConfig()
-	cfg.SweepBatch = 7
-	f := newFixtureWith(t, cfg, st, st)
+	f := newFixtureWith(t, testDB(t), coupontest.Settings(t, map[string]string{"COUPON_SWEEP_BATCH": "7"}), assembly.Options{})
 	c := f.issue(t, 7)
 	now := time.Now().UTC()
 	f.setClock(func() time.Time { return now })
@@ -132,11 +126,11 @@ func TestReleaseRecordsAreForgottenAfterTheLockTTLInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f.setClock(func() time.Time { return now.Add(cfg.LockTTL / 2) })
+	f.setClock(func() time.Time { return now.Add(f.cfg.LockTTL / 2) })
 	if _, err := f.app.ReleaseLock(ctx, c.ID, "NEW", "a1"); err != nil {
 		t.Fatal(err)
 	}
-	f.setClock(func() time.Time { return now.Add(cfg.LockTTL + time.Second) })
+	f.setClock(func() time.Time { return now.Add(f.cfg.LockTTL + time.Second) })
 	n, err := f.app.ForgetReleases(ctx)
 	var left []string
 	testenv.Must(t, f.store.DB().Table("coupon_lock_release").Pluck("order_no", &left).Error)

@@ -14,8 +14,9 @@ import (
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
-	"github.com/oncemall/oncemall/services/coupon/internal/store"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupontest"
 	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
 
@@ -35,7 +36,7 @@ func TestLockReturnsTheDiscountAndADeadlineOneTTLAhead(t *testing.T) {
 	f.setClock(func() time.Time { return now })
 	l := f.lock(t, c.ID, "ORDER-1", 7)
 	want := coupon.Lock{CouponID: c.ID, OrderNo: "ORDER-1", DiscountAmount: 1000,
-		LockedUntil: now.Add(app.DefaultConfig().LockTTL).Truncate(time.Millisecond)}
+		LockedUntil: now.Add(f.cfg.LockTTL).Truncate(time.Millisecond)}
 	if l != want {
 		t.Fatalf("lock = %+v, want %+v", l, want)
 	}
@@ -204,8 +205,7 @@ func TestARetryAfterALostCommitAckGetsTheSameLock(t *testing.T) {
 	db, drop, err := env.OpenDB(context.Background(), "lostack", migrations.Source, outbox.Migrations)
 	testenv.Must(t, err)
 	t.Cleanup(drop)
-	st := store.New(db)
-	f := newFixtureWith(t, app.DefaultConfig(), st, st)
+	f := newFixtureWith(t, db, coupontest.Settings(t, nil), assembly.Options{})
 	c := f.issue(t, 7)
 
 	// The clock moves between the attempts, so a second lock would carry

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	pkgmetrics "github.com/oncemall/oncemall/pkg/metrics"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
@@ -46,70 +47,43 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	s := pkgmetrics.NewSet(reg)
 	m := &metrics{
-		lockRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coupon_lock_requests_total",
-			Help: "Lock requests by outcome: locked, same_lock (a retry of the holder), or the refusal reason.",
-		}, []string{"outcome"}),
-		lockReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coupon_lock_releases_total",
-			Help: "Locks released back to UNUSED, by who released them: release_call, order_cancelled, sweep.",
-		}, []string{"by"}),
-		leftToSibling: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "coupon_lock_releases_left_to_sibling_total",
-			Help: "Release calls that left the lock LOCKED because another attempt of the same order still holds it.",
-		}),
-		sweepDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coupon_sweep_decisions_total",
-			Help: "Overdue locks the sweeper looked at, by decision: released, kept, unreachable (order service down), bad_answer.",
-		}, []string{"decision"}),
-		findings: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "coupon_reconcile_findings",
-			Help: "Findings of the last reconciliation by kind.",
-		}, []string{"kind"}),
-		deductions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coupon_deductions_total",
-			Help: "Coupon deductions written to the ledger, by code path (fixed or broken).",
-		}, []string{"mode"}),
-		duplicatesAbsorbed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "coupon_deduction_duplicates_absorbed_total",
-			Help: "Deduction attempts that found the coupon already used by the same order and succeeded without effect.",
-		}),
-		messagesFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coupon_messages_failed_total",
-			Help: "Local messages moved to FAILED, by reason.",
-		}, []string{"reason"}),
-		messageRetries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "coupon_message_retries_scheduled_total",
-			Help: "Transient deduction failures that scheduled a retry.",
-		}),
+		lockRequests: s.Counters("coupon_lock_requests_total",
+			"Lock requests by outcome: locked, same_lock (a retry of the holder), or the refusal reason.", "outcome"),
+		lockReleases: s.Counters("coupon_lock_releases_total",
+			"Locks released back to UNUSED, by who released them: release_call, order_cancelled, sweep.", "by"),
+		leftToSibling: s.Counter("coupon_lock_releases_left_to_sibling_total",
+			"Release calls that left the lock LOCKED because another attempt of the same order still holds it."),
+		sweepDecisions: s.Counters("coupon_sweep_decisions_total",
+			"Overdue locks the sweeper looked at, by decision: released, kept, unreachable (order service down), bad_answer.", "decision"),
+		findings: s.Gauges("coupon_reconcile_findings", "Findings of the last reconciliation by kind.", "kind"),
+		deductions: s.Counters("coupon_deductions_total",
+			"Coupon deductions written to the ledger, by code path (fixed or broken).", "mode"),
+		duplicatesAbsorbed: s.Counter("coupon_deduction_duplicates_absorbed_total",
+			"Deduction attempts that found the coupon already used by the same order and succeeded without effect."),
+		messagesFailed: s.Counters("coupon_messages_failed_total", "Local messages moved to FAILED, by reason.", "reason"),
+		messageRetries: s.Counter("coupon_message_retries_scheduled_total", "Transient deduction failures that scheduled a retry."),
 	}
-	for _, c := range []prometheus.Collector{m.lockRequests, m.lockReleases, m.leftToSibling, m.sweepDecisions, m.findings, m.deductions, m.duplicatesAbsorbed, m.messagesFailed, m.messageRetries} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register coupon metrics: %w", err)
-		}
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("coupon metrics: %w", err)
 	}
-	// A labelled counter has no series until its first event, so a
-	// dashboard or an alert such as increase(coupon_messages_failed_total[5m])
-	// would see "no data" instead of 0 on a healthy service. Every known
-	// label value is created at zero up front.
-	for _, mode := range DeductionModes {
-		m.deductions.WithLabelValues(string(mode))
+	// Every known label value reads 0 from the start, so that
+	// increase(coupon_messages_failed_total[5m]) on a healthy service is 0,
+	// not "no data".
+	modes := make([]string, len(DeductionModes))
+	for i, mode := range DeductionModes {
+		modes[i] = string(mode)
 	}
-	for _, reason := range coupon.FailureReasons() {
-		m.messagesFailed.WithLabelValues(reason)
+	kinds := make([]string, len(coupon.AnomalyKinds))
+	for i, kind := range coupon.AnomalyKinds {
+		kinds[i] = string(kind)
 	}
-	for _, outcome := range append([]string{lockLocked, lockSameLock}, coupon.RefusalReasons()...) {
-		m.lockRequests.WithLabelValues(outcome)
-	}
-	for _, by := range []string{releasedByCall, releasedByCancelled, releasedBySweep} {
-		m.lockReleases.WithLabelValues(by)
-	}
-	for _, d := range []string{sweepReleased, sweepKept, sweepUnreachable, sweepBadAnswer} {
-		m.sweepDecisions.WithLabelValues(d)
-	}
-	for _, kind := range coupon.AnomalyKinds {
-		m.findings.WithLabelValues(string(kind)).Set(0)
-	}
+	pkgmetrics.Zero(m.deductions.WithLabelValues, modes...)
+	pkgmetrics.Zero(m.messagesFailed.WithLabelValues, coupon.FailureReasons()...)
+	pkgmetrics.Zero(m.lockRequests.WithLabelValues, append([]string{lockLocked, lockSameLock}, coupon.RefusalReasons()...)...)
+	pkgmetrics.Zero(m.lockReleases.WithLabelValues, releasedByCall, releasedByCancelled, releasedBySweep)
+	pkgmetrics.Zero(m.sweepDecisions.WithLabelValues, sweepReleased, sweepKept, sweepUnreachable, sweepBadAnswer)
+	pkgmetrics.Zero(m.findings.WithLabelValues, kinds...)
 	return m, nil
 }

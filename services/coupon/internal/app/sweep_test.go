@@ -9,10 +9,10 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/pkg/variant"
-	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupontest"
 	"github.com/oncemall/oncemall/services/coupon/internal/orderclient"
-	"github.com/oncemall/oncemall/services/coupon/internal/store"
 )
 
 // clock is a settable time for the app (setClock).
@@ -123,9 +123,8 @@ func TestSweeperReleasesOnlyLocksWhoseOrderWillNeverUseThem(t *testing.T) {
 func TestSweeperLeavesLocksForTheNextPassWhileTheOrderServiceIsDown(t *testing.T) {
 	orders := newOrderService(t)
 	fwd := testenv.NewForwarder(t, orders.srv.Listener.Addr().String())
-	cfg := app.DefaultConfig()
-	st := store.New(testDB(t))
-	f := newFixtureWithOrders(t, cfg, st, st, orders, orderclient.New("http://"+fwd.Addr(), internalToken, &http.Client{Timeout: time.Second}))
+	f := newFixtureWithOrders(t, testDB(t), coupontest.Settings(t, nil),
+		assembly.Options{Orders: orderclient.New("http://"+fwd.Addr(), internalToken, &http.Client{Timeout: time.Second})}, orders)
 	first, second := f.issue(t, 7), f.issue(t, 7)
 	clk := f.clockAt(time.Now().UTC())
 	f.lock(t, first.ID, "GONE-1", 7)
@@ -170,9 +169,8 @@ func TestSweeperTakesOnlyTheOrderServicesOwn404ForNotFound(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			stray := httptest.NewServer(handler)
 			t.Cleanup(stray.Close)
-			st := store.New(testDB(t))
-			f := newFixtureWithOrders(t, app.DefaultConfig(), st, st, newOrderService(t),
-				orderclient.New(stray.URL, internalToken, &http.Client{Timeout: time.Second}))
+			f := newFixtureWithOrders(t, testDB(t), coupontest.Settings(t, nil),
+				assembly.Options{Orders: orderclient.New(stray.URL, internalToken, &http.Client{Timeout: time.Second})}, newOrderService(t))
 			c := f.issue(t, 7)
 			clk := f.clockAt(time.Now().UTC())
 			l := f.lock(t, c.ID, "ORDER-1", 7)
@@ -191,10 +189,7 @@ func TestSweeperTakesOnlyTheOrderServicesOwn404ForNotFound(t *testing.T) {
 // TestSweeperPagesPastTheLocksItKeeps: with pages of two, kept locks at the
 // front do not hide the releasable ones behind them.
 func TestSweeperPagesPastTheLocksItKeeps(t *testing.T) {
-	cfg := app.DefaultConfig()
-	cfg.SweepBatch = 2
-	st := store.New(testDB(t))
-	f := newFixtureWith(t, cfg, st, st)
+	f := newFixtureWith(t, testDB(t), coupontest.Settings(t, map[string]string{"COUPON_SWEEP_BATCH": "2"}), assembly.Options{})
 	clk := f.clockAt(time.Now().UTC())
 	var l coupon.Lock
 	var gone []uint64

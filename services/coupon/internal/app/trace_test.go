@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -12,19 +11,16 @@ import (
 	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
-	"github.com/oncemall/oncemall/services/coupon/internal/store"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupontest"
 )
 
 // newTracedFixture is the fixed deduction's fixture whose use cases start
 // their spans from rec.
 func newTracedFixture(t *testing.T, rec *spantest.Recorder) *fixture {
 	t.Helper()
-	st := store.New(testDB(t))
-	cfg := app.DefaultConfig()
-	cfg.Retry = coupon.RetryPolicy{Max: 3, Base: time.Millisecond, Cap: time.Millisecond}
-	cfg.TracerProvider = rec.Provider
-	return newFixtureWith(t, cfg, st, st)
+	return assemble(t, testDB(t), coupontest.Settings(t, fastRetries), assembly.Options{}, newOrderService(t), rec.Provider)
 }
 
 // landIn lands order.paid for orderNo inside a span standing for the inbox

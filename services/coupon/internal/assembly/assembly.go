@@ -18,6 +18,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/config"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 	"github.com/oncemall/oncemall/services/coupon/internal/httpapi"
 	"github.com/oncemall/oncemall/services/coupon/internal/jobs"
 	"github.com/oncemall/oncemall/services/coupon/internal/messaging"
@@ -55,6 +56,10 @@ type Options struct {
 	// Locks is incident 7's lock keeper (nil: the fixed one); the lab's
 	// scenarios set the broken one.
 	Locks app.LockKeeper
+	// Store wraps the store the use cases run on, for a test's faults
+	// between them and the database (nil: the store itself). Parts.Store
+	// stays the unwrapped one.
+	Store func(*store.Store) coupon.Store
 }
 
 // Parts are what a test or a lab may need after assembly.
@@ -97,24 +102,29 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 }
 
 // UseCases builds the use cases over db as Assemble does, with no platform
-// around them: for a lab scenario that drives them itself on a database of
-// its own (through a fault-injecting driver or proxy) and needs no route,
-// consumer or job. o.Orders is required, since no ORDER_URL is called.
-func UseCases(db *gorm.DB, cfg config.Config, o Options, log *slog.Logger, reg prometheus.Registerer) (*Parts, error) {
+// around them: for a lab scenario or a test that drives them itself on a
+// database of its own (through a fault-injecting driver or proxy) and needs
+// no route, consumer or job. o.Orders is required, since no ORDER_URL is
+// called; tp starts the deductions' spans (nil: none).
+func UseCases(db *gorm.DB, cfg config.Config, o Options, log *slog.Logger, reg prometheus.Registerer, tp trace.TracerProvider) (*Parts, error) {
 	if o.Orders == nil {
 		return nil, errors.New("assembly: UseCases needs Options.Orders")
 	}
-	return useCases(db, cfg, o, log, reg, nil)
+	return useCases(db, cfg, o, log, reg, tp)
 }
 
 func useCases(db *gorm.DB, cfg config.Config, o Options, log *slog.Logger, reg prometheus.Registerer, tp trace.TracerProvider) (*Parts, error) {
 	st := store.New(db)
+	var s coupon.Store = st
+	if o.Store != nil {
+		s = o.Store(st)
+	}
 	appCfg := cfg.App()
 	appCfg.TracerProvider = tp
 	appCfg.Clock = o.Clock
 	appCfg.Deducer = o.Deducer
 	appCfg.Locks = o.Locks
-	a, err := app.New(st, o.Orders, appCfg, log, reg)
+	a, err := app.New(s, o.Orders, appCfg, log, reg)
 	if err != nil {
 		return nil, err
 	}

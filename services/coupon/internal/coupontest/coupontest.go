@@ -4,11 +4,15 @@
 //
 //	svc := coupontest.Start(t, map[string]string{"COUPON_RETRY_SCHEDULE": "@every 1h"}, assembly.Options{Orders: orders})
 //	svc.App.IssueCoupon(ctx, ...)
+//
+// Settings is its configuration for a test that builds the use cases alone
+// through assembly.UseCases.
 package coupontest
 
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,6 +44,17 @@ type Service struct {
 func Config(t testing.TB, vars map[string]string) config.Config {
 	t.Helper()
 	return svctest.Config(t, assembly.Definition(nil), vars, "order")
+}
+
+// Settings is the service's configuration with vars over its defaults
+// (ONCEMALL_ENV=lab), validated as the service validates it when it
+// starts, with nothing made for it: for a test of the use cases alone
+// (assembly.UseCases over a database of the test's own).
+func Settings(t testing.TB, vars map[string]string) config.Config {
+	t.Helper()
+	env := map[string]string{"ONCEMALL_ENV": "lab"}
+	maps.Copy(env, vars)
+	return svctest.Load(t, assembly.Definition(nil), env)
 }
 
 // Start runs the coupon service on Config(t, vars), assembled with o, until

@@ -25,7 +25,6 @@ import (
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupontest"
 	"github.com/oncemall/oncemall/services/coupon/internal/httpapi"
-	"github.com/oncemall/oncemall/services/coupon/internal/store"
 )
 
 // spec is the routes' contract, docs/api/coupon.yaml: every request these
@@ -70,13 +69,13 @@ func (noOrders) OrderState(context.Context, string) (coupon.OrderState, error) {
 // contract's checks. Admission is unlimited (the racing tests count what the
 // routes do, not what the platform sheds), and the retry job waits an hour
 // (a test runs the passes it needs itself).
-func newServer(t *testing.T) (http.Handler, *gorm.DB, *app.App) {
+func newServer(t *testing.T) (http.Handler, *gorm.DB, *assembly.Parts) {
 	t.Helper()
 	svc := coupontest.Start(t, map[string]string{"ADMIN_TOKEN": adminToken, "INTERNAL_TOKEN": internalToken,
 		"HTTP_MAX_IN_FLIGHT": "0", "COUPON_RETRY_SCHEDULE": "@every 1h"}, assembly.Options{Orders: noSweeping})
 	base, err := url.Parse(svc.URL)
 	testenv.Must(t, err)
-	return signIn(t, svc.Issuer, spec.Handler(t, httputil.NewSingleHostReverseProxy(base))), svc.DB(), svc.App
+	return signIn(t, svc.Issuer, spec.Handler(t, httputil.NewSingleHostReverseProxy(base))), svc.DB(), svc.Parts
 }
 
 // signedInAs is the test client's own header: a request carrying it (a user
@@ -446,7 +445,8 @@ func TestBadInputIsRefusedWithProblemAndWritesNothing(t *testing.T) {
 }
 
 func TestReconcileNeedsTheAdminTokenAndListsAnomalies(t *testing.T) {
-	h, db, a := newServer(t)
+	h, db, svc := newServer(t)
+	a := svc.App
 	if w := do(t, h, http.MethodGet, "/admin/reconcile", ""); w.Code != http.StatusUnauthorized {
 		t.Fatalf("no token: %d", w.Code)
 	}
@@ -467,8 +467,7 @@ func TestReconcileNeedsTheAdminTokenAndListsAnomalies(t *testing.T) {
 	testenv.Must(t, db.Exec("UPDATE coupons SET status = 'USED', used_order_no = 'LOST' WHERE id = ?", c.ID).Error)
 	released, err := a.IssueCoupon(ctx, tpl.ID, 1)
 	testenv.Must(t, err)
-	st := store.New(db)
-	testenv.Must(t, st.InTx(ctx, func(tx coupon.Tx) error {
+	testenv.Must(t, svc.Store.InTx(ctx, func(tx coupon.Tx) error {
 		return a.LandOrderPaid(ctx, tx, app.OrderPaid{MessageID: "m1", OrderNo: "PAID", UserID: 1, CouponID: released.ID})
 	}))
 	if r, err := a.ProcessDueMessages(ctx); err != nil || r.Failed != 1 {
@@ -485,10 +484,10 @@ func TestReconcileNeedsTheAdminTokenAndListsAnomalies(t *testing.T) {
 // TestGuardedRoutesWithoutAGuardRefuseEverything: an API built without
 // Options.Admin or Options.Internal fails closed.
 func TestGuardedRoutesWithoutAGuardRefuseEverything(t *testing.T) {
-	h, _, a := newServer(t)
+	h, _, svc := newServer(t)
 	_, couponID := seed(t, h)
 	open := gin.New()
-	api, err := httpapi.New(a, httpapi.Options{Log: testenv.Logger(t)})
+	api, err := httpapi.New(svc.App, httpapi.Options{Log: testenv.Logger(t)})
 	testenv.Must(t, err)
 	api.Register(open)
 	e := spec.Handler(t, open)

@@ -14,7 +14,9 @@ import (
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupontest"
 	"github.com/oncemall/oncemall/services/coupon/internal/jobs"
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
 	"github.com/oncemall/oncemall/services/coupon/migrations"
@@ -27,9 +29,9 @@ import (
 func TestRetryPassJobDeducts(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, migrations.Source, outbox.Migrations)
-	st := store.New(db)
-	a, err := app.New(st, unreachable{}, app.DefaultConfig(), testenv.Logger(t), prometheus.NewRegistry())
+	p, err := assembly.UseCases(db, coupontest.Settings(t, nil), assembly.Options{Orders: unreachable{}}, testenv.Logger(t), prometheus.NewRegistry(), nil)
 	testenv.Must(t, err)
+	a, st := p.App, p.Store
 	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "x", DiscountAmount: 1})
 	testenv.Must(t, err)
 	c, err := a.IssueCoupon(ctx, tpl.ID, 7)
@@ -85,16 +87,17 @@ func TestSweepAndReconcileJobs(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, migrations.Source, outbox.Migrations)
 	st := store.New(db)
-	cfg := app.DefaultConfig()
-	// A lock (and its hold) that is past its deadline and the overdue bound as soon as it
-	// is taken: the jobs run on the real clock.
+	cfg := coupontest.Settings(t, nil)
+	// A lock (and its attempt's hold) past its deadline and the overdue
+	// bound as soon as it is taken (shorter than the configuration
+	// accepts): the jobs run on the real clock.
 	cfg.LockTTL, cfg.LockOverdueAfter, cfg.LockHoldLease = time.Millisecond, time.Millisecond, time.Millisecond
 	var logs testenv.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	build := func(orders app.Orders) *app.App {
-		a, err := app.New(st, orders, cfg, log, prometheus.NewRegistry())
+		p, err := assembly.UseCases(db, cfg, assembly.Options{Orders: orders}, log, prometheus.NewRegistry(), nil)
 		testenv.Must(t, err)
-		return a
+		return p.App
 	}
 	down := build(unreachable{})
 	tpl, err := down.CreateTemplate(ctx, coupon.Template{Name: "x", DiscountAmount: 1})

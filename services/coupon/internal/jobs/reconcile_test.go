@@ -9,9 +9,10 @@ import (
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupontest"
 	"github.com/oncemall/oncemall/services/coupon/internal/jobs"
-	"github.com/oncemall/oncemall/services/coupon/internal/store"
 	labmigrations "github.com/oncemall/oncemall/services/coupon/lab/migrations"
 	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
@@ -26,10 +27,10 @@ import (
 func TestReconcileJobExportsDuplicateDeduction(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, migrations.Source, outbox.Migrations, labmigrations.Source)
-	st := store.New(db)
 	reg := prometheus.NewRegistry()
-	a, err := app.New(st, unreachable{}, app.DefaultConfig(), testenv.Logger(t), reg)
+	p, err := assembly.UseCases(db, coupontest.Settings(t, nil), assembly.Options{Orders: unreachable{}}, testenv.Logger(t), reg, nil)
 	testenv.Must(t, err)
+	a, st := p.App, p.Store
 	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "x", DiscountAmount: 1})
 	testenv.Must(t, err)
 	c, err := a.IssueCoupon(ctx, tpl.ID, 7)

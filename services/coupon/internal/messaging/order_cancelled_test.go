@@ -21,7 +21,9 @@ import (
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/coupon/internal/app"
+	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
+	"github.com/oncemall/oncemall/services/coupon/internal/coupontest"
 	"github.com/oncemall/oncemall/services/coupon/internal/messaging"
 	"github.com/oncemall/oncemall/services/coupon/internal/store"
 	"github.com/oncemall/oncemall/services/coupon/migrations"
@@ -32,6 +34,7 @@ import (
 type cancelRig struct {
 	db     *gorm.DB
 	app    *app.App
+	store  *store.Store
 	reg    *prometheus.Registry
 	coupon coupon.Coupon
 	js     jetstream.JetStream
@@ -47,13 +50,14 @@ func newCancelRig(t *testing.T, ctx context.Context) *cancelRig {
 	testenv.DeleteStreamAtCleanup(t, conn.JS, ev.StreamName(events.OrderCancelled))
 	db := testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations)
 	reg := prometheus.NewRegistry()
-	a, err := app.New(store.New(db), noOrders{}, app.DefaultConfig(), testenv.Logger(t), reg)
+	p, err := assembly.UseCases(db, coupontest.Settings(t, nil), assembly.Options{Orders: noOrders{}}, testenv.Logger(t), reg, nil)
 	testenv.Must(t, err)
+	a := p.App
 	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
 	testenv.Must(t, err)
 	c, err := a.IssueCoupon(ctx, tpl.ID, 7)
 	testenv.Must(t, err)
-	r := &cancelRig{db: db, app: a, reg: reg, coupon: c, js: conn.JS, ev: ev}
+	r := &cancelRig{db: db, app: a, store: p.Store, reg: reg, coupon: c, js: conn.JS, ev: ev}
 	r.lock(t, ctx, "ORDER-1")
 	return r
 }
@@ -68,7 +72,7 @@ func (r *cancelRig) lock(t *testing.T, ctx context.Context, orderNo string) {
 // place of its handler (handle may wrap it).
 func (r *cancelRig) consumer(t *testing.T, handle inbox.Handler) *inbox.Consumer {
 	t.Helper()
-	decl := platform.Bind(store.New(r.db).InboxTx, messaging.OrderCancelled(r.app))
+	decl := platform.Bind(r.store.InboxTx, messaging.OrderCancelled(r.app))
 	if decl.Subject != events.OrderCancelled || decl.Name != messaging.OrderCancelledConsumer {
 		t.Fatalf("the consumer is %q on %q, want %q on %q", decl.Name, decl.Subject, messaging.OrderCancelledConsumer, events.OrderCancelled)
 	}
@@ -131,7 +135,7 @@ func TestOrderCancelledReleasesTheLockOnceHoweverOftenDelivered(t *testing.T) {
 
 	var mu sync.Mutex
 	deliveries := map[string]int{}
-	real := platform.Bind(store.New(r.db).InboxTx, messaging.OrderCancelled(r.app)).Handle
+	real := platform.Bind(r.store.InboxTx, messaging.OrderCancelled(r.app)).Handle
 	cons := r.consumer(t, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
 		mu.Lock()
 		deliveries[msg.ID]++

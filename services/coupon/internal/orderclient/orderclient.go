@@ -5,29 +5,21 @@ package orderclient
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"net/url"
-	"strings"
 
-	"github.com/oncemall/oncemall/pkg/problem"
+	"github.com/oncemall/oncemall/pkg/peer"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 )
 
 // Client calls the order service at a base URL.
-type Client struct {
-	baseURL string
-	token   string
-	http    *http.Client
-}
+type Client struct{ peer *peer.Client }
 
 // New returns a client of the order service at baseURL that presents token
 // (INTERNAL_TOKEN) as a bearer token; hc carries the timeout.
 func New(baseURL, token string, hc *http.Client) *Client {
-	return &Client{baseURL: strings.TrimRight(baseURL, "/"), token: token, http: hc}
+	return &Client{peer.New(baseURL, token, hc)}
 }
 
 // orderResponse is the part of the order service's answer the sweeper
@@ -44,32 +36,20 @@ type orderResponse struct {
 // coupon.ErrOrderServiceUnavailable; any other answer is an error about
 // this order.
 func (c *Client) OrderState(ctx context.Context, orderNo string) (coupon.OrderState, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+"/internal/orders/"+url.PathEscape(orderNo), nil)
-	if err != nil {
-		return "", fmt.Errorf("get order %s: %w", orderNo, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("get order %s: %w: %w", orderNo, coupon.ErrOrderServiceUnavailable, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return "", fmt.Errorf("get order %s: read answer: %w: %w", orderNo, coupon.ErrOrderServiceUnavailable, err)
-	}
+	a, err := c.peer.Get(ctx, "/internal/orders/"+url.PathEscape(orderNo))
 	switch {
-	case resp.StatusCode == http.StatusNotFound && isProblem(resp.Header.Get("Content-Type")):
+	case err != nil:
+		return "", fmt.Errorf("get order %s: %w: %w", orderNo, coupon.ErrOrderServiceUnavailable, err)
+	case a.Status == http.StatusNotFound && a.IsProblem():
 		return coupon.OrderNotFound, nil
-	case resp.StatusCode >= 500:
-		return "", fmt.Errorf("get order %s: %w: answered %d", orderNo, coupon.ErrOrderServiceUnavailable, resp.StatusCode)
-	case resp.StatusCode != http.StatusOK:
-		return "", fmt.Errorf("get order %s: order service answered %d %q", orderNo, resp.StatusCode, truncate(raw, 200))
+	case a.Status >= 500:
+		return "", fmt.Errorf("get order %s: %w: answered %d", orderNo, coupon.ErrOrderServiceUnavailable, a.Status)
+	case a.Status != http.StatusOK:
+		return "", fmt.Errorf("get order %s: order service answered %d %q", orderNo, a.Status, a.Excerpt())
 	}
 	var o orderResponse
-	if err := json.Unmarshal(raw, &o); err != nil {
-		return "", fmt.Errorf("get order %s: decode: %w", orderNo, err)
+	if err := a.Decode(&o); err != nil {
+		return "", fmt.Errorf("get order %s: %w", orderNo, err)
 	}
 	if o.OrderNo != orderNo {
 		return "", fmt.Errorf("get order %s: order service answered order %q", orderNo, o.OrderNo)
@@ -80,16 +60,4 @@ func (c *Client) OrderState(ctx context.Context, orderNo string) (coupon.OrderSt
 	default:
 		return "", fmt.Errorf("get order %s: unknown status %q", orderNo, o.Status)
 	}
-}
-
-func isProblem(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == problem.ContentType
-}
-
-func truncate(b []byte, n int) string {
-	if len(b) > n {
-		return string(b[:n]) + "…"
-	}
-	return string(b)
 }

@@ -171,24 +171,16 @@ func New(orders order.Store, products product.Store, coupons Coupons, payments P
 	if orders == nil || products == nil || coupons == nil || payments == nil {
 		return nil, errors.New("app: orders, products, coupons and payments are required")
 	}
-	var m appMetrics
-	var errs []error
-	counter := func(dst **prometheus.CounterVec, name, help string, labels ...string) {
-		c, err := metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
-		*dst = c
-		errs = append(errs, err)
+	s := metrics.NewSet(reg)
+	m := appMetrics{
+		copied:         s.Counters("order_product_copy_products_total", "Products handled by batch-copy workers, by outcome (created, skipped, failed).", "outcome"),
+		stock:          s.Counters("order_stock_decisions_total", "Stock taken for order lines, by mode and outcome (reserved, out_of_stock; optimistic also conflict, contention).", "mode", "outcome"),
+		couponLocks:    s.Counters("order_coupon_locks_total", "Coupon lock calls to the coupon service, by outcome (locked, refused, failed).", "outcome"),
+		couponReleases: s.Counters("order_coupon_releases_total", "Coupon lock releases after an order failed, by outcome (released, not_held, kept: the order had committed, failed: left to the coupon sweeper).", "outcome"),
+		closes:         s.Counters("order_closes_total", "Order closes by reason (timeout, customer) and outcome (cancelled, already_cancelled, paid, failed).", "reason", "outcome"),
+		findings:       s.Gauges("order_reconcile_findings", "Findings of the last reconciliation, by kind; anything above zero is an incident.", "kind"),
 	}
-	counter(&m.copied, "order_product_copy_products_total", "Products handled by batch-copy workers, by outcome (created, skipped, failed).", "outcome")
-	counter(&m.stock, "order_stock_decisions_total", "Stock taken for order lines, by mode and outcome (reserved, out_of_stock; optimistic also conflict, contention).", "mode", "outcome")
-	counter(&m.couponLocks, "order_coupon_locks_total", "Coupon lock calls to the coupon service, by outcome (locked, refused, failed).", "outcome")
-	counter(&m.couponReleases, "order_coupon_releases_total", "Coupon lock releases after an order failed, by outcome (released, not_held, kept: the order had committed, failed: left to the coupon sweeper).", "outcome")
-	counter(&m.closes, "order_closes_total", "Order closes by reason (timeout, customer) and outcome (cancelled, already_cancelled, paid, failed).", "reason", "outcome")
-	findings, err := metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "order_reconcile_findings",
-		Help: "Findings of the last reconciliation, by kind; anything above zero is an incident.",
-	}, []string{"kind"}))
-	m.findings = findings
-	if err := errors.Join(append(errs, err)...); err != nil {
+	if err := s.Err(); err != nil {
 		return nil, fmt.Errorf("app metrics: %w", err)
 	}
 	for _, k := range order.AnomalyKinds {

@@ -5,6 +5,7 @@
 package assembly
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/jobs"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
+	"github.com/oncemall/oncemall/services/order/internal/order"
 	"github.com/oncemall/oncemall/services/order/internal/paymentclient"
 	"github.com/oncemall/oncemall/services/order/internal/store"
 	"github.com/oncemall/oncemall/services/order/migrations"
@@ -64,7 +66,15 @@ type Options struct {
 	// Numbers numbers the orders (incident 7; nil: app.KeyedOrderNumbers,
 	// one number per Idempotency-Key).
 	Numbers app.OrderNumbers
+	// CompleteInTx wraps store.CompleteInTx, the Idempotency-Key record's
+	// completion inside the order's transaction: a test fails it or holds
+	// the transaction there (nil: store.CompleteInTx as is).
+	CompleteInTx func(next Complete) Complete
 }
+
+// Complete completes POST /orders' Idempotency-Key record inside the
+// order's transaction with the response about to be sent.
+type Complete = func(ctx context.Context, tx order.Tx, status int, body []byte) error
 
 // Parts are what a test or a lab may need after assembly.
 type Parts struct {
@@ -95,7 +105,10 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	if err != nil {
 		return nil, err
 	}
-	guard := idem.HandlerInTx()
+	guard, complete := idem.HandlerInTx(), Complete(store.CompleteInTx)
+	if o.CompleteInTx != nil {
+		complete = o.CompleteInTx(complete)
+	}
 	if o.Guard != nil {
 		guard = o.Guard(idem, w.Log)
 	}
@@ -107,7 +120,7 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	}
 	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, User: verifier.Middleware(w.Log), Admin: verifier.Operator(w.Log, w.Admin),
 		Internal: w.Internal, Tokens: tokens,
-		CompleteInTx: store.CompleteInTx, Guard: guard})
+		CompleteInTx: complete, Guard: guard})
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 // request_id again answers the same job (existed), and the progress route
 // shows the job queued (no worker runs here) and 404 for an unknown one.
 func TestBatchCopyIsStartedOnceAndReportsItsProgress(t *testing.T) {
-	s := newServer(t, httpapi.Options{})
+	s := newServer(t)
 	rec := s.admin(http.MethodPost, "/admin/products/templates",
 		`{"templates":[{"brand":"tpl","name":"Kettle","model":"K1","price":1500},{"brand":"tpl","name":"Lamp","model":"L1","price":99}]}`)
 	if rec.Code != http.StatusCreated {

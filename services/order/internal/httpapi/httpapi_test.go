@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/events"
-	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/idempotency"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/pkg/testkit/apitest"
@@ -34,8 +34,8 @@ import (
 
 // The tokens of the operator and internal routes in these tests.
 const (
-	adminToken    = "httpapi-test-admin-token"
-	internalToken = "httpapi-test-internal-token"
+	adminToken    = ordertest.AdminToken
+	internalToken = ordertest.InternalToken
 )
 
 // spec is the routes' contract, docs/api/order.yaml: every request these
@@ -64,44 +64,37 @@ type server struct {
 	orders *store.Store
 }
 
-// newServer serves the routes with opts (its Admin and Internal guards
-// defaulting to the test tokens) over a fresh ordertest.Service in the service's default
-// configuration.
-func newServer(t *testing.T, opts httpapi.Options) *server {
-	return newServerWith(t, nil, opts)
+// newServer is the service in its default configuration, assembled as
+// cmd/order assembles it (ordertest); its routes are served in process.
+func newServer(t *testing.T) *server {
+	return newServerWith(t, nil, assembly.Options{})
 }
 
-// newServerWith is newServer with the service's variables vars set.
-func newServerWith(t *testing.T, vars map[string]string, opts httpapi.Options) *server {
-	env := ordertest.Start(t, vars, assembly.Options{})
-	return serve(t, env, env.App, opts)
+// newServerWith is newServer with the service's variables vars set and o's
+// substitutions.
+func newServerWith(t *testing.T, vars map[string]string, o assembly.Options) *server {
+	env := ordertest.Start(t, vars, o)
+	return &server{Service: env, t: t, db: env.DB, e: spec.Handler(t, env.Handler), app: env.App, orders: env.Orders}
 }
 
-func serve(t *testing.T, env *ordertest.Service, a *app.App, opts httpapi.Options) *server {
-	gin.SetMode(gin.TestMode)
-	e := gin.New()
-	opts.Log = testenv.Logger(t)
-	// The guards assembly.Assemble installs: the Env's issuer's tokens for
-	// customers and operators, the admin token for machines.
-	v, err := auth.NewVerifier(env.Issuer.Config(), auth.Options{})
-	testenv.Must(t, err)
-	if opts.User == nil {
-		opts.User = v.Middleware(opts.Log)
+// newServerRedisDown is newServerWith on a Redis the service loses once it
+// has started: the Idempotency-Key layer's entry lookups fail, and the
+// database decides alone.
+func newServerRedisDown(t *testing.T, vars map[string]string, o assembly.Options) *server {
+	redis := testenv.NewForwarder(t, testenv.Config(t).Redis.Addr)
+	vars = maps.Clone(vars)
+	if vars == nil {
+		vars = map[string]string{}
 	}
-	if opts.Admin == nil {
-		opts.Admin = v.Operator(opts.Log, httpserver.AdminAuth(adminToken))
-	}
-	if opts.Internal == nil {
-		opts.Internal = httpserver.AdminAuth(internalToken)
-	}
-	api, err := httpapi.New(a, opts)
-	testenv.Must(t, err)
-	api.Register(e)
-	return &server{Service: env, t: t, db: env.DB, e: spec.Handler(t, e), app: a, orders: env.Orders}
+	vars["REDIS_ADDR"] = redis.Addr()
+	s := newServerWith(t, vars, o)
+	redis.Close()
+	return s
 }
 
-// unguarded is s served by handlers built without Admin and Internal
-// guards.
+// unguarded is s served by handlers built with no Options: httpapi.New's
+// own defaults, which the assembly never leaves in place, refuse every
+// caller of a guarded route.
 func (s *server) unguarded(t *testing.T) *server {
 	e := gin.New()
 	api, err := httpapi.New(s.app, httpapi.Options{Log: testenv.Logger(t)})
@@ -130,6 +123,11 @@ func (s *server) send(r request) *httptest.ResponseRecorder {
 	}
 	if r.auth != "" {
 		req.Header.Set("Authorization", r.auth)
+	}
+	// POST /orders runs behind the Idempotency-Key guard, as in
+	// production: each request is a new one.
+	if r.method == http.MethodPost && r.path == "/orders" {
+		req.Header.Set(idempotency.HeaderKey, idempotencytest.NewKey())
 	}
 	switch r.typ {
 	case "":
@@ -188,7 +186,7 @@ func problemDoc(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
 // queued (nothing needs one before the order is paid or cancelled). A
 // later price change does not change the order. Only the owner reads it.
 func TestCreateOrderPricesFromTheCatalog(t *testing.T) {
-	s := newServer(t, httpapi.Options{})
+	s := newServer(t)
 	kettle := s.Product(t, "Kettle", 1500, 10)
 	lamp := s.Product(t, "Lamp", 99, 5)
 	s.Coupons.Add(stubs.Coupon{ID: 7, UserID: 42, Discount: 500, MinOrderAmount: 1000})
@@ -250,7 +248,7 @@ func TestCreateOrderPricesFromTheCatalog(t *testing.T) {
 // reservation or event, the stock as it was, no coupon left locked, the
 // relay never woken.
 func TestCreateOrderBadInputWritesNothing(t *testing.T) {
-	s := newServer(t, httpapi.Options{})
+	s := newServer(t)
 	kettle := s.Product(t, "Kettle", 1500, 3)
 	gone := s.Product(t, "Gone", 100, 10)
 	testenv.Must(t, s.app.DeleteProduct(context.Background(), gone))
@@ -337,7 +335,7 @@ func TestCreateOrderBadInputWritesNothing(t *testing.T) {
 // 503 is a 503 with Retry-After; nothing is written, and the lock that may
 // have been taken is released (here it was not: the release finds none).
 func TestCreateOrderWithTheCouponServiceDown(t *testing.T) {
-	s := newServer(t, httpapi.Options{})
+	s := newServer(t)
 	kettle := s.Product(t, "Kettle", 1500, 3)
 	s.Coupons.Add(stubs.Coupon{ID: 1, UserID: 1, Discount: 100})
 	s.Coupons.SetDown(true)
@@ -372,11 +370,13 @@ func TestCreateOrderWithTheCouponServiceDown(t *testing.T) {
 // a retry can use the coupon.
 func TestOrderFailingAfterTheLockReleasesTheCoupon(t *testing.T) {
 	fail := true
-	s := newServer(t, httpapi.Options{CompleteInTx: func(ctx context.Context, tx order.Tx, status int, body []byte) error {
-		if fail {
-			return errors.New("the idempotency record could not be written")
+	s := newServerWith(t, nil, assembly.Options{CompleteInTx: func(next assembly.Complete) assembly.Complete {
+		return func(ctx context.Context, tx order.Tx, status int, body []byte) error {
+			if fail {
+				return errors.New("the idempotency record could not be written")
+			}
+			return next(ctx, tx, status, body)
 		}
-		return nil
 	}})
 	kettle := s.Product(t, "Kettle", 1500, 3)
 	s.Coupons.Add(stubs.Coupon{ID: 1, UserID: 1, Discount: 100})
@@ -407,12 +407,17 @@ func TestOrderFailingAfterTheLockReleasesTheCoupon(t *testing.T) {
 func TestCreateOrderCompleteInTxSharesTheTransaction(t *testing.T) {
 	fail := false
 	var stored []byte
-	s := newServer(t, httpapi.Options{CompleteInTx: func(ctx context.Context, tx order.Tx, status int, body []byte) error {
-		if fail {
-			return errors.New("idempotency claim lost")
+	s := newServerWith(t, nil, assembly.Options{CompleteInTx: func(next assembly.Complete) assembly.Complete {
+		return func(ctx context.Context, tx order.Tx, status int, body []byte) error {
+			if fail {
+				return errors.New("idempotency claim lost")
+			}
+			stored = body
+			if err := tx.AddEvent(ctx, events.Event{ID: fmt.Sprintf("hook-%d", status), Subject: "hook.record", Payload: json.RawMessage(body)}); err != nil {
+				return err
+			}
+			return next(ctx, tx, status, body)
 		}
-		stored = body
-		return tx.AddEvent(ctx, events.Event{ID: fmt.Sprintf("hook-%d", status), Subject: "hook.record", Payload: json.RawMessage(body)})
 	}})
 	body := fmt.Sprintf(`{"items":[{"product_id":%d,"quantity":1}]}`, s.Product(t, "Kettle", 100, 10))
 	rec := s.do(http.MethodPost, "/orders", "1", body)
@@ -435,7 +440,7 @@ func TestCreateOrderCompleteInTxSharesTheTransaction(t *testing.T) {
 // service, with the internal token only, the order's number, owner, status
 // and pay amount; 404 for none.
 func TestInternalOrderRoute(t *testing.T) {
-	s := newServer(t, httpapi.Options{})
+	s := newServer(t)
 	o := s.PlaceOrder(t, 7, order.Line{ProductID: s.Product(t, "Kettle", 1500, 3), Quantity: 2})
 	for _, auth := range []string{"", "Bearer wrong", "Bearer " + adminToken} {
 		if rec := s.send(request{method: http.MethodGet, path: "/internal/orders/" + o.No, auth: auth}); rec.Code != http.StatusUnauthorized {
@@ -461,7 +466,7 @@ func TestInternalOrderRoute(t *testing.T) {
 // written); reads are public and show the stock; the stock route refuses
 // bad input with 400 and an unknown product with 404.
 func TestProductWritesAreOperatorRoutes(t *testing.T) {
-	s := newServer(t, httpapi.Options{})
+	s := newServer(t)
 	writes := []request{
 		{method: http.MethodPost, path: "/admin/products", body: `{"brand":"b","name":"n","model":"m","price":1}`},
 		{method: http.MethodPut, path: "/admin/products/1/stock", body: `{"available":5}`},
@@ -538,7 +543,7 @@ func TestProductWritesAreOperatorRoutes(t *testing.T) {
 // without a token; 409 for a paid order; 503 with Retry-After when the
 // payment service cannot close the charge, the order left WAIT_PAY.
 func TestCancelRoute(t *testing.T) {
-	s := newServer(t, httpapi.Options{})
+	s := newServer(t)
 	ctx := context.Background()
 	p := s.Product(t, "Kettle", 1500, 10)
 	o := s.PlaceOrder(t, 7, order.Line{ProductID: p, Quantity: 2})

@@ -6,44 +6,24 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
-
-	"github.com/oncemall/oncemall/pkg/formtoken"
-	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/redisclient"
 	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
-	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/assembly"
-	"github.com/oncemall/oncemall/services/order/internal/httpapi"
-	"github.com/oncemall/oncemall/services/order/internal/ordertest"
-	"github.com/oncemall/oncemall/services/order/internal/store"
 )
 
-// guardedServer is the order API wired as cmd/order wires it: the
-// Idempotency-Key middleware and the form-token check in front of POST
-// /orders, the record completed inside the order's transaction.
+// guardedServer is POST /orders as cmd/order serves it: the
+// Idempotency-Key guard and the form-token check in front, the record
+// completed inside the order's transaction.
 type guardedServer struct {
 	*server
-	tokens *formtoken.Store
 	// product is what the suite's requests order, with stock for all of
 	// them.
 	product uint64
 }
 
-func newGuardedServer(t *testing.T, rdb *redis.Client, prefix string) *guardedServer {
+func newGuardedServer(t *testing.T, s *server) *guardedServer {
 	t.Helper()
-	env := ordertest.Start(t, nil, assembly.Options{})
-	cfg := idempotency.DefaultConfig()
-	cfg.EntryPrefix = prefix + "idem:"
-	idem, err := idempotency.New(env.DB, rdb, cfg, testenv.Logger(t), prometheus.NewRegistry())
-	testenv.Must(t, err)
-	tokens, err := formtoken.New(rdb, formtoken.Config{Prefix: prefix + "formtoken:", TTL: time.Minute})
-	testenv.Must(t, err)
-	s := serve(t, env, env.App, httpapi.Options{Guard: idem.HandlerInTx(), Tokens: tokens, CompleteInTx: store.CompleteInTx})
-	return &guardedServer{server: s, tokens: tokens, product: env.Product(t, "Kettle", 1999, 100_000)}
+	return &guardedServer{server: s, product: s.Product(t, "Kettle", 1999, 100_000)}
 }
 
 func orderTarget(s *guardedServer) idempotencytest.Target {
@@ -69,17 +49,14 @@ func orderTarget(s *guardedServer) idempotencytest.Target {
 // POST /orders: one order per key under a 50-way race, replayed retries,
 // 422 on a changed body, 400 without a key, one order per user.
 func TestCreateOrderIdempotencyKey(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
-	idempotencytest.RunSuite(t, orderTarget(newGuardedServer(t, rdb, prefix)))
+	idempotencytest.RunSuite(t, orderTarget(newGuardedServer(t, newServer(t))))
 }
 
 // TestCreateOrderIdempotencyKeyWithRedisDown proves Redis is only the entry
 // layer: pointed at a dead port, the database alone still lets one order
 // through per key.
 func TestCreateOrderIdempotencyKeyWithRedisDown(t *testing.T) {
-	dead := redisclient.New(redisclient.Config{Addr: "127.0.0.1:1"})
-	t.Cleanup(func() { dead.Close() })
-	s := newGuardedServer(t, dead, testenv.UniqueName(t, "t")+":")
+	s := newGuardedServer(t, newServerRedisDown(t, nil, assembly.Options{}))
 	before := s.count(t, "orders")
 	rs := idempotencytest.Race(s.e, 50, orderTarget(s).Request(idempotencytest.NewKey(), "101", 0))
 	if n := s.count(t, "orders") - before; n != 1 {
@@ -91,8 +68,7 @@ func TestCreateOrderIdempotencyKeyWithRedisDown(t *testing.T) {
 // TestCreateOrderRejectedInputIsReplayedNotRerun checks that a deterministic
 // 400 (a bad quantity) is stored and replayed, writing nothing either time.
 func TestCreateOrderRejectedInputIsReplayedNotRerun(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
-	s := newGuardedServer(t, rdb, prefix)
+	s := newGuardedServer(t, newServer(t))
 	req := orderTarget(s).Request(idempotencytest.NewKey(), "101", 0)
 	req.Body = []byte(fmt.Sprintf(`{"items":[{"product_id":%d,"quantity":-5}]}`, s.product))
 	first := idempotencytest.Do(s.e, req)
@@ -109,8 +85,7 @@ func TestCreateOrderRejectedInputIsReplayedNotRerun(t *testing.T) {
 // GET /orders/token admits exactly one POST /orders, even when the client
 // sends two requests with different Idempotency-Keys.
 func TestFormTokenIsSpentOnce(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
-	s := newGuardedServer(t, rdb, prefix)
+	s := newGuardedServer(t, newServer(t))
 
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/orders/token", nil)

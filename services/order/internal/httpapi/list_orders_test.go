@@ -15,7 +15,7 @@ import (
 // next; another user's orders never appear on any page, and one of them as
 // the cursor is 404, as if it did not exist. Without a token it is 401.
 func TestListOrdersShowsOnlyTheCallersOrders(t *testing.T) {
-	s := newServer(t, httpapi.Options{})
+	s := newServer(t)
 	p := s.Product(t, "Kettle", 1500, 100)
 	var mine []string
 	others := map[string]bool{}

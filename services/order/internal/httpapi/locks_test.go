@@ -9,10 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/oncemall/oncemall/pkg/idempotency"
-	"github.com/oncemall/oncemall/pkg/redisclient"
 	"github.com/oncemall/oncemall/pkg/testkit/idempotencytest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/app"
@@ -21,7 +17,6 @@ import (
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 	"github.com/oncemall/oncemall/services/order/internal/ordertest"
-	"github.com/oncemall/oncemall/services/order/internal/store"
 	"github.com/oncemall/oncemall/services/order/internal/stubs"
 )
 
@@ -38,26 +33,16 @@ type lockServer struct {
 	numbers app.OrderNumbers
 }
 
-func newLockServer(t *testing.T, complete func(next func(ctx context.Context, tx order.Tx, status int, body []byte) error) func(ctx context.Context, tx order.Tx, status int, body []byte) error) *lockServer {
+func newLockServer(t *testing.T, complete func(next assembly.Complete) assembly.Complete) *lockServer {
 	t.Helper()
 	var numbers app.OrderNumbers = app.KeyedOrderNumbers{}
-	// A lock call that times out is a 503 the key is released for, not
-	// what these tests are about: on a loaded machine hundreds of copies
-	// may wait seconds at the coupon stand-in.
-	env := ordertest.Start(t, map[string]string{"COUPON_TIMEOUT": "1m"}, assembly.Options{Numbers: numbers})
-	dead := redisclient.New(redisclient.Config{Addr: "127.0.0.1:1"})
-	t.Cleanup(func() { dead.Close() })
-	cfg := idempotency.DefaultConfig()
-	cfg.EntryPrefix = testenv.UniqueName(t, "t") + ":idem:"
-	idem, err := idempotency.New(env.DB, dead, cfg, testenv.Logger(t), prometheus.NewRegistry())
-	testenv.Must(t, err)
-	done := store.CompleteInTx
-	if complete != nil {
-		done = complete(store.CompleteInTx)
-	}
-	s := serve(t, env, env.App, httpapi.Options{Guard: idem.HandlerInTx(), CompleteInTx: done})
+	// A lock call or a request that times out is a 503 the key is released
+	// for, not what these tests are about: on a loaded machine hundreds of
+	// copies may wait seconds at the coupon stand-in.
+	s := newServerRedisDown(t, map[string]string{"COUPON_TIMEOUT": "1m", "HTTP_REQUEST_TIMEOUT": "1m", "HTTP_WRITE_TIMEOUT": "2m"},
+		assembly.Options{Numbers: numbers, CompleteInTx: complete})
 	s.Coupons.Add(stubs.Coupon{ID: 1, UserID: 101, Discount: 100})
-	return &lockServer{server: s, product: env.Product(t, "Kettle", 1500, 1000), numbers: numbers}
+	return &lockServer{server: s, product: s.Product(t, "Kettle", 1500, 1000), numbers: numbers}
 }
 
 func (s *lockServer) request(key string) idempotencytest.Request {
@@ -104,7 +89,7 @@ func TestARetryAfterACrashBetweenLockAndCommitPlacesTheOrder(t *testing.T) {
 func TestASiblingCopysRefusalIsNeverTheKeysAnswer(t *testing.T) {
 	held, release := make(chan struct{}), make(chan struct{})
 	var holding atomic.Bool
-	s := newLockServer(t, func(next func(context.Context, order.Tx, int, []byte) error) func(context.Context, order.Tx, int, []byte) error {
+	s := newLockServer(t, func(next assembly.Complete) assembly.Complete {
 		return func(ctx context.Context, tx order.Tx, status int, body []byte) error {
 			if holding.CompareAndSwap(false, true) {
 				close(held)

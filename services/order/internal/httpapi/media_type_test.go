@@ -4,15 +4,13 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
-
-	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 )
 
 // TestJSONBodiesMustBeSentAsJSON: a body sent as text, a form, XML or with
 // no Content-Type is refused 415 problem+json, whatever it holds, and
 // changes nothing: no order, no product, the stock as it was.
 func TestJSONBodiesMustBeSentAsJSON(t *testing.T) {
-	s := newServer(t, httpapi.Options{})
+	s := newServer(t)
 	product := s.Product(t, "kettle", 1500, 10)
 	orders, products := s.count(t, "orders"), s.count(t, "products")
 	for _, typ := range []string{"text/plain", "application/x-www-form-urlencoded", "application/xml", "none"} {

@@ -13,18 +13,14 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/events"
-	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/order/internal/app"
+	"github.com/oncemall/oncemall/services/order/internal/assembly"
 	"github.com/oncemall/oncemall/services/order/internal/httpapi"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
-
-// adminOptions serve the operator routes behind adminToken, as the
-// platform's Wiring.Admin does.
-var adminOptions = httpapi.Options{Admin: httpserver.AdminAuth(adminToken)}
 
 // reconcile calls GET /admin/reconcile with the given Authorization header
 // value (none when empty).
@@ -128,7 +124,7 @@ func sortAnomalies(as []httpapi.AnomalyResponse) {
 // TestReconcileRequiresTheAdminToken: without the token, or with another
 // one, the reconciler answers 401 and reveals nothing.
 func TestReconcileRequiresTheAdminToken(t *testing.T) {
-	s := newServer(t, adminOptions)
+	s := newServer(t)
 	for _, auth := range []string{"", "Bearer wrong", adminToken} {
 		if rec := s.reconcile(auth); rec.Code != http.StatusUnauthorized || strings.Contains(rec.Body.String(), "anomalies") {
 			t.Errorf("Authorization %q: %d %s, want 401", auth, rec.Code, rec.Body)
@@ -148,7 +144,7 @@ func TestReconcileRequiresTheAdminToken(t *testing.T) {
 // cancelled, through the use cases, and dead letters of other consumers,
 // leave the reconciler with exactly {"anomalies":[]}.
 func TestReconcileIsEmptyAfterACleanFlow(t *testing.T) {
-	s := newServer(t, adminOptions)
+	s := newServer(t)
 	paid := s.createOrder(t, 3000)
 	s.pay(t, paid, 3000)
 	s.pay(t, paid, 3000)  // a duplicate notification changes nothing
@@ -169,7 +165,7 @@ func TestReconcileIsEmptyAfterACleanFlow(t *testing.T) {
 // manual fix or a bug would, and expects the reconciler to list each one,
 // and nothing that holds.
 func TestReconcileFindsEachAnomaly(t *testing.T) {
-	s := newServer(t, adminOptions)
+	s := newServer(t)
 
 	// Paid through the use case: consistent, not reported.
 	clean := s.createOrder(t, 1000)
@@ -236,7 +232,7 @@ func TestReconcileFindsEachAnomaly(t *testing.T) {
 // whose platform clock runs 2h ahead (its paid_at says now), and a dead
 // letter of 2h ago.
 func TestReconcileLooksBackOnTheOrderServiceClock(t *testing.T) {
-	s := newServerWith(t, map[string]string{"OUTBOX_RETENTION": "1h"}, adminOptions)
+	s := newServerWith(t, map[string]string{"OUTBOX_RETENTION": "1h"}, assembly.Options{})
 	now := time.Now().UTC()
 	markPaid := func(no string, paidAt, updatedAt time.Time) {
 		testenv.Must(t, s.db.Exec("UPDATE orders SET status = 'PAID', payment_no = ?, paid_at = ?, updated_at = ? WHERE order_no = ?",
@@ -278,7 +274,7 @@ func TestReconcileLooksBackOnTheOrderServiceClock(t *testing.T) {
 // and the reservation's status; the gauge order_reconcile_findings counts
 // them by kind, and drops back to zero once they are repaired.
 func TestReconcileFindsUnbalancedReservations(t *testing.T) {
-	s := newServer(t, adminOptions)
+	s := newServer(t)
 	product := func(no string) uint64 {
 		var id uint64
 		testenv.Must(t, s.db.Raw("SELECT product_id FROM stock_reservation WHERE order_no = ?", no).Row().Scan(&id))

@@ -8,6 +8,7 @@ package ordertest
 import (
 	"context"
 	"maps"
+	"net/http"
 	"testing"
 	"time"
 
@@ -15,7 +16,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/auth"
-	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/svctest"
@@ -34,20 +34,13 @@ const (
 	AdminToken    = "ordertest-admin-token"
 )
 
-// Config is the use cases' configuration of the service's defaults, for a
-// test of one package that builds an app itself.
-func Config() app.Config {
-	return app.Config{
-		PayTimeout: 15 * time.Minute, CloseBatch: 100,
-		ChunkSize: 100, MaxAllOrNothing: 5000, ReconcileLookback: outbox.DefaultRetention,
-	}
-}
-
 // Service is one test's order service.
 type Service struct {
 	*assembly.Parts
-	// URL is the service's base URL.
+	// URL is the service's base URL; Handler is what its server serves
+	// there, every middleware included, for requests sent in process.
 	URL      string
+	Handler  http.Handler
 	Config   config.Config
 	DB       *gorm.DB
 	Coupons  *stubs.CouponService
@@ -79,6 +72,9 @@ func Start(t testing.TB, vars map[string]string, o assembly.Options) *Service {
 		"INTERNAL_TOKEN": InternalToken, "ADMIN_TOKEN": AdminToken,
 		"AUTH_ISSUER": e.Issuer.URL, "AUTH_AUDIENCE": authtest.Audience,
 		"ORDER_CLOSE_SCHEDULE": "@every 24h", "ORDER_RECONCILE_SCHEDULE": "@every 24h",
+		// The tests race many requests at once: admission control is
+		// pkg/httpserver's to test, not theirs.
+		"HTTP_MAX_IN_FLIGHT": "0",
 	}
 	maps.Copy(e.vars, vars)
 	svc := assembly.Definition(nil)
@@ -86,7 +82,7 @@ func Start(t testing.TB, vars map[string]string, o assembly.Options) *Service {
 	e.Config = svctest.Load(t, svc, e.Env)
 	parts, w := e.start(t, e.Config)
 	e.URL = "http://" + e.Config.HTTPAddr
-	e.DB, e.Registry = w.DB, w.Registry
+	e.DB, e.Registry, e.Handler = w.DB, w.Registry, w.Handler()
 	e.Parts = parts
 	return e
 }

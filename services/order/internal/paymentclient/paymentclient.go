@@ -4,29 +4,22 @@
 package paymentclient
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 
+	"github.com/oncemall/oncemall/pkg/peer"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 )
 
 // Client calls POST {baseURL}/internal/orders/{no}/close.
-type Client struct {
-	baseURL string
-	token   string
-	http    *http.Client
-}
+type Client struct{ peer *peer.Client }
 
 // New returns a client of the payment service at baseURL that presents
 // token as its bearer token; hc carries the timeout (PAYMENT_TIMEOUT).
 func New(baseURL, token string, hc *http.Client) *Client {
-	return &Client{baseURL: strings.TrimRight(baseURL, "/"), token: token, http: hc}
+	return &Client{peer.New(baseURL, token, hc)}
 }
 
 // CloseCharge asks the payment service to close order orderNo's charge and
@@ -34,33 +27,24 @@ func New(baseURL, token string, hc *http.Client) *Client {
 // else (no answer, another status, another outcome) wraps
 // order.ErrUnavailable: the order must not be closed on it.
 func (c *Client) CloseCharge(ctx context.Context, orderNo string) (order.ChargeOutcome, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+"/internal/orders/"+url.PathEscape(orderNo)+"/close", bytes.NewReader([]byte("{}")))
-	if err != nil {
-		return "", err
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: close the charge of order %s: "+format, append([]any{order.ErrUnavailable, orderNo}, args...)...)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.http.Do(req)
+	a, err := c.peer.Post(ctx, "/internal/orders/"+url.PathEscape(orderNo)+"/close", struct{}{})
 	if err != nil {
-		return "", fmt.Errorf("%w: close the charge of order %s: %w", order.ErrUnavailable, orderNo, err)
+		return "", fail("%w", err)
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return "", fmt.Errorf("%w: close the charge of order %s: read the answer: %w", order.ErrUnavailable, orderNo, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%w: close the charge of order %s: payment service answered %d: %.256q", order.ErrUnavailable, orderNo, resp.StatusCode, raw)
+	if a.Status != http.StatusOK {
+		return "", fail("payment service answered %d: %q", a.Status, a.Excerpt())
 	}
 	var out struct {
 		Outcome order.ChargeOutcome `json:"outcome"`
 	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return "", fmt.Errorf("%w: close the charge of order %s: decode the answer: %w", order.ErrUnavailable, orderNo, err)
+	if err := a.Decode(&out); err != nil {
+		return "", fail("%w", err)
 	}
 	if out.Outcome != order.ChargeClosed && out.Outcome != order.ChargePaid {
-		return "", fmt.Errorf("%w: close the charge of order %s: unknown outcome %q", order.ErrUnavailable, orderNo, out.Outcome)
+		return "", fail("unknown outcome %q", out.Outcome)
 	}
 	return out.Outcome, nil
 }

@@ -176,38 +176,19 @@ type appMetrics struct {
 }
 
 func newAppMetrics(reg prometheus.Registerer) (appMetrics, error) {
-	var m appMetrics
-	var err error
-	if m.findings, err = metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "payment_reconcile_findings",
-		Help: "Findings of the last reconciliation by kind: multiple_records, missing_events, amount_mismatches, paid_cancelled_without_refund, late_refunds, stale_wait_pay, missing_refund_events.",
-	}, []string{"kind"})); err != nil {
-		return m, err
+	s := metrics.NewSet(reg)
+	m := appMetrics{
+		findings: s.Gauges("payment_reconcile_findings",
+			"Findings of the last reconciliation by kind: multiple_records, missing_events, amount_mismatches, paid_cancelled_without_refund, late_refunds, stale_wait_pay, missing_refund_events.", "kind"),
+		closes: s.Counters("payment_closes_total", "Closes asked by the order service, by outcome: closed, paid, error.", "outcome"),
+		queries: s.Counters("payment_queries_total",
+			"Active queries of waiting payments by the platform's answer: paid (applied: processed, duplicate or refunding), waiting, closed, unknown, error.", "answer"),
+		refunds: s.Counters("payment_refund_requests_total", "Refund requests sent to the platform by outcome: accepted, failed.", "outcome"),
 	}
 	// Every kind reads 0 from the start, so the alert rules and the
 	// dashboard see a series before the first reconciliation has run.
-	for _, kind := range payment.Kinds {
-		m.findings.WithLabelValues(kind)
-	}
-	if m.closes, err = metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "payment_closes_total",
-		Help: "Closes asked by the order service, by outcome: closed, paid, error.",
-	}, []string{"outcome"})); err != nil {
-		return m, err
-	}
-	if m.queries, err = metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "payment_queries_total",
-		Help: "Active queries of waiting payments by the platform's answer: paid (applied: processed, duplicate or refunding), waiting, closed, unknown, error.",
-	}, []string{"answer"})); err != nil {
-		return m, err
-	}
-	if m.refunds, err = metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "payment_refund_requests_total",
-		Help: "Refund requests sent to the platform by outcome: accepted, failed.",
-	}, []string{"outcome"})); err != nil {
-		return m, err
-	}
-	return m, nil
+	metrics.Zero(m.findings.WithLabelValues, payment.Kinds...)
+	return m, s.Err()
 }
 
 // New returns the use cases over d and registers their metrics on

@@ -32,24 +32,12 @@ func (api *API) callback(c *gin.Context) {
 		api.callbacks.WithLabelValues(handler, outcome).Inc()
 		markSpan(c, outcome)
 	}
-	body, err := io.ReadAll(c.Request.Body)
-	if err != nil {
-		count("malformed")
-		if httpserver.IsBodyTooLarge(err) {
-			problem.Abort(c, http.StatusRequestEntityTooLarge, "notification too large")
-			return
-		}
-		problem.Abort(c, http.StatusBadRequest, "cannot read the notification")
+	body, ok := readNotification(c, count)
+	if !ok {
 		return
 	}
 	if err := psp.Verify(c.Request.Header, body, api.opts.Secret, api.opts.Now(), api.opts.SignatureWindow); err != nil {
-		outcome := "bad_signature"
-		if errors.Is(err, psp.ErrStale) {
-			outcome = "stale_timestamp"
-		}
-		count(outcome)
-		api.opts.Log.WarnContext(c.Request.Context(), "payment notification refused", "reason", outcome)
-		problem.Abort(c, http.StatusUnauthorized, err.Error())
+		api.refuseUnsigned(c, count, "payment notification refused", err)
 		return
 	}
 	t, err := parseNotification(body)
@@ -59,13 +47,7 @@ func (api *API) callback(c *gin.Context) {
 		return
 	}
 	outcome, err := api.app.HandlePaid(c.Request.Context(), t)
-	if err != nil {
-		count(callbackOutcome(err))
-		api.writeError(c, err)
-		return
-	}
-	count(string(outcome))
-	c.JSON(http.StatusOK, callbackAnswer{Result: "SUCCESS", Outcome: string(outcome)})
+	api.answerNotification(c, count, string(outcome), err)
 }
 
 // parseNotification decodes and checks a verified notification body.
@@ -105,14 +87,8 @@ func (api *API) refundCallback(c *gin.Context) {
 		api.refundCallbacks.WithLabelValues(outcome).Inc()
 		markSpan(c, outcome)
 	}
-	body, err := io.ReadAll(c.Request.Body)
-	if err != nil {
-		count("malformed")
-		if httpserver.IsBodyTooLarge(err) {
-			problem.Abort(c, http.StatusRequestEntityTooLarge, "notification too large")
-			return
-		}
-		problem.Abort(c, http.StatusBadRequest, "cannot read the notification")
+	body, ok := readNotification(c, count)
+	if !ok {
 		return
 	}
 	n, err := psp.VerifyRefund(c.Request.Header, body, api.opts.Secret, api.opts.Now(), api.opts.SignatureWindow)
@@ -122,26 +98,54 @@ func (api *API) refundCallback(c *gin.Context) {
 		problem.Abort(c, http.StatusBadRequest, err.Error())
 		return
 	case err != nil:
-		outcome := "bad_signature"
-		if errors.Is(err, psp.ErrStale) {
-			outcome = "stale_timestamp"
-		}
-		count(outcome)
-		api.opts.Log.WarnContext(c.Request.Context(), "refund notification refused", "reason", outcome)
-		problem.Abort(c, http.StatusUnauthorized, err.Error())
+		api.refuseUnsigned(c, count, "refund notification refused", err)
 		return
 	}
 	outcome, err := api.app.HandleRefunded(c.Request.Context(), payment.RefundResult{
 		Channel: n.Channel, RefundSerial: n.RefundSerial, RefundNo: n.RefundNo, OutTradeNo: n.OutTradeNo,
 		Amount: n.Amount, RefundedAt: n.RefundedAt.UTC(),
 	})
+	api.answerNotification(c, count, string(outcome), err)
+}
+
+// readNotification reads a notification's body; one it cannot read is
+// counted malformed and answered 413 or 400, and ok is false.
+func readNotification(c *gin.Context, count func(outcome string)) (body []byte, ok bool) {
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		count("malformed")
+		if httpserver.IsBodyTooLarge(err) {
+			problem.Abort(c, http.StatusRequestEntityTooLarge, "notification too large")
+			return nil, false
+		}
+		problem.Abort(c, http.StatusBadRequest, "cannot read the notification")
+		return nil, false
+	}
+	return body, true
+}
+
+// refuseUnsigned counts, logs as msg and answers 401 a notification whose
+// signature (bad_signature) or timestamp (stale_timestamp) err refused.
+func (api *API) refuseUnsigned(c *gin.Context, count func(outcome string), msg string, err error) {
+	outcome := "bad_signature"
+	if errors.Is(err, psp.ErrStale) {
+		outcome = "stale_timestamp"
+	}
+	count(outcome)
+	api.opts.Log.WarnContext(c.Request.Context(), msg, "reason", outcome)
+	problem.Abort(c, http.StatusUnauthorized, err.Error())
+}
+
+// answerNotification counts a handled notification's outcome and answers
+// it: 200 SUCCESS, which stops the platform's retries, or err's status.
+func (api *API) answerNotification(c *gin.Context, count func(outcome string), outcome string, err error) {
 	if err != nil {
 		count(callbackOutcome(err))
 		api.writeError(c, err)
 		return
 	}
-	count(string(outcome))
-	c.JSON(http.StatusOK, callbackAnswer{Result: "SUCCESS", Outcome: string(outcome)})
+	count(outcome)
+	c.JSON(http.StatusOK, callbackAnswer{Result: "SUCCESS", Outcome: outcome})
 }
 
 // markSpan puts a notification's outcome (the label of its counter) on the

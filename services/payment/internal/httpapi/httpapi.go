@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncemall/oncemall/pkg/auth"
+	"github.com/oncemall/oncemall/pkg/metrics"
 	"github.com/oncemall/oncemall/pkg/problem"
 	"github.com/oncemall/oncemall/services/payment/internal/app"
 )
@@ -75,15 +76,17 @@ func New(a *app.App, o Options) (*API, error) {
 	if o.Idempotency == nil {
 		o.Idempotency = RequireIdempotencyKey()
 	}
-	callbacks, err := newCallbackCounter(o.Registry)
-	if err != nil {
+	m := metrics.NewSet(o.Registry)
+	api := &API{app: a, opts: o,
+		callbacks: m.Counters("payment_callbacks_total",
+			"Platform payment notifications by handler (fixed, broken) and outcome (processed, duplicate, refunding, bad_signature, stale_timestamp, malformed, unknown_payment, amount_mismatch, conflict, locked, error).", "handler", "outcome"),
+		refundCallbacks: m.Counters("payment_refund_callbacks_total",
+			"Platform refund notifications by outcome (processed, duplicate, bad_signature, stale_timestamp, malformed, unknown_refund, amount_mismatch, conflict, error).", "outcome"),
+	}
+	if err := m.Err(); err != nil {
 		return nil, err
 	}
-	refundCallbacks, err := newRefundCallbackCounter(o.Registry)
-	if err != nil {
-		return nil, err
-	}
-	return &API{app: a, opts: o, callbacks: callbacks, refundCallbacks: refundCallbacks}, nil
+	return api, nil
 }
 
 // Register adds the payment routes to r. The user routes verify the token

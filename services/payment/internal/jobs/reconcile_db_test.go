@@ -5,15 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/oncemall/oncemall/pkg/outbox"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/services/payment/internal/app"
 	"github.com/oncemall/oncemall/services/payment/internal/jobs"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
-	"github.com/oncemall/oncemall/services/payment/internal/store"
-	"github.com/oncemall/oncemall/services/payment/migrations"
+	"github.com/oncemall/oncemall/services/payment/internal/paymenttest"
 )
 
 // TestReconcileJobExportsFindings runs the payment-reconcile job over a
@@ -24,10 +19,8 @@ import (
 // PaymentReconcileFindings alert of deploy/prometheus/alerts.yml watches.
 func TestReconcileJobExportsFindings(t *testing.T) {
 	ctx := context.Background()
-	db := testenv.DB(t, migrations.Source, outbox.Migrations)
-	reg := prometheus.NewRegistry()
-	a, err := app.New(app.Deps{Store: store.New(db, func(...outbox.Message) {}), Log: testenv.Logger(t), Registry: reg}, app.Config{})
-	testenv.Must(t, err)
+	svc := paymenttest.Start(t, paymenttest.Config{})
+	a, db, reg := svc.App, svc.DB, svc.Registry
 	findings := func() map[string]float64 {
 		t.Helper()
 		return testenv.MetricBy(t, reg, "payment_reconcile_findings", "kind")

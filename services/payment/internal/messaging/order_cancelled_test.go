@@ -5,25 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncemall/oncemall/pkg/events"
-	"github.com/oncemall/oncemall/pkg/inbox"
-	"github.com/oncemall/oncemall/pkg/natsjs"
-	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/psp"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/services/payment/internal/app"
-	"github.com/oncemall/oncemall/services/payment/internal/messaging"
+	"github.com/oncemall/oncemall/services/payment/internal/assembly"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
-	"github.com/oncemall/oncemall/services/payment/internal/store"
-	paymentlab "github.com/oncemall/oncemall/services/payment/lab"
+	"github.com/oncemall/oncemall/services/payment/internal/paymenttest"
 )
 
 // orders answers every order as waiting for payment of user 9: the order
@@ -61,33 +53,15 @@ func (p platformStub) Refund(context.Context, psp.RefundRequest) (psp.RefundResp
 func TestOrderCancelledIsRecordedOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	conn := testenv.NATS(t)
-	ev := events.Config{SubjectPrefix: strings.ToLower(testenv.UniqueName(t, "pay")) + "."}
-	_, err := natsjs.EnsureStream(ctx, conn.JS, natsjs.EventStream(ev, events.OrderCancelled))
-	testenv.Must(t, err)
-	testenv.DeleteStreamAtCleanup(t, conn.JS, ev.StreamName(events.OrderCancelled))
-
-	db := testenv.DB(t, paymentlab.Migrations...)
-	st := store.New(db, func(...outbox.Message) {})
-	a, err := app.New(app.Deps{Store: st, Orders: orders{}, Platform: platformStub{t}, Log: testenv.Logger(t), Registry: prometheus.NewRegistry()}, app.Config{})
-	testenv.Must(t, err)
+	// The service's own order.cancelled consumer, as paymenttest assembles
+	// it, three refusals before a dead letter.
+	svc := paymenttest.Start(t, paymenttest.Config{Vars: map[string]string{"INBOX_MAX_DELIVER": "3"},
+		Options: assembly.Options{Orders: orders{}, Platform: platformStub{t}}})
+	a, st, db := svc.App, svc.Store, svc.DB
 	existing, _, err := st.Create(ctx, payment.Payment{OutTradeNo: "P-existing", OrderNo: "O-1", UserID: 9, Amount: 100, Status: payment.StatusWaitPay})
 	testenv.Must(t, err)
-
-	decl := platform.Bind(st.InboxTx, messaging.OrderCancelled(a))
-	if decl.Subject != events.OrderCancelled || decl.Name != messaging.OrderCancelledConsumer {
-		t.Fatalf("declared %s on %s", decl.Name, decl.Subject)
-	}
-	subject := ev.Subject(decl.Subject)
-	cons, err := inbox.NewConsumer(db, conn.JS, inbox.Config{
-		Name: decl.Name, Stream: ev.StreamName(decl.Subject), FilterSubjects: []string{subject},
-		Workers: 8, MaxDeliver: 3, AckWait: 5 * time.Second,
-	}, decl.Handle, testenv.Logger(t), prometheus.NewRegistry())
-	testenv.Must(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- cons.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	conn := testenv.NATS(t)
+	subject := svc.Config.Events.Subject(events.OrderCancelled)
 
 	publish := func(id string, body any) {
 		b, ok := body.([]byte)

@@ -6,29 +6,23 @@ package orderclient
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 
+	"github.com/oncemall/oncemall/pkg/peer"
 	"github.com/oncemall/oncemall/services/payment/internal/payment"
 )
 
 // Client calls GET {baseURL}/internal/orders/{order_no}, the route the
 // order service keeps for the other services.
-type Client struct {
-	baseURL string
-	token   string
-	http    *http.Client
-}
+type Client struct{ peer *peer.Client }
 
 // New returns a client of the order service at baseURL that presents token
 // (INTERNAL_TOKEN) as a bearer token, as every call between the services
 // does.
 func New(baseURL, token string, hc *http.Client) *Client {
-	return &Client{baseURL: strings.TrimRight(baseURL, "/"), token: token, http: hc}
+	return &Client{peer.New(baseURL, token, hc)}
 }
 
 // orderResponse is the part of the order service's answer the payment
@@ -47,32 +41,24 @@ type orderResponse struct {
 // payment.ErrOrderServiceUnavailable. The internal route reads the order's
 // row only, not its items, which paying does not need.
 func (c *Client) Order(ctx context.Context, userID uint64, orderNo string) (payment.Order, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+"/internal/orders/"+url.PathEscape(orderNo), nil)
-	if err != nil {
-		return payment.Order{}, err
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: get order %s: "+format, append([]any{payment.ErrOrderServiceUnavailable, orderNo}, args...)...)
 	}
-	req.Header.Set("Accept", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return payment.Order{}, fmt.Errorf("%w: get order %s: %w", payment.ErrOrderServiceUnavailable, orderNo, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	a, err := c.peer.Get(ctx, "/internal/orders/"+url.PathEscape(orderNo))
 	switch {
-	case resp.StatusCode == http.StatusNotFound:
+	case err != nil:
+		return payment.Order{}, fail("%w", err)
+	case a.Status == http.StatusNotFound:
 		return payment.Order{}, payment.ErrOrderNotFound
-	case resp.StatusCode != http.StatusOK:
-		return payment.Order{}, fmt.Errorf("%w: get order %s: order service answered %d", payment.ErrOrderServiceUnavailable, orderNo, resp.StatusCode)
+	case a.Status != http.StatusOK:
+		return payment.Order{}, fail("order service answered %d", a.Status)
 	}
 	var o orderResponse
-	if err := json.Unmarshal(raw, &o); err != nil {
-		return payment.Order{}, fmt.Errorf("%w: get order %s: decode: %w", payment.ErrOrderServiceUnavailable, orderNo, err)
+	if err := a.Decode(&o); err != nil {
+		return payment.Order{}, fail("%w", err)
 	}
 	if o.OrderNo != orderNo {
-		return payment.Order{}, fmt.Errorf("%w: get order %s: order service answered order %q", payment.ErrOrderServiceUnavailable, orderNo, o.OrderNo)
+		return payment.Order{}, fail("order service answered order %q", o.OrderNo)
 	}
 	if o.UserID != userID {
 		return payment.Order{}, payment.ErrOrderNotFound

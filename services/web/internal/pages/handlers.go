@@ -226,15 +226,25 @@ func (p *Pages) orderNo(c *gin.Context) (string, bool) {
 	return no, true
 }
 
-func (p *Pages) order(c *gin.Context) {
+// ownOrder is the view of the route's order for the signed-in user; false
+// when it has answered instead (no such order, a failed call).
+func (p *Pages) ownOrder(c *gin.Context) (orderView, bool) {
 	s, _ := p.user(c)
 	no, ok := p.orderNo(c)
 	if !ok {
-		return
+		return orderView{}, false
 	}
 	v, err := p.view(c, s.caller, no)
 	if err != nil {
 		p.fail(c, err)
+		return orderView{}, false
+	}
+	return v, true
+}
+
+func (p *Pages) order(c *gin.Context) {
+	v, ok := p.ownOrder(c)
+	if !ok {
 		return
 	}
 	p.render(c, http.StatusOK, "order", map[string]any{"Order": v, "PayKey": idempotencyKey()})
@@ -254,14 +264,8 @@ func (p *Pages) orders(c *gin.Context) {
 
 // orderStatus is the JSON the order pages poll.
 func (p *Pages) orderStatus(c *gin.Context) {
-	s, _ := p.user(c)
-	no, ok := p.orderNo(c)
+	v, ok := p.ownOrder(c)
 	if !ok {
-		return
-	}
-	v, err := p.view(c, s.caller, no)
-	if err != nil {
-		p.fail(c, err)
 		return
 	}
 	c.Header("Cache-Control", "no-store")
