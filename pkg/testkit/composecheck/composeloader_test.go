@@ -242,3 +242,44 @@ func TestObservabilityProfile(t *testing.T) {
 		}
 	}
 }
+
+// TestLabProfile: `ONCEMALL_ENV=lab COUPON_MYSQL_ADDR=faultproxy:3307
+// docker compose --profile lab up` puts the services and the storefront
+// in lab mode together, the coupon service's database path through the
+// fault proxy, and the console's switches on the proxy's admin port; the
+// same file without the profile starts no proxy and still loads.
+func TestLabProfile(t *testing.T) {
+	plain := mustProject(t, nil)
+	if _, ok := plain.DisabledServices["faultproxy"]; !ok {
+		t.Error("faultproxy starts without the lab profile")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	root := composecheck.RepoRoot(t)
+	p, err := loader.LoadWithContext(ctx, types.ConfigDetails{
+		WorkingDir:  root,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(root, "docker-compose.yml")}},
+		Environment: map[string]string{"ONCEMALL_ENV": "lab", "COUPON_MYSQL_ADDR": "faultproxy:3307"},
+	}, func(o *loader.Options) { o.SetProjectName("oncemall", true) }, loader.WithProfiles([]string{"lab"}))
+	if err != nil {
+		t.Fatalf("docker compose --profile lab would refuse docker-compose.yml: %v", err)
+	}
+	for _, name := range []string{"identity", "order", "coupon", "payment", "web"} {
+		if got := env(service(t, p, name), "ONCEMALL_ENV"); got != "lab" {
+			t.Errorf("%s: ONCEMALL_ENV=%q with ONCEMALL_ENV=lab exported", name, got)
+		}
+	}
+	proxy, web := service(t, p, "faultproxy"), service(t, p, "web")
+	if got := env(service(t, p, "coupon"), "MYSQL_ADDR"); got != "faultproxy"+env(proxy, "FAULTPROXY_ADDR") {
+		t.Errorf("coupon: MYSQL_ADDR=%q, the proxy listens on %q", got, env(proxy, "FAULTPROXY_ADDR"))
+	}
+	if got, want := env(web, "FAULTPROXY_ADMIN_URL"), "http://faultproxy"+env(proxy, "FAULTPROXY_ADMIN_ADDR"); got != want {
+		t.Errorf("web: FAULTPROXY_ADMIN_URL=%q, want %q", got, want)
+	}
+	if got := env(web, "FAULTPROXY_ADMIN_TOKEN"); got == "" || got != env(proxy, "ADMIN_TOKEN") {
+		t.Errorf("web: FAULTPROXY_ADMIN_TOKEN=%q, the proxy checks %q", got, env(proxy, "ADMIN_TOKEN"))
+	}
+	if got := env(web, "PSP_ADMIN_TOKEN"); got == "" || got != env(service(t, p, "psp-sim"), "PSP_ADMIN_TOKEN") {
+		t.Errorf("web: PSP_ADMIN_TOKEN=%q, the simulator checks another", got)
+	}
+}
