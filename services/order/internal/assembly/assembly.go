@@ -64,6 +64,10 @@ type Options struct {
 	// Numbers numbers the orders (incident 7; nil: app.KeyedOrderNumbers,
 	// one number per Idempotency-Key).
 	Numbers app.OrderNumbers
+	// Lab adds the lab's own operator routes once the service is built
+	// (the console's switches; nil: none); admin is the credential check
+	// of /admin.
+	Lab func(w *platform.Wiring, admin gin.HandlerFunc, p *Parts)
 }
 
 // Parts are what a test or a lab may need after assembly.
@@ -105,7 +109,8 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	if err != nil {
 		return nil, err
 	}
-	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, User: verifier.Middleware(w.Log), Admin: verifier.Operator(w.Log, w.Admin),
+	admin := verifier.Operator(w.Log, w.Admin)
+	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, User: verifier.Middleware(w.Log), Admin: admin,
 		Internal: w.Internal, Tokens: tokens,
 		CompleteInTx: store.CompleteInTx, Guard: guard})
 	if err != nil {
@@ -120,5 +125,9 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	w.Consume(platform.Bind(products.InboxTx, messaging.ProductCopy(a, workers)))
 	w.Job(jobs.Close(a, cfg.Orders.CloseSchedule, w.Log))
 	w.Job(jobs.Reconcile(a, cfg.Orders.ReconcileSchedule, w.Log))
-	return &Parts{App: a, Orders: orders, Products: products}, nil
+	parts := &Parts{App: a, Orders: orders, Products: products}
+	if o.Lab != nil {
+		o.Lab(w, admin, parts)
+	}
+	return parts, nil
 }
