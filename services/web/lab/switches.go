@@ -98,6 +98,7 @@ func (s *switches) section() pages.Section {
 		g.POST("/storm", k.Form(), func(c *gin.Context) { s.armStorm(c, k) })
 		g.POST("/double", k.Form(), func(c *gin.Context) { s.armDouble(c, k) })
 		g.POST("/copy", k.Form(), func(c *gin.Context) { s.runCopy(c, k) })
+		g.POST("/deduction", k.Form(), func(c *gin.Context) { s.setDeduction(c, k) })
 	}}
 }
 
@@ -116,7 +117,13 @@ func (s *switches) page(c *gin.Context, k pages.Kit) {
 	}
 	s.mu.Unlock()
 	_, _, _, last := s.double.state()
-	k.Render(c, http.StatusOK, "lab", map[string]any{"LostAck": views[panelLostAck], "Storm": views[panelStorm],
+	var deduction struct {
+		Mode string `json:"mode"`
+	}
+	if err := s.send(c.Request.Context(), "coupon", http.MethodGet, s.couponURL+deductionPath, k.Caller(c).Token, nil, &deduction); err != nil {
+		deduction.Mode = "unknown (" + errText(err) + ")"
+	}
+	k.Render(c, http.StatusOK, "lab", map[string]any{"Deduction": deduction.Mode, "LostAck": views[panelLostAck], "Storm": views[panelStorm],
 		"Double": views[panelDouble], "Doubled": last, "Copy": views[panelCopy],
 		"Groups": groups, "TracesURL": s.cfg.TracesURL, "Done": c.Query("done")})
 }
@@ -213,6 +220,25 @@ func (s *switches) armDouble(c *gin.Context, k pages.Kit) {
 		s.double.arm(n)
 		return nil
 	}, "The next "+strconv.Itoa(n)+` "Place order" or "Pay" submit(s) will be sent twice at once. Now buy something.`)
+}
+
+// deductionPath is the coupon service's lab route for incident 1's
+// deduction, fixed or broken.
+const deductionPath = "/admin/lab/deduction"
+
+// setDeduction switches the coupon service's deduction to the fixed or the
+// broken code (the broken one with the incident's schema) while it runs.
+func (s *switches) setDeduction(c *gin.Context, k pages.Kit) {
+	mode := c.PostForm("mode")
+	if mode != "fixed" && mode != "broken" {
+		k.Problem(c, http.StatusBadRequest, "Not a deduction", "Give fixed or broken.")
+		return
+	}
+	if err := s.send(c.Request.Context(), "coupon", http.MethodPut, s.couponURL+deductionPath, k.Caller(c).Token, map[string]string{"mode": mode}, nil); err != nil {
+		k.Problem(c, http.StatusBadGateway, "The coupon service did not switch", errText(err))
+		return
+	}
+	c.Redirect(http.StatusSeeOther, "/console/lab?done="+url.QueryEscape("The coupon service now deducts with the "+mode+" code."))
 }
 
 // Bounds of a copy run from the page (the order service checks them too).
