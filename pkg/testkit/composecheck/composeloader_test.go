@@ -40,6 +40,24 @@ func mustProject(t *testing.T, env map[string]string) *types.Project {
 	return p
 }
 
+// mustProfile loads the repository's file as `docker compose --profile
+// profile` does, with env.
+func mustProfile(t *testing.T, profile string, env map[string]string) *types.Project {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	root := composecheck.RepoRoot(t)
+	p, err := loader.LoadWithContext(ctx, types.ConfigDetails{
+		WorkingDir:  root,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(root, "docker-compose.yml")}},
+		Environment: env,
+	}, func(o *loader.Options) { o.SetProjectName("oncemall", true) }, loader.WithProfiles([]string{profile}))
+	if err != nil {
+		t.Fatalf("docker compose --profile %s would refuse docker-compose.yml: %v", profile, err)
+	}
+	return p
+}
+
 func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {
 	t.Helper()
 	s, err := p.GetService(name)
@@ -207,17 +225,7 @@ func TestObservabilityProfile(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	root := composecheck.RepoRoot(t)
-	p, err := loader.LoadWithContext(ctx, types.ConfigDetails{
-		WorkingDir:  root,
-		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(root, "docker-compose.yml")}},
-		Environment: map[string]string{"TRACING_EXPORTER": "otlp"},
-	}, func(o *loader.Options) { o.SetProjectName("oncemall", true) }, loader.WithProfiles([]string{"observability"}))
-	if err != nil {
-		t.Fatalf("docker compose --profile observability would refuse docker-compose.yml: %v", err)
-	}
+	p := mustProfile(t, "observability", map[string]string{"TRACING_EXPORTER": "otlp"})
 	for _, name := range observability {
 		s := service(t, p, name)
 		if s.HealthCheck == nil || len(s.HealthCheck.Test) == 0 || s.Restart != "unless-stopped" {
@@ -253,17 +261,7 @@ func TestLabProfile(t *testing.T) {
 	if _, ok := plain.DisabledServices["faultproxy"]; !ok {
 		t.Error("faultproxy starts without the lab profile")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	root := composecheck.RepoRoot(t)
-	p, err := loader.LoadWithContext(ctx, types.ConfigDetails{
-		WorkingDir:  root,
-		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(root, "docker-compose.yml")}},
-		Environment: map[string]string{"ONCEMALL_ENV": "lab", "COUPON_MYSQL_ADDR": "faultproxy:3307"},
-	}, func(o *loader.Options) { o.SetProjectName("oncemall", true) }, loader.WithProfiles([]string{"lab"}))
-	if err != nil {
-		t.Fatalf("docker compose --profile lab would refuse docker-compose.yml: %v", err)
-	}
+	p := mustProfile(t, "lab", map[string]string{"ONCEMALL_ENV": "lab", "COUPON_MYSQL_ADDR": "faultproxy:3307"})
 	for _, name := range []string{"identity", "order", "coupon", "payment", "web"} {
 		if got := env(service(t, p, name), "ONCEMALL_ENV"); got != "lab" {
 			t.Errorf("%s: ONCEMALL_ENV=%q with ONCEMALL_ENV=lab exported", name, got)
