@@ -15,6 +15,28 @@ import (
 // then none again (one worker), as the order database counts them.
 func TestConsoleCopyWorkers(t *testing.T) {
 	r := startRig(t)
+	t.Cleanup(func() { // before the rig stops: where a stuck run stood
+		if !t.Failed() {
+			return
+		}
+		for _, q := range []string{
+			"SELECT CONCAT(job_id, '/', seq, ' ', status, ' created ', created, ' skipped ', skipped) FROM product_copy_chunks",
+			"SELECT CONCAT(message_no, ' ', status, ' retries ', retry_count, ' ', COALESCE(last_error, '')) FROM local_message WHERE topic LIKE '%product%'",
+			"SELECT CONCAT(id, ' ', command, ' ', time, 's ', COALESCE(state, ''), ' ', COALESCE(LEFT(info, 120), '')) FROM information_schema.processlist WHERE db = DATABASE()",
+		} {
+			rows, err := r.order.db.Query(q)
+			if err != nil {
+				t.Logf("%s: %v", q, err)
+				continue
+			}
+			for rows.Next() {
+				var line string
+				_ = rows.Scan(&line)
+				t.Logf("order database: %s", line)
+			}
+			rows.Close()
+		}
+	})
 	b := newBrowser(t, r.web.URL(""))
 	b.run(t, "sign in as operator", b.signIn("operator", "operator-dev-password"),
 		chromedp.WaitVisible(`#nav-console`, chromedp.ByQuery))

@@ -64,6 +64,50 @@ type copyRun struct {
 
 	creator app.ProductCreator
 	slots   chan struct{}
+	meet    *meeting
+}
+
+// meeting is where the copies of a run's chunks meet: a gate per chunk's
+// keys.
+type meeting struct {
+	mu    sync.Mutex
+	gates map[string]*gate
+}
+
+// gate is where the copies of one chunk meet.
+type gate struct {
+	arrived int
+	open    chan struct{}
+}
+
+// gatherWait bounds how long a chunk waits for the other copies of its
+// products.
+const gatherWait = 3 * time.Second
+
+// gather holds a chunk until the run's every copy of the same products has
+// reached a worker, or gatherWait has passed: the copies then start within
+// milliseconds, as the upstream bug sent them, however the outbox relay
+// happened to batch their messages.
+func (m *meeting) gather(ctx context.Context, key string, copies int) {
+	m.mu.Lock()
+	g, ok := m.gates[key]
+	if !ok {
+		g = &gate{open: make(chan struct{})}
+		m.gates[key] = g
+	}
+	g.arrived++
+	if g.arrived == copies {
+		close(g.open)
+		delete(m.gates, key)
+	}
+	m.mu.Unlock()
+	t := time.NewTimer(gatherWait)
+	defer t.Stop()
+	select {
+	case <-g.open:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 func newCopySwitch(fallback app.ProductCreator, pool int) *copySwitch {
@@ -90,6 +134,7 @@ func (s *copySwitch) CopyChunk(ctx context.Context, tx product.Tx, plan product.
 	if run == nil {
 		return s.fallback.CopyChunk(ctx, tx, plan, onDup)
 	}
+	run.meet.gather(ctx, fmt.Sprint(plan.Keys()), run.Copies)
 	select {
 	case run.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -212,7 +257,7 @@ func (s *copySwitch) start(c *gin.Context, p *assembly.Parts) {
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	run := &copyRun{ID: id, Variant: in.Variant, Workers: in.Workers, Copies: in.Copies, Products: in.Products,
-		Brand: runBrand(id), Started: time.Now(), creator: creator, slots: make(chan struct{}, in.Workers)}
+		Brand: runBrand(id), Started: time.Now(), creator: creator, slots: make(chan struct{}, in.Workers), meet: &meeting{gates: map[string]*gate{}}}
 	// Product keys are global, so the templates' names are the run's own.
 	ts := make([]app.CreateProduct, in.Products)
 	for i := range ts {
