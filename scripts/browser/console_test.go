@@ -183,25 +183,33 @@ func TestConsole(t *testing.T) {
 	}
 }
 
-// TestConsoleBrokenDeduction: the same lost COMMIT acknowledgement, armed
-// from the console, on the coupon service running incident 1's broken
-// deduction (COUPON_DEDUCTION_MODE=broken, lab mode) on the incident's
-// schema (the ledger without its per-order unique key, as
-// services/coupon/lab/migrations makes it): the retry deducts again, and
-// the console shows the two deductions and the reconciler's finding, as
-// the coupon database counts them.
+// TestConsoleBrokenDeduction: the coupon service, started with the fixed
+// deduction, is switched from the console to incident 1's broken one while
+// it runs (its lab route applies the incident's schema: the ledger without
+// its per-order unique key); the same lost COMMIT acknowledgement, armed
+// from the console, then has the retry deduct again, and the console shows
+// the two deductions and the reconciler's finding, as the coupon database
+// counts them. Switched back, the service says fixed.
 func TestConsoleBrokenDeduction(t *testing.T) {
-	r := startRig(t, "COUPON_DEDUCTION_MODE=broken")
-	// services/coupon/lab/migrations/000001_incident_deduction_schema.up.sql
-	if _, err := r.coupon.db.Exec(`ALTER TABLE coupon_deduction
-		DROP INDEX uk_coupon_deduction_order, ADD KEY idx_coupon_deduction_order (order_no)`); err != nil {
-		t.Fatal(err)
+	r := startRig(t)
+	if n := count(t, r.coupon.db, `SELECT COUNT(*) FROM information_schema.statistics
+		WHERE table_schema = DATABASE() AND table_name = 'coupon_deduction' AND index_name = 'uk_coupon_deduction_order'`); n == 0 {
+		t.Fatal("the coupon database has no per-order unique key before the switch")
 	}
 	lamp := r.newProduct(t, "Lamp", 2000, 5)
 	coupon := r.newCoupon(t, alice, 400, 1000)
 
 	b := newBrowser(t, r.web.URL(""))
 	b.run(t, "sign in as operator", b.signIn("operator", "operator-dev-password"))
+	b.run(t, "switch the deduction to broken", chromedp.Navigate(b.base+"/console/lab"),
+		chromedp.WaitVisible(`#deduction-mode[data-mode="fixed"]`, chromedp.ByQuery),
+		chromedp.SetValue(`select[name=mode]`, "broken", chromedp.ByQuery),
+		clickUntilDone(`#set-deduction`, "with the broken code"),
+		chromedp.WaitVisible(`#deduction-mode[data-mode="broken"]`, chromedp.ByQuery))
+	if n := count(t, r.coupon.db, `SELECT COUNT(*) FROM information_schema.statistics
+		WHERE table_schema = DATABASE() AND table_name = 'coupon_deduction' AND index_name = 'uk_coupon_deduction_order'`); n != 0 {
+		t.Fatal("switched to broken, the coupon ledger still has its per-order unique key")
+	}
 	b.run(t, "arm a lost COMMIT ACK", chromedp.Navigate(b.base+"/console/lab"),
 		chromedp.Click(`#arm-lost-ack`, chromedp.ByQuery), chromedp.WaitVisible(`#done`, chromedp.ByQuery))
 	b.signOut(t)
@@ -218,6 +226,9 @@ func TestConsoleBrokenDeduction(t *testing.T) {
 	if n := count(t, r.coupon.db, "SELECT COUNT(*) FROM coupon_deduction WHERE order_no = ?", orderNo); n != 2 {
 		t.Errorf("order %s: %d deductions in the coupon database, want the incident's 2", orderNo, n)
 	}
+	b.run(t, "switch the deduction back", chromedp.SetValue(`select[name=mode]`, "fixed", chromedp.ByQuery),
+		clickUntilDone(`#set-deduction`, "with the fixed code"),
+		chromedp.WaitVisible(`#deduction-mode[data-mode="fixed"]`, chromedp.ByQuery))
 }
 
 // startWeb starts a second storefront on r's services in env mode.

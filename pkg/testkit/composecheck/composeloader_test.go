@@ -40,6 +40,24 @@ func mustProject(t *testing.T, env map[string]string) *types.Project {
 	return p
 }
 
+// mustProfile loads the repository's file as `docker compose --profile
+// profile` does, with env.
+func mustProfile(t *testing.T, profile string, env map[string]string) *types.Project {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	root := composecheck.RepoRoot(t)
+	p, err := loader.LoadWithContext(ctx, types.ConfigDetails{
+		WorkingDir:  root,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(root, "docker-compose.yml")}},
+		Environment: env,
+	}, func(o *loader.Options) { o.SetProjectName("oncemall", true) }, loader.WithProfiles([]string{profile}))
+	if err != nil {
+		t.Fatalf("docker compose --profile %s would refuse docker-compose.yml: %v", profile, err)
+	}
+	return p
+}
+
 func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {
 	t.Helper()
 	s, err := p.GetService(name)
@@ -207,17 +225,7 @@ func TestObservabilityProfile(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	root := composecheck.RepoRoot(t)
-	p, err := loader.LoadWithContext(ctx, types.ConfigDetails{
-		WorkingDir:  root,
-		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(root, "docker-compose.yml")}},
-		Environment: map[string]string{"TRACING_EXPORTER": "otlp"},
-	}, func(o *loader.Options) { o.SetProjectName("oncemall", true) }, loader.WithProfiles([]string{"observability"}))
-	if err != nil {
-		t.Fatalf("docker compose --profile observability would refuse docker-compose.yml: %v", err)
-	}
+	p := mustProfile(t, "observability", map[string]string{"TRACING_EXPORTER": "otlp"})
 	for _, name := range observability {
 		s := service(t, p, name)
 		if s.HealthCheck == nil || len(s.HealthCheck.Test) == 0 || s.Restart != "unless-stopped" {
@@ -240,5 +248,36 @@ func TestObservabilityProfile(t *testing.T) {
 		if env(s, "TRACING_EXPORTER") != "otlp" || err != nil || u.Host != "jaeger:4318" {
 			t.Errorf("%s exports to %q (exporter %q), want otlp to http://jaeger:4318", name, env(s, "TRACING_OTLP_ENDPOINT"), env(s, "TRACING_EXPORTER"))
 		}
+	}
+}
+
+// TestLabProfile: `ONCEMALL_ENV=lab COUPON_MYSQL_ADDR=faultproxy:3307
+// docker compose --profile lab up` puts the services and the storefront
+// in lab mode together, the coupon service's database path through the
+// fault proxy, and the console's switches on the proxy's admin port; the
+// same file without the profile starts no proxy and still loads.
+func TestLabProfile(t *testing.T) {
+	plain := mustProject(t, nil)
+	if _, ok := plain.DisabledServices["faultproxy"]; !ok {
+		t.Error("faultproxy starts without the lab profile")
+	}
+	p := mustProfile(t, "lab", map[string]string{"ONCEMALL_ENV": "lab", "COUPON_MYSQL_ADDR": "faultproxy:3307"})
+	for _, name := range []string{"identity", "order", "coupon", "payment", "web"} {
+		if got := env(service(t, p, name), "ONCEMALL_ENV"); got != "lab" {
+			t.Errorf("%s: ONCEMALL_ENV=%q with ONCEMALL_ENV=lab exported", name, got)
+		}
+	}
+	proxy, web := service(t, p, "faultproxy"), service(t, p, "web")
+	if got := env(service(t, p, "coupon"), "MYSQL_ADDR"); got != "faultproxy"+env(proxy, "FAULTPROXY_ADDR") {
+		t.Errorf("coupon: MYSQL_ADDR=%q, the proxy listens on %q", got, env(proxy, "FAULTPROXY_ADDR"))
+	}
+	if got, want := env(web, "FAULTPROXY_ADMIN_URL"), "http://faultproxy"+env(proxy, "FAULTPROXY_ADMIN_ADDR"); got != want {
+		t.Errorf("web: FAULTPROXY_ADMIN_URL=%q, want %q", got, want)
+	}
+	if got := env(web, "FAULTPROXY_ADMIN_TOKEN"); got == "" || got != env(proxy, "ADMIN_TOKEN") {
+		t.Errorf("web: FAULTPROXY_ADMIN_TOKEN=%q, the proxy checks %q", got, env(proxy, "ADMIN_TOKEN"))
+	}
+	if got := env(web, "PSP_ADMIN_TOKEN"); got == "" || got != env(service(t, p, "psp-sim"), "PSP_ADMIN_TOKEN") {
+		t.Errorf("web: PSP_ADMIN_TOKEN=%q, the simulator checks another", got)
 	}
 }

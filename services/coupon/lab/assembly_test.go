@@ -15,7 +15,7 @@ import (
 // plugged are the Options fields lab.Plug may set: the substitutions the
 // lab is allowed to make. Anything else it set would be a difference
 // between the lab's service and production's that no one named.
-var plugged = []string{"Deducer"}
+var plugged = []string{"Deducer", "Lab"}
 
 // setFields names the fields of o that are not their zero value.
 func setFields(o assembly.Options) []string {
@@ -29,20 +29,16 @@ func setFields(o assembly.Options) []string {
 	return set
 }
 
-// TestLabAssemblyDiffersOnlyInItsSubstitutions builds the service twice as
-// cmd/coupon's wire does: once as production (the fixed mode, and a
-// production environment, where Plug must set nothing) and once as the lab
-// of incident 1 (COUPON_DEDUCTION_MODE=broken). Both declare the same
-// routes, consumers and jobs; the lab's Options differ from production's
-// zero value only in the named fields, and its deducer is the broken one.
+// TestLabAssemblyDiffersOnlyInItsSubstitutions builds the service as
+// production (no options; Plug in a production environment must set
+// nothing) and as cmd/coupon's wire does in the lab, with the fixed mode
+// and with incident 1's (COUPON_DEDUCTION_MODE=broken). All declare the
+// same consumers and jobs, and the lab production's routes and the
+// console switch's two; the lab's Options differ from production's zero
+// value only in the named fields, and its deducer starts at the mode.
 func TestLabAssemblyDiffersOnlyInItsSubstitutions(t *testing.T) {
-	prodCfg := coupontest.Config(t, nil)
-	var prodOpts assembly.Options
-	couponlab.Plug(&prodOpts, prodCfg)
-	if set := setFields(prodOpts); len(set) != 0 {
-		t.Fatalf("Plug with the fixed mode set %v, want nothing", set)
-	}
-	outside := prodCfg
+	fixedCfg := coupontest.Config(t, nil)
+	outside := fixedCfg
 	outside.Env = platform.EnvProduction
 	outside.Modes.Deduction = variant.Broken // refused by Load there; Plug must not act on it either
 	var outsideOpts assembly.Options
@@ -51,24 +47,28 @@ func TestLabAssemblyDiffersOnlyInItsSubstitutions(t *testing.T) {
 		t.Fatalf("Plug outside lab mode set %v, want nothing", set)
 	}
 
-	labCfg := coupontest.Config(t, map[string]string{"COUPON_DEDUCTION_MODE": "broken"})
-	var labOpts assembly.Options
-	couponlab.Plug(&labOpts, labCfg)
-	for _, f := range setFields(labOpts) {
-		if !slices.Contains(plugged, f) {
-			t.Errorf("Plug set Options.%s, which is not one of the lab's named substitutions %v", f, plugged)
-		}
-	}
-	if labOpts.Deducer == nil || labOpts.Deducer.Mode() != variant.Broken {
-		t.Fatalf("the lab's deducer is %v, want the broken one", labOpts.Deducer)
-	}
-
-	prod := coupontest.StartWith(t, prodCfg, prodOpts)
-	lab := coupontest.StartWith(t, labCfg, labOpts)
-	if !reflect.DeepEqual(prod.Declared, lab.Declared) {
-		t.Fatalf("declared:\nproduction %+v\nlab        %+v", prod.Declared, lab.Declared)
-	}
+	prod := coupontest.StartWith(t, fixedCfg, assembly.Options{})
 	if len(prod.Declared.Routes) == 0 || len(prod.Declared.Consumers) != 2 || len(prod.Declared.Jobs) != 3 {
 		t.Fatalf("production declared %+v, want the routes, 2 consumers and 3 jobs", prod.Declared)
+	}
+	want := prod.Declared
+	want.Routes = append(slices.Clone(want.Routes), "GET /admin/lab/deduction", "PUT /admin/lab/deduction")
+	slices.Sort(want.Routes)
+	for _, mode := range []variant.Mode{variant.Fixed, variant.Broken} {
+		cfg := coupontest.Config(t, map[string]string{"COUPON_DEDUCTION_MODE": string(mode)})
+		var o assembly.Options
+		couponlab.Plug(&o, cfg)
+		if set := setFields(o); !slices.Equal(set, plugged) {
+			t.Errorf("%s: Plug set %v, want the lab's named substitutions %v", mode, set, plugged)
+		}
+		if o.Deducer == nil || o.Deducer.Mode() != mode {
+			t.Fatalf("%s: the lab's deducer is %v", mode, o.Deducer)
+		}
+		lab := coupontest.StartWith(t, cfg, o)
+		got := lab.Declared
+		slices.Sort(got.Routes)
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("%s: declared:\nproduction and the switch %+v\nlab %+v", mode, want, got)
+		}
 	}
 }

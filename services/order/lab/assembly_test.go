@@ -13,17 +13,20 @@ import (
 )
 
 // TestLabDiffersFromProductionOnlyInTheNamedSubstitutions builds the
-// production assembly and the lab's (every mode at a lab variant, the
-// options cmd/order's wire() gets from Plug), starts both, and proves that
-// they declare the same routes, consumers and jobs, and that the lab's
-// options differ from production's zero value in exactly the fields its
-// modes name.
+// production assembly (no options) and the lab's (every mode fixed, then
+// every mode at a lab variant: the options cmd/order's wire() gets from
+// Plug), starts them, and proves that they declare the same consumers and
+// jobs, the lab the routes of production and its console switch's two
+// more, and that the lab's options differ from production's zero value in
+// exactly the fields its modes name and the switch's own.
 func TestLabDiffersFromProductionOnlyInTheNamedSubstitutions(t *testing.T) {
 	svc := assembly.Definition(nil)
-	start := func(t *testing.T, vars map[string]string) (platform.Declarations, assembly.Options) {
+	start := func(t *testing.T, vars map[string]string, plug bool) (platform.Declarations, assembly.Options) {
 		cfg := svctest.Config(t, svc, vars)
 		var o assembly.Options
-		lab.Plug(&o, cfg)
+		if plug {
+			lab.Plug(&o, cfg)
+		}
 		var declared platform.Declarations
 		svctest.Start(t, svc, cfg, func(w *platform.Wiring, cfg config.Config) (*assembly.Parts, error) {
 			parts, err := assembly.Assemble(w, cfg, o)
@@ -32,20 +35,27 @@ func TestLabDiffersFromProductionOnlyInTheNamedSubstitutions(t *testing.T) {
 		})
 		return declared, o
 	}
-	prod, prodOpts := start(t, nil)
+	prod, _ := start(t, nil, false)
+	fixedDecl, fixedOpts := start(t, nil, true)
 	labDecl, labOpts := start(t, map[string]string{
 		"ORDER_IDEMPOTENCY_MODE": "broken", "PRODUCT_COPY_MODE": "orderly", "ORDER_STOCK_MODE": "optimistic", "ORDER_CLOSE_MODE": "broken",
-	})
+	}, true)
 	if len(prod.Routes) == 0 || len(prod.Consumers) != 2 || len(prod.Jobs) == 0 {
 		t.Fatalf("production declared %+v: routes, two consumers and jobs expected", prod)
 	}
-	if !reflect.DeepEqual(prod, labDecl) {
-		t.Fatalf("the lab declares\n%+v\nproduction\n%+v", labDecl, prod)
+	want := prod
+	want.Routes = append(slices.Clone(prod.Routes), "POST /admin/lab/product-copy", "GET /admin/lab/product-copy/:run")
+	slices.Sort(want.Routes)
+	for name, d := range map[string]platform.Declarations{"every mode fixed": fixedDecl, "the lab variants": labDecl} {
+		slices.Sort(d.Routes)
+		if !reflect.DeepEqual(want, d) {
+			t.Errorf("the lab with %s declares\n%+v\nproduction and the switch\n%+v", name, d, want)
+		}
 	}
-	if set := setFields(prodOpts); len(set) != 0 {
-		t.Fatalf("ONCEMALL_ENV=lab with every mode fixed substitutes %v, want nothing", set)
+	if set, want := setFields(fixedOpts), []string{"Lab", "Products"}; !slices.Equal(set, want) {
+		t.Fatalf("ONCEMALL_ENV=lab with every mode fixed substitutes %v, want %v (the console's switch)", set, want)
 	}
-	if set, want := setFields(labOpts), []string{"Charges", "CopyWorkers", "Guard", "Products", "Stock"}; !slices.Equal(set, want) {
+	if set, want := setFields(labOpts), []string{"Charges", "CopyWorkers", "Guard", "Lab", "Products", "Stock"}; !slices.Equal(set, want) {
 		t.Fatalf("the lab substitutes %v, want %v", set, want)
 	}
 }

@@ -15,14 +15,25 @@ const (
 	Orderly    = config.Orderly
 )
 
-// Plug sets on o the broken and optimistic variants cfg's modes name, and
-// only in the lab (ONCEMALL_ENV=lab; the configuration refuses any other
-// mode outside it). A fork deletes this package and the one line of
-// cmd/order's wire() that calls Plug.
+// Plug sets on o the broken and optimistic variants cfg's modes name and
+// the console's switch for incident 3 (copy_switch.go), and only in the lab
+// (ONCEMALL_ENV=lab; the configuration refuses any other mode outside it).
+// A fork deletes this package and the one line of cmd/order's wire() that
+// calls Plug.
 func Plug(o *assembly.Options, cfg config.Config) {
 	if cfg.Env != platform.EnvLab {
 		return
 	}
+	plugVariants(o, cfg)
+	pool := cfg.Products.Workers
+	if o.CopyWorkers > 0 {
+		pool = o.CopyWorkers
+	}
+	sw := newCopySwitch(o.Products, pool)
+	o.Products, o.Lab = sw, sw.routes
+}
+
+func plugVariants(o *assembly.Options, cfg config.Config) {
 	m := cfg.Modes
 	if m.OrderIdempotency == variant.Broken {
 		o.Guard = idempotencylab.BrokenCheckThenAct
@@ -47,11 +58,12 @@ func Plug(o *assembly.Options, cfg config.Config) {
 	}
 }
 
-// Variants is what Plug sets for modes in the lab.
+// Variants is what Plug sets for modes in the lab, without the console's
+// switch.
 func Variants(modes config.Modes) assembly.Options {
 	var cfg config.Config
 	cfg.Env, cfg.Modes = platform.EnvLab, modes
 	var o assembly.Options
-	Plug(&o, cfg)
+	plugVariants(&o, cfg)
 	return o
 }

@@ -32,6 +32,10 @@ const (
 	// panelDouble is incident 4's: the storefront sends the next submits
 	// twice at once.
 	panelDouble = "double"
+	// panelCopy is incident 3's: the order service copies a batch sent
+	// twice, broken or fixed, with N workers (its lab's
+	// /admin/lab/product-copy).
+	panelCopy = "copy"
 )
 
 // switches is the console's lab section.
@@ -48,6 +52,8 @@ type switches struct {
 	// armed is, per panel, when its switch was last used and every count
 	// then, the baseline of what the learner did next.
 	armed map[string]armed
+	// copyRun is the order service's last run of incident 3's switch.
+	copyRun string
 }
 
 type armed struct {
@@ -62,6 +68,8 @@ func newSwitches(cfg Config, web config.Config, client *upstream.Client, hc *htt
 			{family: "idempotency_requests_total", labels: map[string]string{"outcome": "first"}},
 			{family: "idempotency_requests_total", labels: map[string]string{"outcome": "replayed"}},
 			{family: "idempotency_requests_total", labels: map[string]string{"outcome": "conflict"}},
+			{family: "order_product_copy_products_total", labels: map[string]string{"outcome": "created"}},
+			{family: "order_product_copy_products_total", labels: map[string]string{"outcome": "skipped"}},
 		},
 		couponCounters: []counter{
 			{family: "coupon_deductions_total"},
@@ -89,6 +97,8 @@ func (s *switches) section() pages.Section {
 		g.POST("/lost-ack/disarm", k.Form(), func(c *gin.Context) { s.disarmLostAck(c, k) })
 		g.POST("/storm", k.Form(), func(c *gin.Context) { s.armStorm(c, k) })
 		g.POST("/double", k.Form(), func(c *gin.Context) { s.armDouble(c, k) })
+		g.POST("/copy", k.Form(), func(c *gin.Context) { s.runCopy(c, k) })
+		g.POST("/deduction", k.Form(), func(c *gin.Context) { s.setDeduction(c, k) })
 	}}
 }
 
@@ -107,8 +117,14 @@ func (s *switches) page(c *gin.Context, k pages.Kit) {
 	}
 	s.mu.Unlock()
 	_, _, _, last := s.double.state()
-	k.Render(c, http.StatusOK, "lab", map[string]any{"LostAck": views[panelLostAck], "Storm": views[panelStorm],
-		"Double": views[panelDouble], "Doubled": last,
+	var deduction struct {
+		Mode string `json:"mode"`
+	}
+	if err := s.send(c.Request.Context(), "coupon", http.MethodGet, s.couponURL+deductionPath, k.Caller(c).Token, nil, &deduction); err != nil {
+		deduction.Mode = "unknown (" + errText(err) + ")"
+	}
+	k.Render(c, http.StatusOK, "lab", map[string]any{"Deduction": deduction.Mode, "LostAck": views[panelLostAck], "Storm": views[panelStorm],
+		"Double": views[panelDouble], "Doubled": last, "Copy": views[panelCopy],
 		"Groups": groups, "TracesURL": s.cfg.TracesURL, "Done": c.Query("done")})
 }
 
@@ -206,6 +222,76 @@ func (s *switches) armDouble(c *gin.Context, k pages.Kit) {
 	}, "The next "+strconv.Itoa(n)+` "Place order" or "Pay" submit(s) will be sent twice at once. Now buy something.`)
 }
 
+// deductionPath is the coupon service's lab route for incident 1's
+// deduction, fixed or broken.
+const deductionPath = "/admin/lab/deduction"
+
+// setDeduction switches the coupon service's deduction to the fixed or the
+// broken code (the broken one with the incident's schema) while it runs.
+func (s *switches) setDeduction(c *gin.Context, k pages.Kit) {
+	mode := c.PostForm("mode")
+	if mode != "fixed" && mode != "broken" {
+		k.Problem(c, http.StatusBadRequest, "Not a deduction", "Give fixed or broken.")
+		return
+	}
+	if err := s.send(c.Request.Context(), "coupon", http.MethodPut, s.couponURL+deductionPath, k.Caller(c).Token, map[string]string{"mode": mode}, nil); err != nil {
+		k.Problem(c, http.StatusBadGateway, "The coupon service did not switch", errText(err))
+		return
+	}
+	c.Redirect(http.StatusSeeOther, "/console/lab?done="+url.QueryEscape("The coupon service now deducts with the "+mode+" code."))
+}
+
+// Bounds of a copy run from the page (the order service checks them too).
+const (
+	maxCopyWorkers  = 16
+	maxCopyCopies   = 5
+	maxCopyProducts = 500
+)
+
+// copyRunPath is the order service's lab route for incident 3's runs.
+const copyRunPath = "/admin/lab/product-copy"
+
+// runCopy has the order service copy a batch of new products sent copies
+// times at once, its chunks created by the broken or the fixed code with
+// at most workers at a time.
+func (s *switches) runCopy(c *gin.Context, k pages.Kit) {
+	v := c.DefaultPostForm("variant", "fixed")
+	workers, err1 := strconv.Atoi(c.DefaultPostForm("workers", "4"))
+	copies, err2 := strconv.Atoi(c.DefaultPostForm("copies", "2"))
+	products, err3 := strconv.Atoi(c.DefaultPostForm("products", "50"))
+	if (v != "fixed" && v != "broken") || err1 != nil || err2 != nil || err3 != nil || workers < 1 || workers > maxCopyWorkers ||
+		copies < 1 || copies > maxCopyCopies || products < 1 || products > maxCopyProducts {
+		k.Problem(c, http.StatusBadRequest, "Not a copy run", "Give fixed or broken, 1 to 16 workers, 1 to 5 copies and 1 to 500 products.")
+		return
+	}
+	who := k.Caller(c)
+	s.arm(c, k, panelCopy, func(ctx context.Context) error {
+		var run struct {
+			Run string `json:"run"`
+		}
+		err := s.send(ctx, "order", http.MethodPost, s.orderURL+copyRunPath, who.Token,
+			map[string]any{"variant": v, "workers": workers, "copies": copies, "products": products}, &run)
+		if err == nil {
+			s.mu.Lock()
+			s.copyRun = run.Run
+			s.mu.Unlock()
+		}
+		return err
+	}, "Run "+v+" with "+strconv.Itoa(workers)+" worker(s): the counts fill in as its chunks are copied.")
+}
+
+// copyRunView is the part of the order service's view of a run the panel
+// shows.
+type copyRunView struct {
+	Variant    string `json:"variant"`
+	Workers    int64  `json:"workers"`
+	Chunks     int64  `json:"chunks"`
+	ChunksDone int64  `json:"chunks_done"`
+	Created    int64  `json:"created"`
+	Skipped    int64  `json:"skipped"`
+	Duplicates int64  `json:"duplicates"`
+}
+
 // arm takes panel's counts as they are now as its baseline, then uses the
 // switch (do), and goes back to the page saying done.
 func (s *switches) arm(c *gin.Context, k pages.Kit, panel string, do func(context.Context) error, done string) {
@@ -258,8 +344,12 @@ func (s *switches) counts(ctx context.Context, who upstream.Caller) map[string][
 		cm, pm, om                         map[string]float64
 		doubleDeductions, multiplePayments int64
 		stErr, cmErr, pmErr, omErr         error
-		cfErr, pfErr                       error
+		cfErr, pfErr, runErr               error
+		run                                copyRunView
 	)
+	s.mu.Lock()
+	lastRun := s.copyRun
+	s.mu.Unlock()
 	for _, read := range []func(){
 		func() { stErr = s.proxy(ctx, http.MethodGet, "/stats", nil, &st) },
 		func() { cm, cmErr = s.metrics(ctx, s.couponURL, s.couponCounters) },
@@ -267,6 +357,11 @@ func (s *switches) counts(ctx context.Context, who upstream.Caller) map[string][
 		func() { om, omErr = s.metrics(ctx, s.orderURL, s.orderCounters) },
 		func() { doubleDeductions, cfErr = s.findings(ctx, who, "coupon", "order_deducted_more_than_once") },
 		func() { multiplePayments, pfErr = s.findings(ctx, who, "payment", "multiple_records") },
+		func() {
+			if lastRun != "" {
+				runErr = s.send(ctx, "order", http.MethodGet, s.orderURL+copyRunPath+"/"+url.PathEscape(lastRun), who.Token, nil, &run)
+			}
+		},
 	} {
 		wg.Add(1)
 		go func() {
@@ -306,6 +401,15 @@ func (s *switches) counts(ctx context.Context, who upstream.Caller) map[string][
 			{Key: "payments_conflict", Group: "absorbed", Name: "Payment requests told the first is still running", Source: `payment: idempotency_requests_total{outcome="conflict"}`, Now: c(pc, pm, 5), Err: errText(pmErr)},
 			{Key: "split", Group: "invariant", Name: "Submits whose two copies got different answers (must stay 0)", Source: "storefront", Now: split},
 		},
+		panelCopy: {
+			{Key: "copy_workers", Group: "switch", Name: "Workers of the last run" + runVariant(run.Variant), Source: "order: GET " + copyRunPath + "/{run}", Now: run.Workers, gauge: true, Err: errText(runErr)},
+			{Key: "copy_chunks_left", Group: "switch", Name: "Chunks of the last run still to copy", Source: "order: GET " + copyRunPath + "/{run}", Now: run.Chunks - run.ChunksDone, gauge: true, Err: errText(runErr)},
+			{Key: "copy_run_created", Group: "effects", Name: "Products the last run's copies wrote", Source: "order: GET " + copyRunPath + "/{run}", Now: run.Created, gauge: true, Err: errText(runErr)},
+			{Key: "copy_created", Group: "effects", Name: "Products every batch copy wrote", Source: `order: order_product_copy_products_total{outcome="created"}`, Now: c(oc, om, 3), Err: errText(omErr)},
+			{Key: "copy_run_skipped", Group: "absorbed", Name: "Copies of the last run that found their product there", Source: "order: GET " + copyRunPath + "/{run}", Now: run.Skipped, gauge: true, Err: errText(runErr)},
+			{Key: "copy_skipped", Group: "absorbed", Name: "Products every batch copy skipped as already there", Source: `order: order_product_copy_products_total{outcome="skipped"}`, Now: c(oc, om, 4), Err: errText(omErr)},
+			{Key: "copy_duplicates", Group: "invariant", Name: "Live products of the last run beyond one per name and model (must stay 0)", Source: "order: GET " + copyRunPath + "/{run}", Now: run.Duplicates, gauge: true, Err: errText(runErr)},
+		},
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -334,6 +438,13 @@ func (s *switches) findings(ctx context.Context, who upstream.Caller, service, k
 		}
 	}
 	return n, err
+}
+
+func runVariant(v string) string {
+	if v == "" {
+		return ""
+	}
+	return " (" + v + ")"
 }
 
 func errText(err error) string {

@@ -45,7 +45,7 @@ func (a *App) ReceiveOrderPaid(ctx context.Context, tx coupon.Tx, e OrderPaid) e
 	if err != nil {
 		return err
 	}
-	if fixed, ok := a.deducer.(FixedDeducer); ok {
+	if fixed, ok := a.deducer.(DeliveryDeducer); ok {
 		start := time.Now()
 		deducted, err := fixed.DeductOnDelivery(ctx, tx, m, now)
 		if err != nil {

@@ -40,6 +40,15 @@ type CouponDeducer interface {
 	Deduct(ctx context.Context, env DeductEnv, m coupon.Message) (Outcome, error)
 }
 
+// DeliveryDeducer is a CouponDeducer that may deduct in the delivery's own
+// transaction (FixedDeducer.DeductOnDelivery; a lab's switch while it runs
+// the fix). False, having written nothing, lands the message PENDING for an
+// attempt.
+type DeliveryDeducer interface {
+	CouponDeducer
+	DeductOnDelivery(ctx context.Context, tx coupon.Tx, m coupon.Message, now time.Time) (bool, error)
+}
+
 // DeductEnv is what a CouponDeducer works with: the app's store, clock and
 // template cache.
 type DeductEnv struct {

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
@@ -60,6 +62,10 @@ type Options struct {
 	// between them and the database (nil: the store itself). Parts.Store
 	// stays the unwrapped one.
 	Store func(*store.Store) coupon.Store
+	// Lab adds the lab's own operator routes once the service is built
+	// (the console's switches; nil: none); admin is the credential check
+	// of /admin.
+	Lab func(w *platform.Wiring, admin gin.HandlerFunc, p *Parts)
 }
 
 // Parts are what a test or a lab may need after assembly.
@@ -87,8 +93,9 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	if err != nil {
 		return nil, err
 	}
+	admin := verifier.Operator(w.Log, w.Admin)
 	api, err := httpapi.New(p.App, httpapi.Options{Log: w.Log, User: verifier.Middleware(w.Log),
-		Admin: verifier.Operator(w.Log, w.Admin), Internal: w.Internal})
+		Admin: admin, Internal: w.Internal})
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +105,9 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	w.Job(jobs.RetryPass(p.App, cfg.RetrySchedule, w.Log))
 	w.Job(jobs.SweepLocks(p.App, cfg.SweepSchedule, w.Log))
 	w.Job(jobs.Reconcile(p.App, cfg.ReconcileSchedule, w.Log))
+	if o.Lab != nil {
+		o.Lab(w, admin, p)
+	}
 	return p, nil
 }
 

@@ -70,6 +70,10 @@ type Options struct {
 	// completion inside the order's transaction: a test fails it or holds
 	// the transaction there (nil: store.CompleteInTx as is).
 	CompleteInTx func(next Complete) Complete
+	// Lab adds the lab's own operator routes once the service is built
+	// (the console's switches; nil: none); admin is the credential check
+	// of /admin.
+	Lab func(w *platform.Wiring, admin gin.HandlerFunc, p *Parts)
 }
 
 // Complete completes POST /orders' Idempotency-Key record inside the
@@ -118,7 +122,8 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	if err != nil {
 		return nil, err
 	}
-	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, User: verifier.Middleware(w.Log), Admin: verifier.Operator(w.Log, w.Admin),
+	admin := verifier.Operator(w.Log, w.Admin)
+	api, err := httpapi.New(a, httpapi.Options{Log: w.Log, User: verifier.Middleware(w.Log), Admin: admin,
 		Internal: w.Internal, Tokens: tokens,
 		CompleteInTx: complete, Guard: guard})
 	if err != nil {
@@ -133,5 +138,9 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 	w.Consume(platform.Bind(products.InboxTx, messaging.ProductCopy(a, workers)))
 	w.Job(jobs.Close(a, cfg.Orders.CloseSchedule, w.Log))
 	w.Job(jobs.Reconcile(a, cfg.Orders.ReconcileSchedule, w.Log))
-	return &Parts{App: a, Orders: orders, Products: products}, nil
+	parts := &Parts{App: a, Orders: orders, Products: products}
+	if o.Lab != nil {
+		o.Lab(w, admin, parts)
+	}
+	return parts, nil
 }

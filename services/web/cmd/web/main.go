@@ -114,8 +114,15 @@ func help(w io.Writer) error {
 		return err
 	}
 	fmt.Fprint(w, "\nEnvironment (variable, default, meaning):\n")
-	for _, v := range pkgconfig.Vars(&config.Config{}) {
+	for _, v := range vars() {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.Name, v.Default, v.Usage)
 	}
 	return tw.Flush()
+}
+
+// vars are every variable the program reads: the storefront's, and the
+// lab's, read in lab mode only (a fork that deletes lab/ drops them here
+// too).
+func vars() []pkgconfig.Var {
+	return append(pkgconfig.Vars(&config.Config{}), pkgconfig.Vars(&lab.Config{})...)
 }

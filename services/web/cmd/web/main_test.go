@@ -3,14 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
+	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
-	pkgconfig "github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
-	"github.com/oncemall/oncemall/services/web/internal/config"
 )
 
 // TestComposeDockerfileAndDocsMatch is the drift test: see
@@ -19,7 +20,7 @@ func TestComposeDockerfileAndDocsMatch(t *testing.T) {
 	composecheck.Run(t, composecheck.Program{
 		Service:  "web",
 		Dir:      "services/web/cmd/web",
-		Vars:     pkgconfig.Vars(&config.Config{}),
+		Vars:     vars(),
 		AddrVars: []string{"HTTP_ADDR"},
 	})
 }
@@ -31,7 +32,8 @@ func TestHelpListsEveryVariableAndThePort(t *testing.T) {
 	if err := run(context.Background(), []string{"--help"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"healthcheck URL", "ORDER_URL", "WEB_COOKIE_KEY", "AUTH_ISSUER"} {
+	for _, want := range []string{"healthcheck URL", "ORDER_URL", "WEB_COOKIE_KEY", "AUTH_ISSUER",
+		"FAULTPROXY_ADMIN_URL", "FAULTPROXY_ADMIN_TOKEN", "PSP_ADMIN_TOKEN", "WEB_TRACES_URL"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help lacks %q:\n%s", want, out.String())
 		}
@@ -54,5 +56,41 @@ func TestProductionRefusesTheDevelopmentCookieKey(t *testing.T) {
 func TestUnknownCommand(t *testing.T) {
 	if err := run(context.Background(), []string{"migrate"}, &bytes.Buffer{}); err == nil {
 		t.Fatal("web migrate: no error; the storefront has no database")
+	}
+}
+
+// TestComposeLabWiring: in compose, the console's switches reach the lab
+// profile's fault proxy on the port it listens on, with the token it
+// checks, and the simulator with its own; and web takes ONCEMALL_ENV from
+// the same variable as the services, so ONCEMALL_ENV=lab puts the console
+// and the services it switches in lab mode together.
+func TestComposeLabWiring(t *testing.T) {
+	f := composecheck.RepoCompose(t)
+	web, proxy, psp, order := f.Services["web"], f.Services["faultproxy"], f.Services["psp-sim"], f.Services["order"]
+	if !slices.Contains(proxy.Profiles, "lab") {
+		t.Errorf("faultproxy is not in the lab profile: %v", proxy.Profiles)
+	}
+	u, err := url.Parse(web.Environment["FAULTPROXY_ADMIN_URL"])
+	_, port, _ := net.SplitHostPort(proxy.Environment["FAULTPROXY_ADMIN_ADDR"])
+	if err != nil || u.Hostname() != "faultproxy" || u.Port() != port || port == "" {
+		t.Errorf("web: FAULTPROXY_ADMIN_URL=%q, the fault proxy's admin API listens on faultproxy:%s", web.Environment["FAULTPROXY_ADMIN_URL"], port)
+	}
+	for _, pair := range [][3]string{
+		{"FAULTPROXY_ADMIN_TOKEN", "ADMIN_TOKEN", "faultproxy"},
+		{"PSP_ADMIN_TOKEN", "PSP_ADMIN_TOKEN", "psp-sim"},
+	} {
+		other := proxy
+		if pair[2] == "psp-sim" {
+			other = psp
+		}
+		if got, want := web.Environment[pair[0]], other.Environment[pair[1]]; got == "" || got != want {
+			t.Errorf("web: %s=%q, %s checks its %s=%q", pair[0], got, pair[2], pair[1], want)
+		}
+	}
+	if got, want := web.Environment["ONCEMALL_ENV"], order.Environment["ONCEMALL_ENV"]; got == "" || got != want {
+		t.Errorf("web: ONCEMALL_ENV=%q, the services' is %q: ONCEMALL_ENV=lab would not switch both", got, want)
+	}
+	if d, ok := web.DependsOn["faultproxy"]; !ok || d.Condition != "service_healthy" {
+		t.Errorf("web does not wait for the lab profile's fault proxy: %+v", web.DependsOn)
 	}
 }
