@@ -106,7 +106,7 @@ JETSTREAM_PKGS := ./outbox/ ./inbox/ ./natsjs/ ./platform/
 
 
 .PHONY: check
-check: $(STATICCHECK) ## the gates make test runs first: gofmt, go vet, staticcheck and go mod tidy -diff in every module
+check: $(STATICCHECK) ## the gates CI runs before make test: gofmt, go vet, staticcheck and go mod tidy -diff in every module
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES) tools/staticcheck; do echo "== check $$m"; \
 	  (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go mod tidy -diff is not clean; run go mod tidy there"; exit 1; }; \
@@ -114,11 +114,12 @@ check: $(STATICCHECK) ## the gates make test runs first: gofmt, go vet, staticch
 	  (cd $$m && $(GO) vet ./... && $(CURDIR)/$(STATICCHECK) ./...) || exit 1; done
 
 .PHONY: test
-test: ## check MariaDB/MySQL, Redis and NATS answer, run the gates (make check), then every module's tests under the race detector (pkg's JetStream tests also on compose's NATS)
+test: ## check MariaDB/MySQL, Redis and NATS answer, then every module's tests under the race detector (the gates are make check)
 	@bash scripts/preflight.sh
-	@$(MAKE) --no-print-directory check
 	@for m in $(MODULES); do echo "== test $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; done
-	@echo "== pkg JetStream tests on compose's NATS version"
+
+.PHONY: test-nats
+test-nats: ## pkg's JetStream tests again, on the NATS version compose runs (in process; CI runs it after make test)
 	@cd pkg && $(GO) run ../scripts/cmd/natsrun -jetstream-from ../deploy/nats.conf -- $(GO) test -race -count=1 -timeout 10m $(JETSTREAM_PKGS)
 
 .PHONY: e2e

@@ -18,8 +18,8 @@ import (
 // would run (start-stop-daemon, redis-server, make) replaced by stubs that
 // record their arguments. MySQL and NATS answer there; Redis does not until
 // its start command has run. .ci/run must start Redis and nothing else,
-// wait for it at REDIS_ADDR, then build the tools and run make test, then
-// make compose-test and make template-test. Checking the default ports
+// wait for it at REDIS_ADDR, then build the tools and run make check, make
+// test, make test-nats, make compose-test and make template-test. Checking the default ports
 // instead, where the shared servers answer, it would start nothing.
 func TestCIRunLooksWhereTheTestsWill(t *testing.T) {
 	env := testenv.Config(t)
@@ -84,7 +84,7 @@ func TestCIRunLooksWhereTheTestsWill(t *testing.T) {
 		}
 	}
 	got := recorded()
-	if runErr != nil || len(got) != 5 || !strings.HasPrefix(got[0], "redis-server ") || got[1] != "make tools" || got[2] != "make test" || got[3] != "make compose-test" || got[4] != "make template-test" {
-		t.Fatalf(".ci/run: %v, ran %q; want redis-server started, then make tools (Jaeger, for scripts/observe), make test, make compose-test, then make template-test; output:\n%s", runErr, got, out.String())
+	if runErr != nil || strings.Join(got[1:], "; ") != "make tools; make check; make test; make test-nats; make compose-test; make template-test" || !strings.HasPrefix(got[0], "redis-server ") {
+		t.Fatalf(".ci/run: %v, ran %q; want redis-server started, then make tools (Jaeger, for scripts/observe), make check, make test, make test-nats, make compose-test, then make template-test; output:\n%s", runErr, got, out.String())
 	}
 }
