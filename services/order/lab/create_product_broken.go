@@ -74,8 +74,7 @@ func (CheckThenInsert) Create(ctx context.Context, products product.Store, p pro
 	return created, nil
 }
 
-// CopyChunk is the broken batch copy, the story's consumer: the same two
-// steps over a chunk. Two workers copying the same products at once (the
+// CopyChunk is the broken batch copy: the same two steps over a chunk. Two workers copying the same products at once (the
 // upstream job sent every request twice) both find them missing in step 1
 // and both insert them in step 2: duplicate live products. With one worker
 // (the orderly variant) no two copies overlap and it holds, slowly, and for

@@ -56,7 +56,7 @@ func ProductScenarios() []lab.Scenario {
 	}
 }
 
-// duplicateBatchScenario runs the story on a rig named by suffix (short:
+// duplicateBatchScenario runs incident 3 on a rig named by suffix (short:
 // database names are limited to 64 characters): the upstream job sends its batch of
 // copy requests in a tight loop, each one twice (its duplicate records), and
 // the catalog's workers copy them concurrently (one worker when orderly).

@@ -48,9 +48,8 @@ type Modes struct {
 // transaction retried a bounded number of times when it loses.
 const Optimistic variant.Mode = "optimistic"
 
-// Orderly is the third value of PRODUCT_COPY_MODE, a lab variant: the
-// story's first fix, incident 3's broken check-then-insert consumed by one
-// copy worker. No two copies overlap, so it holds for batch copies, slowly
+// Orderly is the third value of PRODUCT_COPY_MODE, a lab variant:
+// incident 3's broken check-then-insert consumed by one copy worker. No two copies overlap, so it holds for batch copies, slowly
 // and on one replica only; a POST /products racing a copy can still
 // duplicate.
 const Orderly variant.Mode = "orderly"

@@ -3,8 +3,8 @@
 // service's close. Each speaks its side of docs/purchase-flow.md over real
 // HTTP, refuses a call without the internal token, and counts every call,
 // so the order service's tests and lab can play each answer (and each
-// failure) the contract allows. They are not the services: the lead's
-// end-to-end test runs those.
+// failure) the contract allows. They are not the services: the end-to-end
+// tests run those.
 package stubs
 
 import (
