@@ -20,13 +20,14 @@ import (
 
 func newServer(t *testing.T, checks map[string]httpserver.Check) *httpserver.Server {
 	t.Helper()
-	s := httpserver.New(httpserver.Options{
+	s, err := httpserver.New(httpserver.Options{
 		Addr:     "127.0.0.1:0",
 		Config:   httpserver.Config{BodyLimitBytes: 16},
 		Logger:   testenv.Logger(t),
 		Registry: prometheus.NewRegistry(),
 		Checks:   checks,
 	})
+	testenv.Must(t, err)
 	e := s.Engine()
 	e.GET("/panic", func(*gin.Context) { panic("boom") })
 	e.POST("/echo", func(c *gin.Context) {
@@ -204,7 +205,8 @@ func TestListenAndShutdown(t *testing.T) {
 	// A taken port is reported by Listen, not later.
 	blocker := httptest.NewServer(http.NotFoundHandler())
 	defer blocker.Close()
-	s2 := httpserver.New(httpserver.Options{Addr: strings.TrimPrefix(blocker.URL, "http://"), Logger: testenv.Logger(t), Registry: prometheus.NewRegistry()})
+	s2, err := httpserver.New(httpserver.Options{Addr: strings.TrimPrefix(blocker.URL, "http://"), Logger: testenv.Logger(t), Registry: prometheus.NewRegistry()})
+	testenv.Must(t, err)
 	if _, err := s2.Listen(); err == nil {
 		t.Fatal("Listen on a taken port succeeded")
 	}
