@@ -71,9 +71,9 @@ type Check func(ctx context.Context) error
 
 // Options wires a Server.
 type Options struct {
-	Addr     string
-	Config   Config
-	Logger   *slog.Logger
+	Addr   string
+	Config Config
+	Logger *slog.Logger
 	// Registry is where the server's metrics are registered and what
 	// /metrics serves; required.
 	Registry *prometheus.Registry
