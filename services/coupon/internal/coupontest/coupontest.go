@@ -84,17 +84,11 @@ func StartWith(t testing.TB, cfg config.Config, o assembly.Options) *Service {
 	return s
 }
 
-// Consumer is the service's running inbox consumer name (messaging's
-// consumer names), as its assembly declared it and the platform built it:
-// a test hands it deliveries of its own (Process) beside those it pulls
-// from the stream.
+// Consumer is the service's running inbox consumer name, as its assembly
+// declared it (svctest.Consumer).
 func (s *Service) Consumer(t testing.TB, name string) *inbox.Consumer {
 	t.Helper()
-	c := s.wiring.Consumer(name)
-	if c == nil {
-		t.Fatalf("the coupon service runs no consumer %s", name)
-	}
-	return c
+	return svctest.Consumer(t, s.wiring, name)
 }
 
 // DB is the service's database.

@@ -89,17 +89,11 @@ func Start(t testing.TB, vars map[string]string, o assembly.Options) *Service {
 	return e
 }
 
-// Consumer is the service's running inbox consumer name (app's and
-// messaging's consumer names), as its assembly declared it and the
-// platform built it: a test hands it deliveries of its own (Process)
-// beside those it pulls from the stream.
+// Consumer is the service's running inbox consumer name, as its assembly
+// declared it (svctest.Consumer).
 func (e *Service) Consumer(t testing.TB, name string) *inbox.Consumer {
 	t.Helper()
-	c := e.wiring.Consumer(name)
-	if c == nil {
-		t.Fatalf("the order service runs no consumer %s", name)
-	}
-	return c
+	return svctest.Consumer(t, e.wiring, name)
 }
 
 // start assembles and serves the service on cfg.
