@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncemall/oncemall/pkg/config"
+	pkgmetrics "github.com/oncemall/oncemall/pkg/metrics"
 	"github.com/oncemall/oncemall/pkg/problem"
 )
 
@@ -193,10 +195,12 @@ type overload struct {
 
 // newAdmission returns the admission control of cfg, nil when cfg sets no
 // limit. priority lists the route prefixes (as registered, "/internal/")
-// admitted as priority work.
-func newAdmission(cfg AdmissionConfig, priority []string, log *slog.Logger, reg prometheus.Registerer) *admission {
+// admitted as priority work. Servers built on one registry share the
+// admission metrics: the counters count the requests of all of them, the
+// gauges report their sum.
+func newAdmission(cfg AdmissionConfig, priority []string, log *slog.Logger, reg prometheus.Registerer) (*admission, error) {
 	if cfg.MaxInFlight <= 0 {
-		return nil
+		return nil, nil
 	}
 	a := &admission{
 		limit:    [2]int{classNew: cfg.MaxInFlight - max(cfg.PriorityReserve, 0), classPriority: cfg.MaxInFlight},
@@ -207,46 +211,89 @@ func newAdmission(cfg AdmissionConfig, priority []string, log *slog.Logger, reg 
 		log:      log,
 		now:      time.Now,
 	}
-	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "http_admission_refused_total",
-		Help: "Requests not admitted, by route class and reason (queue_full, queue_standing, queue_timeout: answered 503; client_gone: the client left while it waited).",
-	}, []string{"class", "reason"})
-	waited := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "http_admission_queue_wait_seconds",
-		Help:    "How long each admitted request waited for a slot (0 for one admitted at once), by route class.",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
-	}, []string{"class"})
-	collectors := []prometheus.Collector{refused, waited}
+	s := pkgmetrics.NewSet(reg)
+	refused := s.Counters("http_admission_refused_total",
+		"Requests not admitted, by route class and reason (queue_full, queue_standing, queue_timeout: answered 503; client_gone: the client left while it waited).",
+		"class", "reason")
+	waited := s.Histograms("http_admission_queue_wait_seconds",
+		"How long each admitted request waited for a slot (0 for one admitted at once), by route class.",
+		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}, "class")
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
 	for cl, name := range classNames {
-		labels := prometheus.Labels{"class": name}
 		for r := range refusals {
 			a.refused[cl][r] = refused.WithLabelValues(name, refusalNames[r])
 		}
 		a.waited[cl] = waited.WithLabelValues(name)
-		collectors = append(collectors,
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "http_admission_in_flight", Help: "Requests admitted and running, by route class.", ConstLabels: labels,
-			}, func() float64 { return a.read(func() int { return a.running[cl] }) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "http_admission_queued", Help: "Requests waiting for a slot, by route class.", ConstLabels: labels,
-			}, func() float64 { return a.read(func() int { return a.queues[cl].Len() }) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "http_admission_limit", Help: "Slots a route class may hold (HTTP_MAX_IN_FLIGHT, less HTTP_PRIORITY_RESERVE for new work).", ConstLabels: labels,
-			}, func() float64 { return float64(a.limit[cl]) }),
-		)
 	}
-	reg.MustRegister(collectors...)
-	return a
+	g, err := pkgmetrics.Register(reg, newAdmissionGauges())
+	if err != nil {
+		return nil, fmt.Errorf("admission gauges: %w", err)
+	}
+	g.add(a)
+	return a, nil
 }
 
 func rangeOf(cfg AdmissionConfig) retryRange {
 	return retryRange{min: int(cfg.RetryAfterMin / time.Second), max: int(cfg.RetryAfterMax / time.Second)}
 }
 
-func (a *admission) read(f func() int) float64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return float64(f())
+// admissionGauges reports, at each scrape, the slots held, the requests
+// queued and the limits of every admission registered on one registry,
+// summed by route class: the first server's collector stays registered and
+// the next servers add their admission to it.
+type admissionGauges struct {
+	inFlight, queued, limit *prometheus.Desc
+
+	mu sync.Mutex
+	of []*admission
+}
+
+func newAdmissionGauges() *admissionGauges {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, []string{"class"}, nil)
+	}
+	return &admissionGauges{
+		inFlight: desc("http_admission_in_flight", "Requests admitted and running, by route class."),
+		queued:   desc("http_admission_queued", "Requests waiting for a slot, by route class."),
+		limit:    desc("http_admission_limit", "Slots a route class may hold (HTTP_MAX_IN_FLIGHT, less HTTP_PRIORITY_RESERVE for new work)."),
+	}
+}
+
+func (g *admissionGauges) add(a *admission) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.of = append(g.of, a)
+}
+
+// Describe implements prometheus.Collector.
+func (g *admissionGauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.inFlight
+	ch <- g.queued
+	ch <- g.limit
+}
+
+// Collect implements prometheus.Collector.
+func (g *admissionGauges) Collect(ch chan<- prometheus.Metric) {
+	g.mu.Lock()
+	of := slices.Clone(g.of)
+	g.mu.Unlock()
+	var running, queued, limit [2]int
+	for _, a := range of {
+		a.mu.Lock()
+		for cl := range classNames {
+			running[cl] += a.running[cl]
+			queued[cl] += a.queues[cl].Len()
+			limit[cl] += a.limit[cl]
+		}
+		a.mu.Unlock()
+	}
+	for cl, name := range classNames {
+		ch <- prometheus.MustNewConstMetric(g.inFlight, prometheus.GaugeValue, float64(running[cl]), name)
+		ch <- prometheus.MustNewConstMetric(g.queued, prometheus.GaugeValue, float64(queued[cl]), name)
+		ch <- prometheus.MustNewConstMetric(g.limit, prometheus.GaugeValue, float64(limit[cl]), name)
+	}
 }
 
 // middleware passes each request through the admission control unless its

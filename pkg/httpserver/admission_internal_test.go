@@ -19,7 +19,8 @@ import (
 func TestOverloadIsLoggedOncePerEpisode(t *testing.T) {
 	logs := &testenv.SyncBuffer{}
 	cfg := AdmissionConfig{MaxInFlight: 1, QueueTimeout: time.Second, RetryAfterMin: time.Second, RetryAfterMax: time.Second}
-	a := newAdmission(cfg, nil, slog.New(slog.NewJSONHandler(logs, nil)), prometheus.NewRegistry())
+	a, err := newAdmission(cfg, nil, slog.New(slog.NewJSONHandler(logs, nil)), prometheus.NewRegistry())
+	testenv.Must(t, err)
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a.now = func() time.Time { return clock }
 	ctx := context.Background()

@@ -65,11 +65,12 @@ func admissionServer(t *testing.T, cfg httpserver.AdmissionConfig) (string, *adm
 	t.Helper()
 	addr := testenv.FreeAddr(t)
 	reg := prometheus.NewRegistry()
-	s := httpserver.New(httpserver.Options{
+	s, err := httpserver.New(httpserver.Options{
 		Addr: addr, Config: deadlines, Admission: cfg, Priority: []string{"/internal/"},
 		Logger: testenv.Logger(t), Registry: reg,
 		Checks: map[string]httpserver.Check{"nothing": func(context.Context) error { return nil }},
 	})
+	testenv.Must(t, err)
 	a := &admitted{release: [2]chan struct{}{make(chan struct{}), make(chan struct{})}}
 	s.Engine().GET("/work", a.handler(newWork))
 	s.Engine().GET("/internal/work", a.handler(priority))
@@ -293,8 +294,9 @@ func TestRetryAfterSpreads(t *testing.T) {
 	addr := testenv.FreeAddr(t)
 	short := deadlines
 	short.RequestTimeout = 10 * time.Millisecond
-	s := httpserver.New(httpserver.Options{Addr: addr, Config: short, Admission: cfg,
+	s, err := httpserver.New(httpserver.Options{Addr: addr, Config: short, Admission: cfg,
 		Logger: testenv.Logger(t), Registry: prometheus.NewRegistry()})
+	testenv.Must(t, err)
 	release := make(chan struct{})
 	entered := make(chan struct{})
 	s.Engine().GET("/hold", func(c *gin.Context) {
@@ -390,10 +392,11 @@ func BenchmarkAdmission(b *testing.B) {
 		want int
 	}{{"off", off, http.StatusAccepted}, {"admitted", defaults, http.StatusAccepted}, {"refused", one, http.StatusServiceUnavailable}} {
 		b.Run(tc.name, func(b *testing.B) {
-			s := httpserver.New(httpserver.Options{
+			s, err := httpserver.New(httpserver.Options{
 				Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 10}, Admission: tc.cfg,
 				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: prometheus.NewRegistry(),
 			})
+			testenv.Must(b, err)
 			release := make(chan struct{})
 			defer close(release)
 			held := make(chan struct{})

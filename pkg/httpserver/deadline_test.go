@@ -27,7 +27,8 @@ import (
 func listening(t *testing.T, cfg httpserver.Config) (string, <-chan string) {
 	t.Helper()
 	addr := testenv.FreeAddr(t)
-	s := httpserver.New(httpserver.Options{Addr: addr, Config: cfg, Logger: testenv.Logger(t), Registry: prometheus.NewRegistry()})
+	s, err := httpserver.New(httpserver.Options{Addr: addr, Config: cfg, Logger: testenv.Logger(t), Registry: prometheus.NewRegistry()})
+	testenv.Must(t, err)
 	exits := make(chan string, 4)
 	s.Engine().POST("/decode", func(c *gin.Context) {
 		defer func() { exits <- "decode" }()
@@ -147,7 +148,8 @@ func TestEndedRequestsAreNotFailures(t *testing.T) {
 	logs := &testenv.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	reg := prometheus.NewRegistry()
-	s := httpserver.New(httpserver.Options{Addr: addr, Config: deadlines, Logger: log, Registry: reg})
+	s, err := httpserver.New(httpserver.Options{Addr: addr, Config: deadlines, Logger: log, Registry: reg})
+	testenv.Must(t, err)
 	entered := make(chan struct{}, 1)
 	fail := func(c *gin.Context, err error) {
 		if httpserver.Ended(c, log, err) {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+
+	pkgmetrics "github.com/oncemall/oncemall/pkg/metrics"
 )
 
 type metrics struct {
@@ -13,20 +15,17 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics declares the request metrics on reg; servers built on one
+// registry share them.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	s := pkgmetrics.NewSet(reg)
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "http_requests_total",
-			Help: "HTTP requests served, by method, route and status code.",
-		}, []string{"method", "route", "status"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "http_request_duration_seconds",
-			Help:    "HTTP request latency, by method and route.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
-		}, []string{"method", "route"}),
+		requests: s.Counters("http_requests_total", "HTTP requests served, by method, route and status code.",
+			"method", "route", "status"),
+		duration: s.Histograms("http_request_duration_seconds", "HTTP request latency, by method and route.",
+			[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}, "method", "route"),
 	}
-	reg.MustRegister(m.requests, m.duration)
-	return m
+	return m, s.Err()
 }
 
 func (m *metrics) middleware() gin.HandlerFunc {

@@ -71,9 +71,11 @@ type Check func(ctx context.Context) error
 
 // Options wires a Server.
 type Options struct {
-	Addr     string
-	Config   Config
-	Logger   *slog.Logger
+	Addr   string
+	Config Config
+	Logger *slog.Logger
+	// Registry is where the server's metrics are registered and what
+	// /metrics serves; required.
 	Registry *prometheus.Registry
 	// Checks are run by /readyz, each with a short timeout; the map key names
 	// the dependency in the 503 answer ("mysql", "nats", "redis").
@@ -103,14 +105,26 @@ type Server struct {
 }
 
 // New returns a server with the standard middleware and endpoints installed;
-// the service adds its own routes to Engine().
-func New(opts Options) *Server {
+// the service adds its own routes to Engine(). Servers built on one
+// Registry share their metrics; a metric of the same name registered there
+// otherwise (other labels, another type) is an error.
+func New(opts Options) (*Server, error) {
+	if opts.Registry == nil {
+		return nil, errors.New("http server: no metrics registry")
+	}
+	m, err := newMetrics(opts.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("http server metrics: %w", err)
+	}
+	adm, err := newAdmission(opts.Admission, opts.Priority, opts.Logger, opts.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("http server metrics: %w", err)
+	}
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
-	m := newMetrics(opts.Registry)
-	if adm := newAdmission(opts.Admission, opts.Priority, opts.Logger, opts.Registry); adm != nil {
+	if adm != nil {
 		// First: a refusal costs no request id, span, access log line or
 		// request metric, only its own counter.
 		e.Use(adm.middleware())
@@ -150,7 +164,7 @@ func New(opts Options) *Server {
 			// client that went away does not hold a descriptor for ever.
 			IdleTimeout: 2 * time.Minute,
 		},
-	}
+	}, nil
 }
 
 // Engine returns the gin engine to register routes on.

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
 
 // BenchmarkServerTracing serves one request through the whole middleware
@@ -36,13 +37,14 @@ func BenchmarkServerTracing(b *testing.B) {
 				name += "/traceparent"
 			}
 			b.Run(name, func(b *testing.B) {
-				s := httpserver.New(httpserver.Options{
+				s, err := httpserver.New(httpserver.Options{
 					Addr:           "127.0.0.1:0",
 					Config:         httpserver.Config{BodyLimitBytes: 1 << 10},
 					Logger:         slog.New(slog.NewJSONHandler(io.Discard, nil)),
 					Registry:       prometheus.NewRegistry(),
 					TracerProvider: tc.tp,
 				})
+				testenv.Must(b, err)
 				s.Engine().POST("/orders/:no/pay", func(c *gin.Context) { c.Status(http.StatusAccepted) })
 				h := s.Engine() // as Listen serves it
 				req := httptest.NewRequest(http.MethodPost, "/orders/O42/pay", nil)

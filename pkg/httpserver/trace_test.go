@@ -26,13 +26,14 @@ type seen struct {
 
 func tracedServer(t *testing.T, tp trace.TracerProvider) (http.Handler, <-chan seen) {
 	t.Helper()
-	s := httpserver.New(httpserver.Options{
+	s, err := httpserver.New(httpserver.Options{
 		Addr:           "127.0.0.1:0",
 		Config:         httpserver.Config{BodyLimitBytes: 1 << 10},
 		Logger:         testenv.Logger(t),
 		Registry:       prometheus.NewRegistry(),
 		TracerProvider: tp,
 	})
+	testenv.Must(t, err)
 	got := make(chan seen, 1)
 	record := func(c *gin.Context) {
 		ctx := c.Request.Context()

@@ -11,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Register registers c on reg and returns it, or returns the collector of
@@ -32,6 +33,17 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 		}
 	}
 	return c, err
+}
+
+// RegisterProcess registers on reg the collectors of the Go runtime and of
+// the process (go_*, process_*) that every oncemall process serves.
+func RegisterProcess(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if _, err := Register(reg, c); err != nil {
+			return fmt.Errorf("process metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 // Set declares one component's collectors on a registry through Register,

@@ -28,6 +28,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/database"
 	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/metrics"
 	"github.com/oncemall/oncemall/pkg/migrate"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/redisclient"
@@ -83,7 +84,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 		return nil, err
 	}
 	r := &Runtime{Config: cfg, Log: opts.Logger, Registry: prometheus.NewRegistry()}
-	r.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := metrics.RegisterProcess(r.Registry); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			r.closeDeps()
@@ -113,7 +116,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 	}
 	// go_sql_*: the pool's connections in use and the waits for one, which
 	// the admission limit (HTTP_MAX_IN_FLIGHT) is sized to keep short.
-	r.Registry.MustRegister(collectors.NewDBStatsCollector(sqlDB, cfg.Database))
+	if _, err = metrics.Register(r.Registry, collectors.NewDBStatsCollector(sqlDB, cfg.Database)); err != nil {
+		return nil, fmt.Errorf("database %s metrics: %w", cfg.Database, err)
+	}
 
 	// NATS JetStream: streams are declared idempotently by every replica.
 	if r.NATS, err = natsjs.Connect(ctx, cfg.NATS, "oncemall-"+opts.Service, r.Log); err != nil {
@@ -129,7 +134,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 	// Redis: the entry layer. It is not required to start; /readyz reports it.
 	r.Redis = redisclient.New(cfg.Redis)
 
-	r.HTTP = httpserver.New(httpserver.Options{
+	r.HTTP, err = httpserver.New(httpserver.Options{
 		Addr:           cfg.HTTPAddr,
 		Config:         cfg.HTTP,
 		Logger:         r.Log,
@@ -149,6 +154,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Runtime, err error
 			"redis": func(ctx context.Context) error { return r.Redis.Ping(ctx).Err() },
 		},
 	})
+	if err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 

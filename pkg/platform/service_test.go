@@ -376,13 +376,18 @@ func TestConsumerWaitsForItsPublishersStream(t *testing.T) {
 	conn := testenv.NATS(t)
 	testenv.DeleteStreamAtCleanup(t, conn.JS, ev.StreamName("other"))
 	svc := toy(nil)
+	var wiring atomic.Pointer[platform.Wiring]
 	svc.Wire = func(w *platform.Wiring, cfg toyConfig) error {
+		wiring.Store(w)
 		w.Consume(platform.Consumer{Name: "toy-other-made", Subject: "other.made", Handle: func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
 			return tx.Exec("INSERT INTO seen (id) VALUES (1)").Error
 		}})
 		return nil
 	}
 	serve(t, svc, base) // ready although the stream it consumes does not exist
+	if c := wiring.Load().Consumer("toy-other-made"); c != nil {
+		t.Fatal("Consumer returned a consumer still waiting for its stream")
+	}
 
 	ctx := context.Background()
 	_, err := natsjs.EnsureStream(ctx, conn.JS, natsjs.EventStream(ev, "other"))
@@ -392,4 +397,13 @@ func TestConsumerWaitsForItsPublishersStream(t *testing.T) {
 	testenv.WaitFor(t, 15*time.Second, "the consumer to attach and process the message", func() bool {
 		return count(t, db, "SELECT COUNT(*) FROM seen") == 1
 	})
+	// Consumer is the one that ran: the message it processed is its
+	// duplicate.
+	c := wiring.Load().Consumer("toy-other-made")
+	if c == nil {
+		t.Fatal("no consumer toy-other-made once it attached")
+	}
+	if out, err := c.Process(ctx, inbox.Message{ID: "other-1", Subject: ev.Subject("other.made"), Body: []byte(`{}`)}); out != inbox.Duplicate {
+		t.Fatalf("other-1 handed again: %s %v, want duplicate", out, err)
+	}
 }

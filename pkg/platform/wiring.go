@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -105,6 +106,9 @@ type Wiring struct {
 	consumers []Consumer
 	jobs      []Job
 	goes      []component
+
+	mu      sync.Mutex
+	running map[string]*inbox.Consumer // the consumers built, by name
 }
 
 // HTTPClient returns a client for calls to another service or a platform,
@@ -276,6 +280,7 @@ func (w *Wiring) start() error {
 			return fmt.Errorf("consumer %s: %w", cfg.Name, err)
 		default:
 			ready[cfg.Name] = consumer
+			w.built(consumer)
 		}
 	}
 	jobs := append([]Job{
@@ -339,6 +344,25 @@ func (w *Wiring) Handler() http.Handler { return w.rt.HTTP.Handler() }
 // Events is the service's event namespace (EVENT_SUBJECT_PREFIX).
 func (w *Wiring) Events() events.Config { return w.cfg.Events }
 
+// Consumer returns the consumer Consume declared under name as the
+// platform built and runs it, for a test that hands it deliveries of its
+// own (Process) beside those it pulls: nil before Serve has started it, or
+// while it waits for its stream.
+func (w *Wiring) Consumer(name string) *inbox.Consumer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.running[name]
+}
+
+func (w *Wiring) built(c *inbox.Consumer) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running == nil {
+		w.running = map[string]*inbox.Consumer{}
+	}
+	w.running[c.Name()] = c
+}
+
 // awaitStream returns a component that declares the consumer cfg once its
 // stream exists, trying every second, and then runs it.
 func (w *Wiring) awaitStream(cfg inbox.Config, h inbox.Handler) func(context.Context) error {
@@ -361,6 +385,7 @@ func (w *Wiring) awaitStream(cfg inbox.Config, h inbox.Handler) func(context.Con
 				return fmt.Errorf("consumer %s: %w", cfg.Name, err)
 			}
 			w.Log.Info("consumer attached to its stream", "consumer", cfg.Name, "stream", cfg.Stream)
+			w.built(c)
 			return c.Run(ctx)
 		}
 	}

@@ -63,10 +63,11 @@ func newPipeline(t *testing.T, rec *spantest.Recorder) *pipeline {
 	wg.Go(func() { _ = consumer.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
-	srv := httpserver.New(httpserver.Options{
+	srv, err := httpserver.New(httpserver.Options{
 		Addr: "127.0.0.1:0", Config: httpserver.Config{BodyLimitBytes: 1 << 10},
 		Logger: log, Registry: prometheus.NewRegistry(), TracerProvider: rec.Provider,
 	})
+	testenv.Must(t, err)
 	srv.Engine().POST("/things/:id", func(c *gin.Context) {
 		err := db.WithContext(c.Request.Context()).Transaction(func(tx *gorm.DB) error {
 			if err := tx.Exec("INSERT INTO made (id) VALUES (?)", c.Param("id")).Error; err != nil {

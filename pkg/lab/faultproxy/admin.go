@@ -42,8 +42,8 @@ type CutRequest struct {
 // /healthz, /readyz (the upstream server accepts TCP connections) and
 // /metrics, and the token-guarded POST /arm, POST /disarm, POST /cut,
 // POST /heal and GET /stats.
-func NewAdminServer(cfg Config, p *Proxy, log *slog.Logger, reg *prometheus.Registry) *httpserver.Server {
-	srv := httpserver.New(httpserver.Options{
+func NewAdminServer(cfg Config, p *Proxy, log *slog.Logger, reg *prometheus.Registry) (*httpserver.Server, error) {
+	srv, err := httpserver.New(httpserver.Options{
 		Addr:     cfg.AdminAddr,
 		Config:   cfg.HTTP,
 		Logger:   log,
@@ -59,8 +59,11 @@ func NewAdminServer(cfg Config, p *Proxy, log *slog.Logger, reg *prometheus.Regi
 			},
 		},
 	})
+	if err != nil {
+		return nil, err
+	}
 	p.AdminRoutes(srv.Engine(), cfg.AdminToken)
-	return srv
+	return srv, nil
 }
 
 // AdminRoutes installs POST /arm, POST /disarm, POST /cut, POST /heal and

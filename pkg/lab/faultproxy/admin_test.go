@@ -71,7 +71,9 @@ func startAdmin(t *testing.T) (adminClient, *faultproxy.Proxy, string) {
 	addr, err := p.Listen()
 	testenv.Must(t, err)
 	t.Cleanup(func() { _ = p.Close() })
-	srv := httptest.NewServer(faultproxy.NewAdminServer(cfg, p, testenv.Logger(t), reg).Handler())
+	admin, err := faultproxy.NewAdminServer(cfg, p, testenv.Logger(t), reg)
+	testenv.Must(t, err)
+	srv := httptest.NewServer(admin.Handler())
 	t.Cleanup(srv.Close)
 	via := direct
 	via.Addr = addr.String()

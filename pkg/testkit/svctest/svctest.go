@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/oncemall/oncemall/pkg/events"
+	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 )
@@ -82,4 +83,16 @@ func Start[C platform.Settings, P any](t testing.TB, s platform.Service[C], cfg 
 	base := "http://" + cfg.Shared().HTTPAddr
 	testenv.Serve(t, w.Serve, base)
 	return parts, base
+}
+
+// Consumer is the inbox consumer name that w's service declared, as the
+// platform built and runs it (platform.Wiring.Consumer), for a test that
+// hands it deliveries of its own; the test fails when it runs none.
+func Consumer(t testing.TB, w *platform.Wiring, name string) *inbox.Consumer {
+	t.Helper()
+	c := w.Consumer(name)
+	if c == nil {
+		t.Fatalf("the service runs no consumer %s", name)
+	}
+	return c
 }

@@ -30,12 +30,12 @@ import (
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/oncemall/oncemall/pkg/config"
 	"github.com/oncemall/oncemall/pkg/httpserver"
 	"github.com/oncemall/oncemall/pkg/lab/faultproxy"
 	"github.com/oncemall/oncemall/pkg/logging"
+	"github.com/oncemall/oncemall/pkg/metrics"
 )
 
 func main() {
@@ -75,7 +75,9 @@ func run(ctx context.Context, lookup config.LookupFunc, stdout io.Writer) error 
 
 	// Metrics registry: the proxy's counters and the process's.
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := metrics.RegisterProcess(reg); err != nil {
+		return err
+	}
 
 	// The proxy, then the admin API that arms it.
 	proxy, err := faultproxy.New(cfg, log, reg)
@@ -85,7 +87,11 @@ func run(ctx context.Context, lookup config.LookupFunc, stdout io.Writer) error 
 	if _, err := proxy.Listen(); err != nil {
 		return err
 	}
-	admin := faultproxy.NewAdminServer(cfg, proxy, log, reg)
+	admin, err := faultproxy.NewAdminServer(cfg, proxy, log, reg)
+	if err != nil {
+		proxy.Close()
+		return err
+	}
 	adminDone, err := admin.Listen()
 	if err != nil {
 		proxy.Close()

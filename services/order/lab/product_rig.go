@@ -6,12 +6,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/variant"
 	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/messaging"
@@ -37,8 +35,8 @@ type ProductRig struct {
 	DB    *gorm.DB
 	Store *store.Products
 	App   *app.App
-	// Consumer is a batch-copy consumer beside the service's, built the
-	// same way but not run: a test hands it messages (Process).
+	// Consumer is the service's batch-copy consumer, as the platform runs
+	// it: a test hands it messages of its own too (Process).
 	Consumer *inbox.Consumer
 
 	stops []func()
@@ -66,14 +64,8 @@ func StartProductRig(ctx context.Context, env lab.Env, suffix string, cfg Produc
 	r.Service = svc
 	r.stops = append(r.stops, svc.Close)
 	r.DB, r.Store, r.App = svc.Wiring.DB, svc.Parts.Products, svc.Parts.App
-	c := platform.Bind(r.Store.InboxTx, messaging.ProductCopy(r.App, 1))
-	ev := svc.Wiring.Events()
-	r.Consumer, err = inbox.NewConsumer(r.DB, svc.Wiring.NATS.JS, inbox.Config{
-		Name: c.Name + "-probe", Stream: ev.StreamName(c.Subject), FilterSubjects: []string{ev.Subject(c.Subject) + ".probe"},
-		Workers: 1, Backoff: []time.Duration{50 * time.Millisecond},
-	}, c.Handle, env.Log, prometheus.NewRegistry())
-	if err != nil {
-		return nil, err
+	if r.Consumer = svc.Wiring.Consumer(messaging.ProductCopyConsumer); r.Consumer == nil {
+		return nil, fmt.Errorf("the order service runs no consumer %s", messaging.ProductCopyConsumer)
 	}
 	return r, nil
 }

@@ -65,7 +65,8 @@ func TestArmingCountsFromItsBaseline(t *testing.T) {
 	v, err := auth.NewVerifier(iss.Config(), auth.Options{})
 	testenv.Must(t, err)
 	hc := &http.Client{Timeout: 2 * time.Second}
-	client := upstream.New(upstream.URLs{Identity: service.URL, Order: service.URL, Coupon: service.URL, Payment: service.URL, PSP: service.URL}, hc, nil)
+	client, err := upstream.New(upstream.URLs{Identity: service.URL, Order: service.URL, Coupon: service.URL, Payment: service.URL, PSP: service.URL}, hc, nil)
+	testenv.Must(t, err)
 	web := config.Config{OrderURL: service.URL, CouponURL: service.URL, PaymentURL: service.URL, PSPURL: service.URL}
 	sw := newSwitches(Config{FaultProxyURL: proxySrv.URL, FaultProxyToken: "proxy-token"}, web, client, hc, &doubler{})
 	p, err := pages.New(client, v, pages.Options{Log: testenv.Logger(t), Brand: "demo", CookieKey: []byte("test-cookie-key-0123456789"),

@@ -5,6 +5,7 @@
 package assembly
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"time"
@@ -62,6 +63,10 @@ type Options struct {
 	// between them and the database (nil: the store itself). Parts.Store
 	// stays the unwrapped one.
 	Store func(*store.Store) coupon.Store
+	// Tx wraps the transaction the consumers hand the use cases (the
+	// inbox's, viewed as a coupon.Tx), for a test's faults inside a
+	// delivery (nil: the view itself).
+	Tx func(coupon.Tx) coupon.Tx
 	// Lab adds the lab's own operator routes once the service is built
 	// (the console's switches; nil: none); admin is the credential check
 	// of /admin.
@@ -100,8 +105,12 @@ func Assemble(w *platform.Wiring, cfg config.Config, o Options) (*Parts, error) 
 		return nil, err
 	}
 	w.Routes(api.Register)
-	w.Consume(platform.Bind(p.Store.InboxTx, messaging.OrderPaid(p.App)))
-	w.Consume(platform.Bind(p.Store.InboxTx, messaging.OrderCancelled(p.App)))
+	inboxTx := p.Store.InboxTx
+	if o.Tx != nil {
+		inboxTx = func(ctx context.Context, tx *gorm.DB) coupon.Tx { return o.Tx(p.Store.InboxTx(ctx, tx)) }
+	}
+	w.Consume(platform.Bind(inboxTx, messaging.OrderPaid(p.App)))
+	w.Consume(platform.Bind(inboxTx, messaging.OrderCancelled(p.App)))
 	w.Job(jobs.RetryPass(p.App, cfg.RetrySchedule, w.Log))
 	w.Job(jobs.SweepLocks(p.App, cfg.SweepSchedule, w.Log))
 	w.Job(jobs.Reconcile(p.App, cfg.ReconcileSchedule, w.Log))

@@ -16,8 +16,10 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
+	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/svctest"
@@ -37,6 +39,10 @@ type Service struct {
 	// Issuer is the identity service its customer's and operator's routes
 	// trust: cfg.Auth is set to it.
 	Issuer *authtest.Issuer
+	// Registry is its metrics registry, what /metrics serves.
+	Registry *prometheus.Registry
+
+	wiring *platform.Wiring
 }
 
 // Config is the service's configuration for t (svctest.Config, with the
@@ -72,10 +78,17 @@ func StartWith(t testing.TB, cfg config.Config, o assembly.Options) *Service {
 	s.Config = cfg
 	s.Parts, s.URL = svctest.Start(t, assembly.Definition(nil), cfg, func(w *platform.Wiring, cfg config.Config) (*assembly.Parts, error) {
 		p, err := assembly.Assemble(w, cfg, o)
-		s.Declared = w.Declared()
+		s.Declared, s.Registry, s.wiring = w.Declared(), w.Registry, w
 		return p, err
 	})
 	return s
+}
+
+// Consumer is the service's running inbox consumer name, as its assembly
+// declared it (svctest.Consumer).
+func (s *Service) Consumer(t testing.TB, name string) *inbox.Consumer {
+	t.Helper()
+	return svctest.Consumer(t, s.wiring, name)
 }
 
 // DB is the service's database.

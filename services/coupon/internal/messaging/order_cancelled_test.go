@@ -5,91 +5,51 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-	"gorm.io/gorm"
-
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
-	"github.com/oncemall/oncemall/pkg/natsjs"
-	"github.com/oncemall/oncemall/pkg/outbox"
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/services/coupon/internal/app"
 	"github.com/oncemall/oncemall/services/coupon/internal/assembly"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupon"
 	"github.com/oncemall/oncemall/services/coupon/internal/coupontest"
 	"github.com/oncemall/oncemall/services/coupon/internal/messaging"
-	"github.com/oncemall/oncemall/services/coupon/internal/store"
-	"github.com/oncemall/oncemall/services/coupon/migrations"
 )
 
-// cancelRig is the order.cancelled consumer's world on real NATS and
-// MariaDB, under a unique event prefix: a coupon locked by ORDER-1.
+// cancelRig is the order.cancelled consumer's world: the coupon service as
+// it runs (coupontest), on real NATS and MariaDB under a unique event
+// prefix, and a coupon locked by ORDER-1. The sweeper and the retry pass
+// run hourly: what releases the lock is the consumer.
 type cancelRig struct {
-	db     *gorm.DB
-	app    *app.App
-	store  *store.Store
-	reg    *prometheus.Registry
+	*coupontest.Service
 	coupon coupon.Coupon
-	js     jetstream.JetStream
-	ev     events.Config
 }
 
-func newCancelRig(t *testing.T, ctx context.Context) *cancelRig {
+func newCancelRig(t *testing.T, ctx context.Context, o assembly.Options) *cancelRig {
 	t.Helper()
-	conn := testenv.NATS(t)
-	ev := events.Config{SubjectPrefix: strings.ToLower(testenv.UniqueName(t, "coupon")) + "."}
-	_, err := natsjs.EnsureStream(ctx, conn.JS, natsjs.EventStream(ev, events.OrderCancelled))
+	o.Orders = noOrders{}
+	svc := coupontest.Start(t, map[string]string{"COUPON_RETRY_SCHEDULE": "@every 1h", "COUPON_SWEEP_SCHEDULE": "@every 1h"}, o)
+	tpl, err := svc.App.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
 	testenv.Must(t, err)
-	testenv.DeleteStreamAtCleanup(t, conn.JS, ev.StreamName(events.OrderCancelled))
-	db := testenv.DB(t, migrations.Source, outbox.Migrations, inbox.Migrations)
-	reg := prometheus.NewRegistry()
-	p, err := assembly.UseCases(db, coupontest.Settings(t, nil), assembly.Options{Orders: noOrders{}}, testenv.Logger(t), reg, nil)
+	c, err := svc.App.IssueCoupon(ctx, tpl.ID, 7)
 	testenv.Must(t, err)
-	a := p.App
-	tpl, err := a.CreateTemplate(ctx, coupon.Template{Name: "10 off", DiscountAmount: 1000})
-	testenv.Must(t, err)
-	c, err := a.IssueCoupon(ctx, tpl.ID, 7)
-	testenv.Must(t, err)
-	r := &cancelRig{db: db, app: a, store: p.Store, reg: reg, coupon: c, js: conn.JS, ev: ev}
+	r := &cancelRig{Service: svc, coupon: c}
 	r.lock(t, ctx, "ORDER-1")
 	return r
 }
 
 func (r *cancelRig) lock(t *testing.T, ctx context.Context, orderNo string) {
 	t.Helper()
-	_, err := r.app.LockCoupon(ctx, r.coupon.ID, coupon.LockRequest{OrderNo: orderNo, UserID: 7, OrderAmount: 5000})
+	_, err := r.App.LockCoupon(ctx, r.coupon.ID, coupon.LockRequest{OrderNo: orderNo, UserID: 7, OrderAmount: 5000})
 	testenv.Must(t, err)
-}
-
-// consumer declares the service's order.cancelled consumer with handle in
-// place of its handler (handle may wrap it).
-func (r *cancelRig) consumer(t *testing.T, handle inbox.Handler) *inbox.Consumer {
-	t.Helper()
-	decl := platform.Bind(r.store.InboxTx, messaging.OrderCancelled(r.app))
-	if decl.Subject != events.OrderCancelled || decl.Name != messaging.OrderCancelledConsumer {
-		t.Fatalf("the consumer is %q on %q, want %q on %q", decl.Name, decl.Subject, messaging.OrderCancelledConsumer, events.OrderCancelled)
-	}
-	if handle == nil {
-		handle = decl.Handle
-	}
-	cons, err := inbox.NewConsumer(r.db, r.js, inbox.Config{
-		Name: decl.Name, Stream: r.ev.StreamName(decl.Subject), FilterSubjects: []string{r.ev.Subject(decl.Subject)},
-		Workers: 4, MaxDeliver: 5, AckWait: 5 * time.Second, Backoff: []time.Duration{50 * time.Millisecond},
-	}, handle, testenv.Logger(t), prometheus.NewRegistry())
-	testenv.Must(t, err)
-	return cons
 }
 
 func (r *cancelRig) state(t *testing.T) coupon.Coupon {
 	t.Helper()
-	c, err := r.app.Coupon(context.Background(), r.coupon.ID)
+	c, err := r.App.Coupon(context.Background(), r.coupon.ID)
 	testenv.Must(t, err)
 	return c
 }
@@ -97,18 +57,30 @@ func (r *cancelRig) state(t *testing.T) coupon.Coupon {
 // releases reads coupon_lock_releases_total{by="order_cancelled"}.
 func (r *cancelRig) releases(t *testing.T) float64 {
 	t.Helper()
-	mfs, err := r.reg.Gather()
-	testenv.Must(t, err)
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if mf.GetName() == "coupon_lock_releases_total" && lp.GetValue() == "order_cancelled" {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
+	return testenv.Metric(t, r.Registry, "coupon_lock_releases_total", "by", "order_cancelled")
+}
+
+// handled counts the deliveries of order.cancelled the consumer ended with
+// outcome.
+func (r *cancelRig) handled(t *testing.T, outcome inbox.Outcome) float64 {
+	t.Helper()
+	return testenv.Metric(t, r.Registry, "inbox_messages_total", "consumer", messaging.OrderCancelledConsumer, "outcome", string(outcome))
+}
+
+// failFirstRelease fails the first release of a lock that changed a row,
+// after the UPDATE ran: the connection lost before the commit, which rolls
+// the delivery back, release and dedup row together.
+type failFirstRelease struct {
+	coupon.Tx
+	failed *atomic.Bool
+}
+
+func (f failFirstRelease) ReleaseLock(ctx context.Context, id uint64, orderNo string, now time.Time) (int64, error) {
+	n, err := f.Tx.ReleaseLock(ctx, id, orderNo, now)
+	if err == nil && n == 1 && f.failed.CompareAndSwap(false, true) {
+		return n, errors.New("connection lost before the commit")
 	}
-	return 0
+	return n, err
 }
 
 func cancelled(orderNo string, couponID uint64) events.OrderCancelledV1 {
@@ -120,85 +92,51 @@ func cancelled(orderNo string, couponID uint64) events.OrderCancelledV1 {
 }
 
 // TestOrderCancelledReleasesTheLockOnceHoweverOftenDelivered drives the
-// consumer through JetStream. The first delivery of the cancellation
-// releases the lock and then fails, so its transaction rolls back and
-// JetStream redelivers it; the event is also republished under its id and
-// sent again under another id (the order service's close retried). The
-// lock is released exactly once; an order without coupon needs nothing; a
-// malformed event is dead-lettered. When another order has since locked the
-// coupon, a late duplicate of the first order's cancellation leaves its
+// service's consumer through JetStream. The first delivery of the
+// cancellation releases the lock and then fails, so its transaction rolls
+// back and JetStream redelivers it; the event is then republished under its
+// id and sent again under another id (the order service's close retried).
+// The lock is released exactly once; an order without coupon needs nothing;
+// a malformed event is dead-lettered. When another order has since locked
+// the coupon, a late duplicate of the first order's cancellation leaves its
 // lock alone.
 func TestOrderCancelledReleasesTheLockOnceHoweverOftenDelivered(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r := newCancelRig(t, ctx)
+	var failed atomic.Bool
+	r := newCancelRig(t, ctx, assembly.Options{Tx: func(tx coupon.Tx) coupon.Tx { return failFirstRelease{tx, &failed} }})
 
-	var mu sync.Mutex
-	deliveries := map[string]int{}
-	real := platform.Bind(r.store.InboxTx, messaging.OrderCancelled(r.app)).Handle
-	cons := r.consumer(t, func(ctx context.Context, tx *gorm.DB, msg inbox.Message) error {
-		mu.Lock()
-		deliveries[msg.ID]++
-		first := deliveries[msg.ID] == 1
-		mu.Unlock()
-		if err := real(ctx, tx, msg); err != nil {
-			return err
-		}
-		if msg.ID == "c1" && first {
-			return errors.New("connection lost before the commit")
-		}
-		return nil
-	})
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- cons.Run(runCtx) }()
-	defer func() { stop(); <-done }()
-
-	publish := func(id string, body any) {
-		b, ok := body.([]byte)
-		if !ok {
-			b, _ = json.Marshal(body)
-		}
-		_, err := r.js.Publish(ctx, r.ev.Subject(events.OrderCancelled), b, jetstream.WithMsgID(id))
-		testenv.Must(t, err)
-	}
-	waitHandled := func(n int64) {
+	waitHandled := func(n int) {
 		t.Helper()
 		testenv.WaitFor(t, 15*time.Second, fmt.Sprintf("the inbox to handle %d events", n), func() bool {
-			var handled, dead int64
-			testenv.Must(t, r.db.Table("processed_message").Count(&handled).Error)
-			testenv.Must(t, r.db.Table("dead_message").Count(&dead).Error)
-			return handled+dead >= n
+			return r.Count(t, "processed_message", "1 = 1")+r.Count(t, "dead_message", "1 = 1") >= n
 		})
 	}
 	first := cancelled("ORDER-1", r.coupon.ID)
-	publish("c1", first)
-	publish("c1", first) // a republish: dropped by the stream or by the inbox
-	publish("c2", first) // the same cancellation under another id
-	publish("c3", cancelled("ORDER-9", 0))
-	publish("c4", []byte("{not json"))
+	r.Publish(t, events.OrderCancelled, "c1", first)
+	waitHandled(1)
+	if !failed.Load() || r.handled(t, inbox.Retry) != 1 || r.Count(t, "processed_message", "message_id = ?", "c1") != 1 {
+		t.Fatalf("c1: fault fired %v, %v deliveries refused, processed %d times; want its first delivery rolled back and the redelivery processed",
+			failed.Load(), r.handled(t, inbox.Retry), r.Count(t, "processed_message", "message_id = ?", "c1"))
+	}
+	r.Publish(t, events.OrderCancelled, "c1", first) // a republish: dropped by the stream or by the inbox
+	r.Publish(t, events.OrderCancelled, "c2", first) // the same cancellation under another id
+	r.Publish(t, events.OrderCancelled, "c3", cancelled("ORDER-9", 0))
+	r.Publish(t, events.OrderCancelled, "c4", []byte("{not json"))
 	waitHandled(4)
 
-	mu.Lock()
-	redelivered := deliveries["c1"]
-	mu.Unlock()
-	if redelivered < 2 {
-		t.Fatalf("c1 was delivered %d times, want the failed first delivery and its redelivery", redelivered)
-	}
 	if got := r.state(t); got.Status != coupon.StatusUnused || got.LockedOrderNo != "" || got.Version != 2 {
 		t.Fatalf("coupon = %+v, want UNUSED, changed twice (lock, release)", got)
 	}
 	if v := r.releases(t); v != 1 {
 		t.Fatalf("coupon_lock_releases_total{by=order_cancelled} = %v, want 1", v)
 	}
-	var dead int64
-	testenv.Must(t, r.db.Table("dead_message").Where("message_id = ?", "c4").Count(&dead).Error)
-	if dead != 1 {
+	if r.Count(t, "dead_message", "message_id = ?", "c4") != 1 {
 		t.Fatal("the malformed event was not dead-lettered")
 	}
 
 	r.lock(t, ctx, "ORDER-2")
-	publish("c5", first) // a late duplicate of ORDER-1's cancellation
+	r.Publish(t, events.OrderCancelled, "c5", first) // a late duplicate of ORDER-1's cancellation
 	waitHandled(5)
 	if got := r.state(t); got.Status != coupon.StatusLocked || got.LockedOrderNo != "ORDER-2" {
 		t.Fatalf("coupon = %+v, want still LOCKED by ORDER-2", got)
@@ -209,17 +147,17 @@ func TestOrderCancelledReleasesTheLockOnceHoweverOftenDelivered(t *testing.T) {
 }
 
 // TestConcurrentDeliveriesOfACancellationReleaseOnce races deliveries of
-// one cancellation through the inbox's Process, as several replicas and
+// one cancellation through the service's consumer (Process), as several replicas and
 // redeliveries would: 20 of the same message id and 20 under distinct ids.
 // The lock is released once.
 func TestConcurrentDeliveriesOfACancellationReleaseOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r := newCancelRig(t, ctx)
-	cons := r.consumer(t, nil)
+	r := newCancelRig(t, ctx, assembly.Options{})
+	cons := r.Consumer(t, messaging.OrderCancelledConsumer)
 	body, err := json.Marshal(cancelled("ORDER-1", r.coupon.ID))
 	testenv.Must(t, err)
-	subject := r.ev.Subject(events.OrderCancelled)
+	subject := r.Config.Events.Subject(events.OrderCancelled)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range 40 {

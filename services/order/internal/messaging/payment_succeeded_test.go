@@ -10,42 +10,35 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/natsjs"
-	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
+	"github.com/oncemall/oncemall/services/order/internal/app"
 	"github.com/oncemall/oncemall/services/order/internal/assembly"
-	"github.com/oncemall/oncemall/services/order/internal/messaging"
 	"github.com/oncemall/oncemall/services/order/internal/order"
 	"github.com/oncemall/oncemall/services/order/internal/ordertest"
 )
 
 type fixture struct {
 	*ordertest.Service
-	t      *testing.T
-	db     *gorm.DB
-	nc     *natsjs.Conn
-	stream string // a test stream standing in for PAYMENT
-	cons   *inbox.Consumer
+	t       *testing.T
+	db      *gorm.DB
+	nc      *natsjs.Conn
+	subject string // payment.succeeded under the test's event prefix
+	cons    *inbox.Consumer
 }
 
+// newFixture starts the order service, its payment.succeeded consumer
+// reading the payment stream of the test's event namespace, and hands the
+// test that consumer, as the assembly declared it and the platform built
+// it.
 func newFixture(t *testing.T) *fixture {
 	env := ordertest.Start(t, nil, assembly.Options{})
-	nc := testenv.NATS(t)
-	stream := testenv.UniqueName(t, "PAY")
-	_, err := natsjs.EnsureStream(context.Background(), nc.JS, natsjs.StreamConfig(stream, stream))
-	testenv.Must(t, err)
-	testenv.DeleteStreamAtCleanup(t, nc.JS, stream)
-	// The consumer as the platform builds it from the declaration, on the
-	// test's stream.
-	c := platform.Bind(env.Orders.InboxTx, messaging.PaymentSucceeded(env.App))
-	cons, err := inbox.NewConsumer(env.DB, nc.JS, inbox.Config{Name: c.Name, Stream: stream, FilterSubjects: []string{stream + ".succeeded"}, Workers: 8, Backoff: []time.Duration{50 * time.Millisecond}}, c.Handle, testenv.Logger(t), prometheus.NewRegistry())
-	testenv.Must(t, err)
-	return &fixture{Service: env, t: t, db: env.DB, nc: nc, stream: stream, cons: cons}
+	return &fixture{Service: env, t: t, db: env.DB, nc: testenv.NATS(t),
+		subject: env.Config.Events.Subject(events.PaymentSucceeded), cons: env.Consumer(t, app.PaymentSucceededConsumer)}
 }
 
 // createOrder places an order of one unit of a new product priced amount
@@ -84,7 +77,7 @@ func (f *fixture) paidEvents(orderNo string) int64 {
 func TestPaymentSucceededFiftyConcurrentDeliveries(t *testing.T) {
 	f := newFixture(t)
 	no := f.createOrder(1000)
-	msg := inbox.Message{ID: "pay-msg-1", Subject: f.stream + ".succeeded", Body: payment(no, "P1", 1000)}
+	msg := inbox.Message{ID: "pay-msg-1", Subject: f.subject, Body: payment(no, "P1", 1000)}
 	var wg sync.WaitGroup
 	outcomes := make(chan inbox.Outcome, 50)
 	start := make(chan struct{})
@@ -130,7 +123,7 @@ func TestTwoMessagesForOnePaymentPayOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range messages {
 		wg.Go(func() {
-			out, err := f.cons.Process(context.Background(), inbox.Message{ID: fmt.Sprintf("pay-msg-%d", i), Subject: f.stream + ".succeeded", Body: payment(no, "P1", 1000)})
+			out, err := f.cons.Process(context.Background(), inbox.Message{ID: fmt.Sprintf("pay-msg-%d", i), Subject: f.subject, Body: payment(no, "P1", 1000)})
 			if err != nil || out != inbox.Processed {
 				t.Errorf("message %d: %s %v", i, out, err)
 			}
@@ -201,19 +194,14 @@ func TestConflictingPaymentsAreDead(t *testing.T) {
 }
 
 // Over JetStream: payment.succeeded published twice, as two messages, is
-// consumed by the running consumer; the order is paid once and exactly one
-// order.paid row waits in the outbox. (Publishing order.paid itself is the
-// relay's job, tested in pkg/outbox; the test stays off the shared
-// order.paid subject.)
+// consumed by the service's running consumer; the order is paid once and exactly one
+// order.paid row is written to the outbox. (Publishing order.paid itself is
+// the relay's job, tested in pkg/outbox.)
 func TestPaymentSucceededThroughStreamPublishesOrderPaid(t *testing.T) {
 	f := newFixture(t)
 	no := f.createOrder(1234)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = f.cons.Run(ctx) }()
-	defer func() { cancel(); <-done }()
 	for i := range 2 {
-		m := nats.NewMsg(f.stream + ".succeeded")
+		m := nats.NewMsg(f.subject)
 		m.Data = payment(no, "P9", 1234)
 		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("pay-%d", i))
 		_, err := f.nc.JS.PublishMsg(context.Background(), m)

@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/oncemall/oncemall/pkg/auth"
+	"github.com/oncemall/oncemall/pkg/inbox"
 	"github.com/oncemall/oncemall/pkg/platform"
 	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/svctest"
@@ -54,8 +55,9 @@ type Service struct {
 	// namespace starts it with these (and an address of its own).
 	Env map[string]string
 
-	vars map[string]string
-	o    assembly.Options
+	vars   map[string]string
+	o      assembly.Options
+	wiring *platform.Wiring
 }
 
 // Start runs the service in its default configuration with vars set on
@@ -83,8 +85,15 @@ func Start(t testing.TB, vars map[string]string, o assembly.Options) *Service {
 	parts, w := e.start(t, e.Config)
 	e.URL = "http://" + e.Config.HTTPAddr
 	e.DB, e.Registry, e.Handler = w.DB, w.Registry, w.Handler()
-	e.Parts = parts
+	e.Parts, e.wiring = parts, w
 	return e
+}
+
+// Consumer is the service's running inbox consumer name, as its assembly
+// declared it (svctest.Consumer).
+func (e *Service) Consumer(t testing.TB, name string) *inbox.Consumer {
+	t.Helper()
+	return svctest.Consumer(t, e.wiring, name)
 }
 
 // start assembles and serves the service on cfg.

@@ -10,11 +10,11 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/httpserver"
+	"github.com/oncemall/oncemall/pkg/metrics"
 	"github.com/oncemall/oncemall/pkg/tracing"
 	"github.com/oncemall/oncemall/services/web/internal/config"
 	"github.com/oncemall/oncemall/services/web/internal/pages"
@@ -49,10 +49,15 @@ type Options struct {
 // pages registered, not yet listening.
 func Assemble(cfg config.Config, log *slog.Logger, tp trace.TracerProvider, o Options) (*httpserver.Server, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := metrics.RegisterProcess(reg); err != nil {
+		return nil, err
+	}
 	hc := &http.Client{Timeout: cfg.Timeout, Transport: tracing.Transport(tp, http.DefaultTransport)}
-	client := upstream.New(upstream.URLs{Identity: cfg.IdentityURL, Order: cfg.OrderURL, Coupon: cfg.CouponURL,
+	client, err := upstream.New(upstream.URLs{Identity: cfg.IdentityURL, Order: cfg.OrderURL, Coupon: cfg.CouponURL,
 		Payment: cfg.PaymentURL, PSP: cfg.PSPURL}, hc, reg)
+	if err != nil {
+		return nil, err
+	}
 	if o.Shop == nil {
 		o.Shop = client
 	}
@@ -80,10 +85,13 @@ func Assemble(cfg config.Config, log *slog.Logger, tp trace.TracerProvider, o Op
 	check := func(service, base string) httpserver.Check {
 		return func(ctx context.Context) error { return client.Healthy(ctx, service, base) }
 	}
-	srv := httpserver.New(httpserver.Options{
+	srv, err := httpserver.New(httpserver.Options{
 		Addr: cfg.HTTPAddr, Config: cfg.HTTP, Logger: log, Registry: reg, TracerProvider: tp,
 		Checks: map[string]httpserver.Check{"identity": check("identity", cfg.IdentityURL), "order": check("order", cfg.OrderURL)},
 	})
+	if err != nil {
+		return nil, err
+	}
 	p.Register(srv.Engine())
 	return srv, nil
 }

@@ -39,8 +39,9 @@ func newShopWith(t *testing.T, more func(o *pages.Options, client *upstream.Clie
 	v, err := auth.NewVerifier(iss.Config(), auth.Options{})
 	testenv.Must(t, err)
 	down := "http://" + closedAddr(t)
-	client := upstream.New(upstream.URLs{Identity: down, Order: down, Coupon: down, Payment: down, PSP: down},
+	client, err := upstream.New(upstream.URLs{Identity: down, Order: down, Coupon: down, Payment: down, PSP: down},
 		&http.Client{Timeout: 2 * time.Second}, nil)
+	testenv.Must(t, err)
 	o := pages.Options{Log: testenv.Logger(t), Brand: "demo", CookieKey: []byte("test-cookie-key-0123456789")}
 	if more != nil {
 		more(&o, client)

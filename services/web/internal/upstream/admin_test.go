@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/web/internal/upstream"
 )
 
@@ -29,8 +30,9 @@ func TestFindingsReadsBothShapes(t *testing.T) {
 		_, _ = w.Write([]byte(answers[r.URL.Path]))
 	}))
 	defer srv.Close()
-	c := upstream.New(upstream.URLs{Order: srv.URL + "/order", Coupon: srv.URL + "/coupon", Payment: srv.URL + "/payment"},
+	c, err := upstream.New(upstream.URLs{Order: srv.URL + "/order", Coupon: srv.URL + "/coupon", Payment: srv.URL + "/payment"},
 		&http.Client{Timeout: 2 * time.Second}, nil)
+	testenv.Must(t, err)
 	who := upstream.Caller{Token: "op-token", UserID: 1}
 	for service, want := range map[string][]upstream.Finding{
 		"coupon":  {{Kind: "order_deducted_more_than_once", Detail: "count=2 coupon_id=3 order_no=O1"}},

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/oncemall/oncemall/pkg/metrics"
 )
 
 // Caller is the signed-in user a call is made for: the access token from
@@ -46,16 +48,17 @@ type Client struct {
 // New returns a client of the services at urls, calling them with hc. It
 // counts its calls in web_upstream_calls_total{service,outcome} on reg (nil:
 // uncounted): outcome ok, refused (a 4xx answer) or failed (no answer, or
-// a 5xx), the last what an operator watches.
-func New(urls URLs, hc *http.Client, reg prometheus.Registerer) *Client {
-	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "web_upstream_calls_total",
-		Help: "Calls of the storefront to the services, by service and outcome (ok, refused: a 4xx answer, failed: no answer or a 5xx).",
-	}, []string{"service", "outcome"})
-	if reg != nil {
-		reg.MustRegister(calls)
+// a 5xx), the last what an operator watches. Clients on one registry share
+// the counter.
+func New(urls URLs, hc *http.Client, reg prometheus.Registerer) (*Client, error) {
+	s := metrics.NewSet(reg)
+	calls := s.Counters("web_upstream_calls_total",
+		"Calls of the storefront to the services, by service and outcome (ok, refused: a 4xx answer, failed: no answer or a 5xx).",
+		"service", "outcome")
+	if err := s.Err(); err != nil {
+		return nil, err
 	}
-	return &Client{urls: urls, http: hc, calls: calls, retryWait: 300 * time.Millisecond}
+	return &Client{urls: urls, http: hc, calls: calls, retryWait: 300 * time.Millisecond}, nil
 }
 
 // Error is a call that did not succeed: the service refused it (Status and

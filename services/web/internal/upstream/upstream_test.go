@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/oncemall/oncemall/pkg/testkit/testenv"
 	"github.com/oncemall/oncemall/services/web/internal/upstream"
 )
 
@@ -42,7 +43,8 @@ func TestACopyStillRunningIsAskedAgainWithTheSameKey(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"order_no": "O1", "status": "WAIT_PAY"})
 	}))
 	defer srv.Close()
-	c := upstream.New(upstream.URLs{Order: srv.URL}, srv.Client(), nil)
+	c, err := upstream.New(upstream.URLs{Order: srv.URL}, srv.Client(), nil)
+	testenv.Must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	o, err := c.PlaceOrder(ctx, upstream.Caller{Token: "tok", UserID: 42}, "web-k", []upstream.Item{{ProductID: 1, Quantity: 1}}, 0)
@@ -68,8 +70,9 @@ func TestAnOutOfStockConflictIsTheAnswer(t *testing.T) {
 	}))
 	defer srv.Close()
 	reg := prometheus.NewRegistry()
-	c := upstream.New(upstream.URLs{Order: srv.URL, Identity: "http://" + closedAddr(t)}, srv.Client(), reg)
-	_, err := c.PlaceOrder(context.Background(), upstream.Caller{Token: "tok", UserID: 42}, "web-k", []upstream.Item{{ProductID: 1, Quantity: 1}}, 0)
+	c, err := upstream.New(upstream.URLs{Order: srv.URL, Identity: "http://" + closedAddr(t)}, srv.Client(), reg)
+	testenv.Must(t, err)
+	_, err = c.PlaceOrder(context.Background(), upstream.Caller{Token: "tok", UserID: 42}, "web-k", []upstream.Item{{ProductID: 1, Quantity: 1}}, 0)
 	var e *upstream.Error
 	if !errors.As(err, &e) || e.Status != http.StatusConflict || e.Code != "out_of_stock" || calls.Load() != 1 {
 		t.Fatalf("err %v after %d calls, want one 409 out_of_stock", err, calls.Load())
