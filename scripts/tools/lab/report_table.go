@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/oncemall/oncemall/scripts/lab"
+	"github.com/oncemall/oncemall/scripts/tests/lab"
 )
 
 // tableWidth is the width the default table keeps to: every line at most

@@ -15,7 +15,7 @@ import (
 
 	"github.com/oncemall/oncemall/pkg/testkit/composecheck"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/scripts/proctest"
+	"github.com/oncemall/oncemall/scripts/tests/proctest"
 )
 
 // jaeger is a Jaeger started by the test on free loopback ports, with the

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	pkglab "github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/scripts/lab"
+	"github.com/oncemall/oncemall/scripts/tests/lab"
 )
 
 // entry is one scenario run as the report shows it: its row of the table

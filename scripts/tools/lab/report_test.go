@@ -15,7 +15,7 @@ import (
 	"unicode/utf8"
 
 	pkglab "github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/scripts/lab"
+	"github.com/oncemall/oncemall/scripts/tests/lab"
 )
 
 // fixture is the report data of a real `make lab` run (every incident, its

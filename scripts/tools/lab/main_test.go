@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	pkglab "github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/scripts/lab"
+	"github.com/oncemall/oncemall/scripts/tests/lab"
 )
 
 // wantIncidents are the incidents `make lab` must cover.

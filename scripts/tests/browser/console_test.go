@@ -15,7 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/scripts/proctest"
+	"github.com/oncemall/oncemall/scripts/tests/proctest"
 )
 
 // TestConsole: the operator signs in, creates a product with its stock,

@@ -18,7 +18,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/testkit/authtest"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/scripts/proctest"
+	"github.com/oncemall/oncemall/scripts/tests/proctest"
 )
 
 func TestMain(m *testing.M) { proctest.Main(m) }

@@ -19,7 +19,7 @@ import (
 	"github.com/oncemall/oncemall/pkg/auth"
 	"github.com/oncemall/oncemall/pkg/events"
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/scripts/proctest"
+	"github.com/oncemall/oncemall/scripts/tests/proctest"
 	"github.com/oncemall/oncemall/services/psp-sim/pspsim"
 )
 

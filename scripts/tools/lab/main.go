@@ -44,7 +44,7 @@ import (
 	pkglab "github.com/oncemall/oncemall/pkg/lab"
 	"github.com/oncemall/oncemall/pkg/natsjs"
 	"github.com/oncemall/oncemall/pkg/redisclient"
-	"github.com/oncemall/oncemall/scripts/lab"
+	"github.com/oncemall/oncemall/scripts/tests/lab"
 )
 
 // errFailed is returned when a verdict failed; the table already says which.

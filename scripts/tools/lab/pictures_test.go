@@ -13,7 +13,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/oncemall/oncemall/scripts/lab"
+	"github.com/oncemall/oncemall/scripts/tests/lab"
 )
 
 // TestPictureEntriesPairBrokenWithFixed: an incident's picture shows its

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	pkglab "github.com/oncemall/oncemall/pkg/lab"
-	"github.com/oncemall/oncemall/scripts/lab"
+	"github.com/oncemall/oncemall/scripts/tests/lab"
 	couponlab "github.com/oncemall/oncemall/services/coupon/lab"
 	orderlab "github.com/oncemall/oncemall/services/order/lab"
 	paymentlab "github.com/oncemall/oncemall/services/payment/lab"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/oncemall/oncemall/pkg/testkit/testenv"
-	"github.com/oncemall/oncemall/scripts/proctest"
+	"github.com/oncemall/oncemall/scripts/tests/proctest"
 )
 
 var services = []string{"order", "coupon", "payment"}
