@@ -210,7 +210,7 @@ func TestOutboxRunsOnTheDeployNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "(cd pkg && go run ../scripts/cmd/natsrun -jetstream-from ../deploy/nats.conf -- go test -run '^$' -bench 'RelayThroughput|CommitToPublishLatency' -benchtime 1x -count 1 ./outbox/)"
+	want := "(cd pkg && go run ../scripts/tools/natsrun -jetstream-from ../deploy/nats.conf -- go test -run '^$' -bench 'RelayThroughput|CommitToPublishLatency' -benchtime 1x -count 1 ./outbox/)"
 	if got := sync[0].Command(); got != want {
 		t.Errorf("outbox-sync runs\n%s\nwant\n%s", got, want)
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // The e2e suite drives whole purchases through every service with the load
-// generator on its private rig (scripts/cmd/loadgen --own, one replica)
+// generator on its private rig (scripts/loadgen --own, one replica)
 // and judges issue 21's targets from its --json reports. Its runs, in
 // order (docs/benchmarks/e2e.md):
 //
@@ -70,7 +70,7 @@ type e2eRun struct {
 
 // Command is the run as a shell command from the repository root.
 func (r *e2eRun) Command() string {
-	return "go run ./scripts/cmd/loadgen " + strings.Join(r.Args, " ")
+	return "go run ./scripts/loadgen " + strings.Join(r.Args, " ")
 }
 
 // run returns the first run of part (and name, if given).
@@ -157,16 +157,16 @@ func (x *e2eRunner) loadgen(ctx context.Context, part, name string, args ...stri
 
 // runE2E builds the load generator and makes the suite's runs for parts.
 func runE2E(ctx context.Context, root string, parts []string, quick bool, say func(string, ...any)) (*E2E, error) {
-	dir, err := os.MkdirTemp("", "benchreport-e2e-")
+	dir, err := os.MkdirTemp("", "bench-e2e-")
 	if err != nil {
 		return &E2E{Parts: parts, Quick: quick}, err
 	}
 	defer os.RemoveAll(dir)
 	x := &e2eRunner{bin: filepath.Join(dir, "loadgen"), root: root, say: say}
-	build := exec.CommandContext(ctx, goBinary(), "build", "-o", x.bin, "./scripts/cmd/loadgen")
+	build := exec.CommandContext(ctx, goBinary(), "build", "-o", x.bin, "./scripts/loadgen")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return &E2E{Parts: parts, Quick: quick}, fmt.Errorf("go build ./scripts/cmd/loadgen: %v\n%s", err, out)
+		return &E2E{Parts: parts, Quick: quick}, fmt.Errorf("go build ./scripts/loadgen: %v\n%s", err, out)
 	}
 	return planE2E(ctx, parts, quick, x.loadgen)
 }

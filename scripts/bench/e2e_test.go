@@ -47,13 +47,13 @@ func TestPlanE2ESteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"go run ./scripts/cmd/loadgen --own --rate 100 --duration 1m0s --settle 5m",
-		"go run ./scripts/cmd/loadgen --own --rate 25 --duration 1m0s --settle 5m",
-		"go run ./scripts/cmd/loadgen --own --rate 50 --duration 1m0s --settle 5m",
-		"go run ./scripts/cmd/loadgen --own --phases 16/s:30s,62/s:1m0s,16/s:30s --settle 5m",
-		"go run ./scripts/cmd/loadgen --own --retry-at-once --phases 62/s:1m0s --settle 5m",
-		"go run ./scripts/cmd/loadgen --own --phases 50/s:1m0s,50/s:5m0s:db-cut,50/s:2m0s --settle 10m",
-		"go run ./scripts/cmd/loadgen --own --phases 50/s:1m0s,50/s:5m0s:nats-down,50/s:2m0s --settle 10m",
+		"go run ./scripts/loadgen --own --rate 100 --duration 1m0s --settle 5m",
+		"go run ./scripts/loadgen --own --rate 25 --duration 1m0s --settle 5m",
+		"go run ./scripts/loadgen --own --rate 50 --duration 1m0s --settle 5m",
+		"go run ./scripts/loadgen --own --phases 16/s:30s,62/s:1m0s,16/s:30s --settle 5m",
+		"go run ./scripts/loadgen --own --retry-at-once --phases 62/s:1m0s --settle 5m",
+		"go run ./scripts/loadgen --own --phases 50/s:1m0s,50/s:5m0s:db-cut,50/s:2m0s --settle 10m",
+		"go run ./scripts/loadgen --own --phases 50/s:1m0s,50/s:5m0s:nats-down,50/s:2m0s --settle 10m",
 	}
 	if !slices.Equal(f.commands, want) {
 		t.Fatalf("runs:\n%s\nwant:\n%s", strings.Join(f.commands, "\n"), strings.Join(want, "\n"))
@@ -197,7 +197,7 @@ func TestWriteE2E(t *testing.T) {
 	var b bytes.Buffer
 	writeE2E(&b, e, 3600)
 	for _, want := range []string{
-		"go run ./scripts/cmd/loadgen --own --rate 100\n",
+		"go run ./scripts/loadgen --own --rate 100\n",
 		"Capacity: **30.0 completed purchases/s** (the 50/s step).",
 		"| cost 100/s | 1.00 1.00 1.00 |",
 		"| **counted** | | **45.2** |",

@@ -6,7 +6,7 @@ import (
 )
 
 // loadReport is what the e2e suite reads of the load generator's --json
-// report (scripts/cmd/loadgen, Report): the figures its targets are
+// report (scripts/loadgen, Report): the figures its targets are
 // judged on, nothing else. testdata/loadgen-*.json are real reports, read
 // by the tests of both programs.
 type loadReport struct {

@@ -139,7 +139,7 @@ func mysqlVersion(ctx context.Context, cfg database.Config) string {
 func natsVersion(ctx context.Context, cfg natsjs.Config) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	conn, err := natsjs.Connect(ctx, cfg, "benchreport", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	conn, err := natsjs.Connect(ctx, cfg, "bench", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return "unreachable: " + err.Error()
 	}

@@ -1,4 +1,4 @@
-// Command benchreport runs the project's benchmark suites and writes
+// Command bench runs the project's benchmark suites and writes
 // docs/benchmarks.md: the figures, the machine they were measured on, the
 // exact commands, and every performance target of the issues judged met or
 // not met from the figures. `make bench` runs it.
@@ -9,7 +9,7 @@
 //
 // Usage:
 //
-//	benchreport [--out docs/benchmarks.md] [--only outbox,idempotency,...] [--note "..."] [--list]
+//	bench [--out docs/benchmarks.md] [--only outbox,idempotency,...] [--note "..."] [--list]
 //
 // It needs the local MariaDB/MySQL, NATS and Redis (MYSQL_ADDR, NATS_URL,
 // REDIS_ADDR as everywhere). It exits 1 when a suite fails to run; a target
@@ -39,7 +39,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
@@ -59,7 +59,7 @@ type Suite struct {
 	// (a service not merged yet) the suite is reported as not run.
 	Needs string
 	// NATS is the server the suite runs against: "" for NATS_URL's, as
-	// everywhere; NATSPinned or NATSDeploy for one of scripts/cmd/natsrun,
+	// everywhere; NATSPinned or NATSDeploy for one of scripts/tools/natsrun,
 	// the version compose runs, with JetStream's defaults or with the
 	// JetStream settings of deploy/nats.conf (sync_interval: always). Its
 	// results are named with the server (see Variant), so they stand
@@ -108,7 +108,7 @@ var suites = []Suite{
 		Name: "outbox-nats", Title: "Outbox relay on the NATS version compose runs, JetStream defaults", Dir: "pkg", Pkg: "./outbox/", Bench: ".", Benchtime: "1x", Count: 2,
 		NATS:  NATSPinned,
 		Doc:   "docs/benchmarks/outbox.md",
-		About: "The outbox suite against a nats-server of the version docker-compose.yml pins, started in process by scripts/cmd/natsrun with JetStream's defaults (a sync every two minutes): the baseline for the next suite.",
+		About: "The outbox suite against a nats-server of the version docker-compose.yml pins, started in process by scripts/tools/natsrun with JetStream's defaults (a sync every two minutes): the baseline for the next suite.",
 	},
 	{
 		// One run, and not the raw-publish ceiling: it waits one minute
@@ -129,7 +129,7 @@ var suites = []Suite{
 		About: "The order service's real POST /orders, wired as cmd/order wires it (the platform's gin stack, the form-token check, the order and its stock reservation in one transaction) and served in process with 32 requests in flight: without the Idempotency-Key guard, and with HandlerInTx and a fresh key per request. The Idempotency-Key throughput target is judged on this pair.",
 	},
 	{
-		Name: "purchase", Title: "Purchase order placement and the hot product (scripts/lab, incident 5)", Dir: "scripts", Pkg: "./lab", Bench: "^(BenchmarkPurchaseOrder|BenchmarkHotProductStock)$", Benchtime: "3x", Count: 3,
+		Name: "purchase", Title: "Purchase order placement and the hot product (scripts/tests/lab, incident 5)", Dir: "scripts", Pkg: "./tests/lab", Bench: "^(BenchmarkPurchaseOrder|BenchmarkHotProductStock)$", Benchtime: "3x", Count: 3,
 		Doc:   "docs/benchmarks/purchase.md",
 		About: "The real POST /orders with the Idempotency-Key guard, 32 in flight, served in process: two items each, plain (no coupon: catalog prices and stock in the order's transaction) beside purchase (the coupon locked at the real coupon service, served in process on its own database, over loopback HTTP before the transaction, the prices re-checked in it), 2,000 requests each per round; and 100 concurrent orders of one hot product in each stock mode (fixed, broken, optimistic), with a spread case (one product per client) for what the hot row costs.",
 	},
@@ -155,8 +155,8 @@ var suites = []Suite{
 		About: "POST /payments/callback through the full HTTP stack, concurrency 50, 10% duplicate notifications, fixed and broken handlers.",
 	},
 	{
-		Name: "e2e", Title: "Whole purchases through every service (scripts/cmd/loadgen, issue 21)", Dir: ".", Pkg: "./scripts/cmd/loadgen", LoadGen: true,
-		Needs: "scripts/cmd/loadgen",
+		Name: "e2e", Title: "Whole purchases through every service (scripts/loadgen, issue 21)", Dir: ".", Pkg: "./scripts/loadgen", LoadGen: true,
+		Needs: "scripts/loadgen",
 		Doc:   "docs/benchmarks/e2e.md",
 		About: "The load generator on its private rig (its own NATS, Redis, simulator and one replica of each service on fresh databases), every process's CPU read from /proc and the servers' counters, idle subtracted: the cost per purchase at 100/s, the capacity stepped up, twice the capacity with well-made clients and with clients that retry at once, and 5-minute outages of MySQL and of NATS. About an hour.",
 	},
@@ -179,7 +179,7 @@ func (s Suite) natsrun() []string {
 		return nil
 	}
 	up := strings.Repeat("../", strings.Count(filepath.ToSlash(filepath.Clean(s.Dir)), "/")+1)
-	args := []string{"run", up + "scripts/cmd/natsrun"}
+	args := []string{"run", up + "scripts/tools/natsrun"}
 	if s.NATS == NATSDeploy {
 		args = append(args, "-jetstream-from", up+"deploy/nats.conf")
 	}
@@ -189,7 +189,7 @@ func (s Suite) natsrun() []string {
 // Command is the suite as a shell command run from the repository root.
 func (s Suite) Command() string {
 	if s.LoadGen {
-		return "go run ./scripts/cmd/benchreport --only " + s.Name + " # the load generator's runs, listed with the figures"
+		return "go run ./scripts/bench --only " + s.Name + " # the load generator's runs, listed with the figures"
 	}
 	wrap := ""
 	if r := s.natsrun(); r != nil {
@@ -209,7 +209,7 @@ type Outcome struct {
 }
 
 func run(ctx context.Context, args []string, progress io.Writer) error {
-	fs := flag.NewFlagSet("benchreport", flag.ContinueOnError)
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	out := fs.String("out", "docs/benchmarks.md", "report to write, relative to the repository root")
 	only := fs.String("only", "", "comma-separated suites to run (default all): "+suiteNames())
 	note := fs.String("note", "", "a sentence on the run's conditions, printed with the machine")
@@ -401,7 +401,7 @@ func goBinary() string {
 func invocation(only, out string) string {
 	s := "make bench"
 	if only != "" {
-		s = "go run ./scripts/cmd/benchreport --only " + only
+		s = "go run ./scripts/bench --only " + only
 		if out != "docs/benchmarks.md" {
 			s += " --out " + out
 		}

@@ -7,7 +7,7 @@ import (
 
 // purchaseOutput is the purchase suite's output: three runs of the
 // purchase benchmark and one of the hot product.
-const purchaseOutput = `pkg: github.com/oncemall/oncemall/scripts/lab
+const purchaseOutput = `pkg: github.com/oncemall/oncemall/scripts/tests/lab
 BenchmarkPurchaseOrder-2   	       3	16132506989 ns/op	       333.7 plain-req/s	       202.3 purchase-req/s	         0.6064 purchase/plain
 BenchmarkPurchaseOrder-2   	       3	16132506989 ns/op	       300.0 plain-req/s	       140.0 purchase-req/s	         0.4667 purchase/plain
 BenchmarkPurchaseOrder-2   	       3	16132506989 ns/op	       310.0 plain-req/s	       170.0 purchase-req/s	         0.5484 purchase/plain

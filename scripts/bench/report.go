@@ -31,7 +31,7 @@ func (r Report) Write(w io.Writer) error {
 	m := r.Machine
 
 	p("# Benchmarks\n\n")
-	p("Written by `%s` (scripts/cmd/benchreport) — every figure below is parsed from the\n", r.Invocation)
+	p("Written by `%s` (scripts/bench) — every figure below is parsed from the\n", r.Invocation)
 	p("`go test -bench` output of the run or measured by the program itself; nothing is typed by hand.\n")
 	p("Re-run `make bench` to refresh this page. Each area's own page (linked per suite) discusses its\n")
 	p("figures and design; this page is the one-command snapshot.\n\n")
@@ -81,7 +81,7 @@ func (r Report) Write(w io.Writer) error {
 		p("%s\n", o.Suite.Command())
 	}
 	p("```\n\nthen races goroutines for one Redis key in process (`pkg/lab/dupproof`, as `make dupproof` does).\n")
-	p("One suite: `go run ./scripts/cmd/benchreport --only %s` (this rewrites the page with that suite only).\n\n", r.firstSuite())
+	p("One suite: `go run ./scripts/bench --only %s` (this rewrites the page with that suite only).\n\n", r.firstSuite())
 
 	p("## Figures\n")
 	for _, o := range r.Outcomes {

@@ -162,13 +162,13 @@ func TestFlowWindow(t *testing.T) {
 	}
 }
 
-// TestReportFixturesAreCurrent decodes the reports benchreport's tests
-// read (real --json output, in ../benchreport/testdata) strictly into
+// TestReportFixturesAreCurrent decodes the reports bench's tests
+// read (real --json output, in ../bench/testdata) strictly into
 // Report: a field renamed here fails this test until the fixtures are
-// written again, and then benchreport's own tests say whether it still
+// written again, and then bench's own tests say whether it still
 // finds its figures.
 func TestReportFixturesAreCurrent(t *testing.T) {
-	files, err := filepath.Glob("../benchreport/testdata/loadgen-*.json")
+	files, err := filepath.Glob("../bench/testdata/loadgen-*.json")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no fixtures: %v", err)
 	}

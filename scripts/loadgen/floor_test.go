@@ -25,7 +25,7 @@ import (
 // n statements costs at least n times these, before any of the services'
 // own work.
 //
-//	go test -run '^$' -bench StatementFloor -benchtime 5000x ./scripts/cmd/loadgen/
+//	go test -run '^$' -bench StatementFloor -benchtime 5000x ./scripts/loadgen/
 func BenchmarkStatementFloor(b *testing.B) {
 	r := &rig{dir: b.TempDir(), byName: map[string]*proc{}, log: io.Discard}
 	addr, err := r.startMySQL(context.Background())
@@ -143,7 +143,7 @@ func onConn(db *sql.DB, prefix string, id int64, rest ...string) error {
 // middleware or work. A purchase's 6.7 requests cost at least that many
 // times this.
 //
-//	go test -run '^$' -bench HTTPFloor -benchtime 20000x ./scripts/cmd/loadgen/
+//	go test -run '^$' -bench HTTPFloor -benchtime 20000x ./scripts/loadgen/
 func BenchmarkHTTPFloor(b *testing.B) {
 	answer := []byte(`{"order_no":"O0123456789abcdef01234567","status":"WAIT_PAY","pay_amount":4000}`)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -89,7 +89,7 @@ func startRig(ctx context.Context, cfg Config, tag string, log io.Writer) (*rig,
 	// Build.
 	bins := map[string]string{
 		"order": "./services/order/cmd/order", "coupon": "./services/coupon/cmd/coupon", "payment": "./services/payment/cmd/payment",
-		"psp-sim": "./services/psp-sim/cmd/psp-sim", "faultproxy": "./scripts/cmd/faultproxy",
+		"psp-sim": "./services/psp-sim/cmd/psp-sim", "faultproxy": "./scripts/tools/faultproxy",
 	}
 	for name, pkg := range bins {
 		fmt.Fprintf(log, "loadgen: building %s\n", name)

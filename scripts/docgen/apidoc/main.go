@@ -2,8 +2,8 @@
 // the OpenAPI documents in docs/api, so that the tables are regenerated
 // instead of retyped, and say what the handler tests hold the handlers to:
 //
-//	go run ./scripts/cmd/apidoc          print every table
-//	go run ./scripts/cmd/apidoc -w       rewrite them in the READMEs
+//	go run ./scripts/docgen/apidoc          print every table
+//	go run ./scripts/docgen/apidoc -w       rewrite them in the READMEs
 //
 // A README asks for a table with a pair of markers naming the document:
 //

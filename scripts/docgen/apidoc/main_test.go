@@ -32,7 +32,7 @@ func TestReadmesHaveTheGeneratedTables(t *testing.T) {
 		}
 		if string(text) != want {
 			rel, _ := filepath.Rel(root, path)
-			t.Errorf("%s: an endpoint table differs from its document in docs/api: run go run ./scripts/cmd/apidoc -w", rel)
+			t.Errorf("%s: an endpoint table differs from its document in docs/api: run go run ./scripts/docgen/apidoc -w", rel)
 		}
 		tabled = append(tabled, Documents(string(text))...)
 	}

@@ -2,8 +2,8 @@
 // every service shares (platform.Config), from the same struct tags the
 // services read, so the table is regenerated instead of retyped:
 //
-//	go run ./scripts/cmd/configdoc          print the rows
-//	go run ./scripts/cmd/configdoc -w       rewrite them in docs/configuration.md
+//	go run ./scripts/docgen/configdoc          print the rows
+//	go run ./scripts/docgen/configdoc -w       rewrite them in docs/configuration.md
 //
 // Service-specific settings live in each service's internal config package,
 // which this module cannot import; their rows are kept by hand, and the

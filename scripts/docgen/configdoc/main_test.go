@@ -22,6 +22,6 @@ func TestConfigurationPageHasTheGeneratedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(doc), begin+out.String()+end) {
-		t.Error("docs/configuration.md lacks the generated rows between the configdoc markers: run go run ./scripts/cmd/configdoc -w")
+		t.Error("docs/configuration.md lacks the generated rows between the configdoc markers: run go run ./scripts/docgen/configdoc -w")
 	}
 }

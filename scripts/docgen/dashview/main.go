@@ -9,7 +9,7 @@
 // provisioned. Where Grafana cannot run (no container engine, no package),
 // dashview shows what the same queries draw, beside `make observe`:
 //
-//	go run ./scripts/cmd/dashview -prometheus http://127.0.0.1:9090 -range 10m > .run/dashboard.html
+//	go run ./scripts/docgen/dashview -prometheus http://127.0.0.1:9090 -range 10m > .run/dashboard.html
 //
 // Grafana's own variables are given fixed values ($__rate_interval and
 // $__interval the -interval, $__range the -range), and the dashboard's

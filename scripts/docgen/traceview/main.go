@@ -9,7 +9,7 @@
 // the module; Jaeger's container image, which compose's observability
 // profile runs, has both. traceview is how a trace is seen without it:
 //
-//	go run ./scripts/cmd/traceview -trace 4bf92f3577b34da6a3ce929d0e0e4736 > .run/trace.html
+//	go run ./scripts/docgen/traceview -trace 4bf92f3577b34da6a3ce929d0e0e4736 > .run/trace.html
 package main
 
 import (

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { proctest.Main(m) }
 // The programs the rig runs, built together by one go command.
 var programs = []string{
 	"services/identity/cmd/identity", "services/order/cmd/order", "services/coupon/cmd/coupon",
-	"services/payment/cmd/payment", "services/psp-sim/cmd/psp-sim", "services/web/cmd/web", "scripts/cmd/faultproxy",
+	"services/payment/cmd/payment", "services/psp-sim/cmd/psp-sim", "services/web/cmd/web", "scripts/tools/faultproxy",
 }
 
 // deadline bounds every wait: far above what a step takes on a loaded

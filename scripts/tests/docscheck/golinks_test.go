@@ -32,7 +32,7 @@ const declSlack = 3
 // linked lines: every line of it (but "…" and blank lines) appears in them,
 // in order, so the code a page shows is the code the repository runs.
 //
-// When code has moved, `go test ./docscheck/ -run TestGoLineLinks -fix`
+// When code has moved, `go test ./tests/docscheck/ -run TestGoLineLinks -fix`
 // points each such link at the whole declaration it names, and says where;
 // read the pages it changed before committing them.
 func TestGoLineLinksNameTheirDeclaration(t *testing.T) {

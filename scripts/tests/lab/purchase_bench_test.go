@@ -54,7 +54,7 @@ import (
 // coupons LOCKED on the coupon service as purchases, none left UNUSED, and
 // as many discounted orders.
 //
-//	cd scripts && go test ./lab -run '^$' -bench '^BenchmarkPurchaseOrder$' -benchtime 3x -count 3
+//	cd scripts && go test ./tests/lab -run '^$' -bench '^BenchmarkPurchaseOrder$' -benchtime 3x -count 3
 func BenchmarkPurchaseOrder(b *testing.B) {
 	const (
 		perRound = 2000

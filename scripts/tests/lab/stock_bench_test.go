@@ -38,7 +38,7 @@ import (
 // percentile latency of a request, and per round the 201s, the 409s, and
 // the units sold beyond what left the stock (lost updates: broken only).
 //
-//	cd scripts && go test ./lab -run '^$' -bench BenchmarkHotProductStock -benchtime 10x -count 1
+//	cd scripts && go test ./tests/lab -run '^$' -bench BenchmarkHotProductStock -benchtime 10x -count 1
 func BenchmarkHotProductStock(b *testing.B) {
 	const (
 		clients = 100

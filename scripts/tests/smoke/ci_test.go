@@ -85,6 +85,6 @@ func TestCIRunLooksWhereTheTestsWill(t *testing.T) {
 	}
 	got := recorded()
 	if runErr != nil || strings.Join(got[1:], "; ") != "make tools; make check; make test; make test-nats; make compose-test; make template-test" || !strings.HasPrefix(got[0], "redis-server ") {
-		t.Fatalf(".ci/run: %v, ran %q; want redis-server started, then make tools (Jaeger, for scripts/observe), make check, make test, make test-nats, make compose-test, then make template-test; output:\n%s", runErr, got, out.String())
+		t.Fatalf(".ci/run: %v, ran %q; want redis-server started, then make tools (Jaeger, for scripts/tests/observe), make check, make test, make test-nats, make compose-test, then make template-test; output:\n%s", runErr, got, out.String())
 	}
 }

@@ -2,7 +2,7 @@
 // prints how many each guard lets through: a check-then-set lets many through,
 // SET NX exactly one, the sliding window exactly its limit.
 //
-//	go run ./scripts/cmd/dupproof
+//	go run ./scripts/tools/dupproof
 //
 // REDIS_ADDR, REDIS_PASSWORD and REDIS_DB select the server (default
 // 127.0.0.1:6379). Keys are named under a random prefix and deleted.

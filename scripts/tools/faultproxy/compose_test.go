@@ -13,7 +13,7 @@ import (
 func TestComposeAndREADMEMatchTheConfig(t *testing.T) {
 	composecheck.Run(t, composecheck.Program{
 		Service:  "faultproxy",
-		Dir:      "scripts/cmd/faultproxy",
+		Dir:      "scripts/tools/faultproxy",
 		Vars:     config.Vars(&faultproxy.Config{}),
 		AddrVars: []string{"FAULTPROXY_ADMIN_ADDR", "FAULTPROXY_ADDR"},
 	})

@@ -13,7 +13,7 @@
 // PubAck); its users do not, so the command gets a server without
 // authentication, as the tests and benchmarks expect of NATS_URL. Without
 // it the server has JetStream's defaults. make bench runs the outbox
-// benchmarks both ways (scripts/cmd/benchreport).
+// benchmarks both ways (scripts/bench).
 package main
 
 import (

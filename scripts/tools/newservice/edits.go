@@ -180,7 +180,7 @@ var natsUsersEnd = regexp.MustCompile(`(?m)^  \]\n\}\s*$`)
 // addToNATSConfig adds the service's user to deploy/nats.conf, at the end
 // of the users: it publishes <name>.> and uses the JetStream API on its own
 // stream. Rights on the streams it consumes are the author's to add, as
-// the drift test in scripts/deploytest reminds.
+// the drift test in scripts/tests/deploytest reminds.
 func addToNATSConfig(src string, s Service) (string, error) {
 	if regexp.MustCompile(`(?m)^\s*user: ` + regexp.QuoteMeta(s.Name) + `\s*$`).MatchString(src) {
 		return "", fmt.Errorf("has a user %s already", s.Name)

@@ -120,7 +120,7 @@ func TestAddToMakefilePutsTheModuleBeforeScripts(t *testing.T) {
 
 func TestAddToRunScriptAfterTheLastService(t *testing.T) {
 	src := `programs() {
-  echo "proxy|scripts/cmd/proxy|http://127.0.0.1:1/healthz|"
+  echo "proxy|scripts/tools/proxy|http://127.0.0.1:1/healthz|"
   echo "order|services/order/cmd/order|http://127.0.0.1:8081/readyz|HTTP_ADDR=:8081"
   if true; then :; fi
 }
@@ -139,7 +139,7 @@ build() {
 	if !strings.Contains(out, want) {
 		t.Fatalf("addToRunScript = %s", out)
 	}
-	if _, err := addToRunScript("programs() {\n  echo \"proxy|scripts/cmd/proxy|\"\n}\n", inventory); err == nil {
+	if _, err := addToRunScript("programs() {\n  echo \"proxy|scripts/tools/proxy|\"\n}\n", inventory); err == nil {
 		t.Fatal("a programs() without a service line was accepted")
 	}
 }

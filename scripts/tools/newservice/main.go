@@ -2,7 +2,7 @@
 // it into the repository, so that every test passes right after it ran:
 //
 //	make new-service NAME=inventory [PORT=8084]
-//	go run ./scripts/cmd/newservice -name inventory [-port 8084]
+//	go run ./scripts/tools/newservice -name inventory [-port 8084]
 //
 // It writes services/<name>/ (the shape of docs/service-shape.md: an Item
 // with a name and a quantity, created over HTTP with an <name>.item_created

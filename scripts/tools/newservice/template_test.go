@@ -44,11 +44,11 @@ func TestGeneratedServicePassesEveryTest(t *testing.T) {
 	goCmd(t, service, "vet", "./...")
 	goCmd(t, service, "test", "-count=1", "./...")
 	goCmd(t, service, "mod", "tidy", "-diff") // the generated go.mod is complete
-	goCmd(t, filepath.Join(root, "scripts"), "test", "-count=1", "./cmd/configdoc")
+	goCmd(t, filepath.Join(root, "scripts"), "test", "-count=1", "./docgen/configdoc")
 	// The compose file as the Compose loader reads it, and the NATS user
 	// the generator added, against the streams the service declares.
 	goCmd(t, filepath.Join(root, "pkg"), "test", "-count=1", "./testkit/composecheck")
-	goCmd(t, filepath.Join(root, "scripts"), "test", "-count=1", "-run", "TestNATSConfigPermissionsFollowTheServices|TestNATSUsersDoTheirServicesWork", "./deploytest")
+	goCmd(t, filepath.Join(root, "scripts"), "test", "-count=1", "-run", "TestNATSConfigPermissionsFollowTheServices|TestNATSUsersDoTheirServicesWork", "./tests/deploytest")
 	goCmd(t, filepath.Join(root, "pkg"), "vet", "./events")
 	if out := command(t, root, "make", "-n", "build"); !strings.Contains(out, name) {
 		t.Errorf("make build does not build %s:\n%s", name, out)
