@@ -35,7 +35,7 @@ observe-stop: ## stop the Jaeger and Prometheus a detached `make observe` left r
 # outside go.work (its dependencies are not the services'), so it is built
 # with GOWORK=off. A cold build takes minutes: make tools builds it once per
 # machine into TOOLS_CACHE, one binary per version, and links .tools/bin/jaeger
-# to it. CI runs it before make test, whose scripts/observe test needs it.
+# to it. CI runs it before make test, whose scripts/tests/observe test needs it.
 TOOLS_CACHE    ?= $(HOME)/.cache/oncemall/tools
 JAEGER_VERSION := $(shell awk '$$1 == "github.com/jaegertracing/jaeger" { print $$2 }' tools/jaeger/go.mod 2>/dev/null)
 JAEGER_CACHED  := $(TOOLS_CACHE)/jaeger-$(JAEGER_VERSION)/jaeger
@@ -100,7 +100,7 @@ down: ## docker compose down
 
 # JETSTREAM_PKGS are pkg's JetStream-heavy tests, run a second time on the
 # nats-server version compose pins (2.15, in process, with deploy/nats.conf's
-# JetStream settings; scripts/cmd/natsrun): the other runs use NATS_URL's
+# JetStream settings; scripts/tools/natsrun): the other runs use NATS_URL's
 # server, 2.9 on this project's machines.
 JETSTREAM_PKGS := ./outbox/ ./inbox/ ./natsjs/ ./platform/
 
@@ -120,19 +120,19 @@ test: ## check MariaDB/MySQL, Redis and NATS answer, then every module's tests u
 
 .PHONY: test-nats
 test-nats: ## pkg's JetStream tests again, on the NATS version compose runs (in process; CI runs it after make test)
-	@cd pkg && $(GO) run ../scripts/cmd/natsrun -jetstream-from ../deploy/nats.conf -- $(GO) test -race -count=1 -timeout 10m $(JETSTREAM_PKGS)
+	@cd pkg && $(GO) run ../scripts/tools/natsrun -jetstream-from ../deploy/nats.conf -- $(GO) test -race -count=1 -timeout 10m $(JETSTREAM_PKGS)
 
 .PHONY: e2e
 e2e: ## end-to-end: the services and psp-sim as processes; a storm, a cancel, a payment after the close, a quiet platform, the purchase of docs/purchase-flow.md
 	@bash scripts/preflight.sh
-	cd scripts && $(GO) test -count=1 -v ./e2e/
+	cd scripts && $(GO) test -count=1 -v ./tests/e2e/
 
 .PHONY: new-service
 new-service: ## create services/NAME from the service template and wire it in everywhere (NAME=inventory, PORT=8084 optional)
-	@GO=$(GO) $(GO) run ./scripts/cmd/newservice -name "$(NAME)" $(if $(PORT),-port $(PORT))
+	@GO=$(GO) $(GO) run ./scripts/tools/newservice -name "$(NAME)" $(if $(PORT),-port $(PORT))
 
 template-test: ## the slow template checks make test leaves out: a generated service's every test, and docs/forking.md's recipe run for it and each service (tens of minutes on 2 cores)
-	@cd scripts && $(GO) test -tags templatetest -count=1 -timeout 60m -run 'TestGeneratedServicePassesEveryTest|TestForkRecipe' ./cmd/newservice/
+	@cd scripts && $(GO) test -tags templatetest -count=1 -timeout 60m -run 'TestGeneratedServicePassesEveryTest|TestForkRecipe' ./tools/newservice/
 
 .PHONY: template-test
 
@@ -145,26 +145,26 @@ lint: check ## an alias of make check
 .PHONY: lab
 lab: ## run the incident scenarios: each broken variant must reproduce, each fixed one hold; writes lab-report.html (INCIDENT=n for one, LAB_FLAGS=--wide)
 	@bash scripts/preflight.sh
-	@$(GO) run -tags nomsgpack ./scripts/cmd/lab --incident $(or $(INCIDENT),0) --html lab-report.html $(LAB_FLAGS)
+	@$(GO) run -tags nomsgpack ./scripts/tools/lab --incident $(or $(INCIDENT),0) --html lab-report.html $(LAB_FLAGS)
 
 .PHONY: bench
 bench: ## run the benchmark suites and write docs/benchmarks.md with the targets judged (BENCH_FLAGS=--only outbox,idempotency)
 	@bash scripts/preflight.sh
-	GO=$(GO) $(GO) run ./scripts/cmd/benchreport $(BENCH_FLAGS)
+	GO=$(GO) $(GO) run ./scripts/bench $(BENCH_FLAGS)
 
 # loadgen drives `make run`'s programs (REPLICAS as make run was given);
 # chaos starts a private rig of its own (NATS and Redis on free ports, never
 # the shared ones) and breaks it while the load runs. docs/chaos.md.
 .PHONY: loadgen
 loadgen: ## drive the whole purchase flow against `make run` and check the invariants (RATE=50 DURATION=30s REPLICAS=1 LOADGEN_FLAGS=--json)
-	@$(GO) run ./scripts/cmd/loadgen --rate $(or $(RATE),50) --duration $(or $(DURATION),30s) --replicas $(or $(REPLICAS),1) $(LOADGEN_FLAGS)
+	@$(GO) run ./scripts/loadgen --rate $(or $(RATE),50) --duration $(or $(DURATION),30s) --replicas $(or $(REPLICAS),1) $(LOADGEN_FLAGS)
 
 .PHONY: chaos
 chaos: ## loadgen on a private rig while processes are killed, NATS and Redis restarted, COMMIT acks and platform answers lost (SEED=1 REPLICAS=3)
 	@bash scripts/preflight.sh
-	@$(GO) run ./scripts/cmd/loadgen --chaos --seed $(or $(SEED),1) --replicas $(or $(REPLICAS),3) --rate $(or $(RATE),20) --duration $(or $(DURATION),60s) $(LOADGEN_FLAGS)
+	@$(GO) run ./scripts/loadgen --chaos --seed $(or $(SEED),1) --replicas $(or $(REPLICAS),3) --rate $(or $(RATE),20) --duration $(or $(DURATION),60s) $(LOADGEN_FLAGS)
 
 .PHONY: dupproof
 dupproof: ## race goroutines for one Redis key: check-then-set vs SET NX vs sliding window
 	@bash scripts/preflight.sh
-	$(GO) run ./scripts/cmd/dupproof
+	$(GO) run ./scripts/tools/dupproof

@@ -356,7 +356,7 @@ main() {
   # loadgen's purchases on the containers; the order container is killed
   # mid-run and restarted, then loadgen's invariants are judged.
   local lg=$TOOLS_CACHE/compose-test-loadgen.log pid
-  $GO build -o "$TOOLS_CACHE/loadgen" ./scripts/cmd/loadgen
+  $GO build -o "$TOOLS_CACHE/loadgen" ./scripts/loadgen
   "$TOOLS_CACHE/loadgen" --rate 10 --duration 30s --settle 90s --idle 0 --quiet \
     --order-url http://127.0.0.1:$ORDER_PORT --coupon-url http://127.0.0.1:$COUPON_PORT \
     --payment-url http://127.0.0.1:$PAYMENT_PORT --psp-url http://127.0.0.1:$PSP_SIM_PORT \

@@ -60,8 +60,8 @@ fi
 
 # name | main package | health URL | extra environment
 programs() {
-  if [ -d scripts/cmd/faultproxy ]; then
-    echo "faultproxy|scripts/cmd/faultproxy|http://127.0.0.1:8091/healthz|FAULTPROXY_ADDR=:3307 FAULTPROXY_ADMIN_ADDR=:8091 FAULTPROXY_UPSTREAM=${MYSQL_ADDR:-127.0.0.1:3306}"
+  if [ -d scripts/tools/faultproxy ]; then
+    echo "faultproxy|scripts/tools/faultproxy|http://127.0.0.1:8091/healthz|FAULTPROXY_ADDR=:3307 FAULTPROXY_ADMIN_ADDR=:8091 FAULTPROXY_UPSTREAM=${MYSQL_ADDR:-127.0.0.1:3306}"
   fi
   # The simulator spreads its notifications over the payment replicas.
   local i callbacks="" refunds=""
@@ -77,7 +77,7 @@ programs() {
   echo "identity|services/identity/cmd/identity|http://127.0.0.1:8084/readyz|HTTP_ADDR=:8084 MYSQL_DATABASE=oncemall_identity"
   echo "order|services/order/cmd/order|http://127.0.0.1:8081/readyz|"
   local coupon_db=""
-  if [ -d scripts/cmd/faultproxy ]; then coupon_db="MYSQL_ADDR=127.0.0.1:3307"; fi
+  if [ -d scripts/tools/faultproxy ]; then coupon_db="MYSQL_ADDR=127.0.0.1:3307"; fi
   echo "coupon|services/coupon/cmd/coupon|http://127.0.0.1:8082/readyz|HTTP_ADDR=:8082 MYSQL_DATABASE=oncemall_coupon $coupon_db"
   echo "payment|services/payment/cmd/payment|http://127.0.0.1:8083/readyz|HTTP_ADDR=:8083 MYSQL_DATABASE=oncemall_payment"
   # The storefront (services/web), last: it owns no data and is ready once

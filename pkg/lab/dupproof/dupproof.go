@@ -2,7 +2,7 @@
 // under concurrency and an atomic one holds: N goroutines released together
 // race for one key against real Redis, and the number let through is counted.
 //
-// One source serves the test, the `go run ./scripts/cmd/dupproof` table and
+// One source serves the test, the `go run ./scripts/tools/dupproof` table and
 // the lab runner.
 package dupproof
 

@@ -10,7 +10,7 @@ import (
 )
 
 // Config is the fault proxy's configuration, read from the environment by
-// scripts/cmd/faultproxy. Tests build it directly, usually with Addr and
+// scripts/tools/faultproxy. Tests build it directly, usually with Addr and
 // AdminAddr on port 0.
 type Config struct {
 	Log  logging.Config

@@ -45,7 +45,7 @@
 //
 // # Use
 //
-// The program is scripts/cmd/faultproxy (listens on :3307, forwards to
+// The program is scripts/tools/faultproxy (listens on :3307, forwards to
 // 127.0.0.1:3306, admin API on :8091). Under `make run` (scripts/run.sh),
 // and in docker compose with `--profile lab` and
 // COUPON_MYSQL_ADDR=faultproxy:3307, the coupon service's MYSQL_ADDR points

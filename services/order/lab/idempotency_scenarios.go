@@ -27,7 +27,7 @@ const Incident4Title = "client retries / double submit"
 
 // IdempotencyScenarios lists incident 4's double submit against the broken
 // check-then-act guard and the Idempotency-Key middleware (the Redis entry
-// guards, which need no order service, are scripts/lab's).
+// guards, which need no order service, are scripts/tests/lab's).
 func IdempotencyScenarios() []lab.Scenario {
 	return []lab.Scenario{
 		{Incident: 4, Variant: lab.Broken, WantHolds: false, Run: doubleSubmitScenario(lab.Broken, "i4b", variant.Broken)},

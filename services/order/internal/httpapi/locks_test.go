@@ -25,7 +25,7 @@ import (
 // numbers (incident 7's fix), coupon 1 of user 101 at the stub coupon
 // service, and complete wrapping the record's completion inside the
 // order's transaction. The broken numbering is proven broken, by the same
-// scenarios, in scripts/lab (TestLockScenarios): this package's tests
+// scenarios, in scripts/tests/lab (TestLockScenarios): this package's tests
 // build without the lab, as a fork's do.
 type lockServer struct {
 	*server
