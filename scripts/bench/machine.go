@@ -171,5 +171,5 @@ func runDupproof(ctx context.Context) ([]dupproof.Row, error) {
 	defer rdb.Close()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return dupproof.Run(ctx, rdb, "benchreport_"+hex.EncodeToString(b[:])+":")
+	return dupproof.Run(ctx, rdb, "bench_"+hex.EncodeToString(b[:])+":")
 }
