@@ -51,6 +51,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 			// Drain hands the already pulled messages to the callback,
 			// which holds them: none is left to AckWait in the client.
 			c.drain(cc)
+			// Only now does it pull nothing, which is what the gauge says.
+			c.m.paused.WithLabelValues(c.cfg.Name).Set(1)
 			if !p.await(ctx) {
 				return nil
 			}
@@ -181,7 +183,6 @@ func (p *pipeline) pauseAndHold(m jetstream.Msg, cause error) {
 		p.since = time.Now()
 		close(p.begun)
 		c.m.pauses.WithLabelValues(c.cfg.Name).Inc()
-		c.m.paused.WithLabelValues(c.cfg.Name).Set(1)
 		c.log.Warn("inbox consumer paused: MySQL cannot be reached; it pulls nothing and holds its deliveries, their attempts unspent, until MySQL answers",
 			"err", cause, "unsettled", len(p.unsettled))
 	}
