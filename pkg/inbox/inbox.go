@@ -188,7 +188,7 @@ type Config struct {
 	// on a server older than 2.10. Several subjects need several consumers
 	// (or one wildcard subject).
 	FilterSubjects []string
-	Workers        int // concurrent handlers (default 4)
+	Workers        int // concurrent handlers (default 16)
 	// MaxDeliver is how many refusals by the handler a message gets before
 	// it is dead (default 5). Deliveries ended by an unreachable MySQL do
 	// not count (see Outages in the package doc).
@@ -223,7 +223,7 @@ type Config struct {
 // service's consumers, and the retention of the inbox tables. The platform
 // embeds them in every service's configuration.
 type Settings struct {
-	Workers       int           `env:"INBOX_WORKERS" default:"4" usage:"concurrent handlers per consumer"`
+	Workers       int           `env:"INBOX_WORKERS" default:"16" usage:"concurrent handlers per consumer"`
 	MaxDeliver    int           `env:"INBOX_MAX_DELIVER" default:"5" usage:"refusals by its handler before a failing message is recorded dead; deliveries that failed because MySQL was unreachable do not count"`
 	DeliveryLimit int           `env:"INBOX_DELIVERY_LIMIT" default:"20" usage:"deliveries of a message, whatever ended them (outages, restarts, hung handlers), before it is recorded dead; at least INBOX_MAX_DELIVER"`
 	AckWait       time.Duration `env:"INBOX_ACK_WAIT" default:"30s" usage:"redelivery delay when a handler neither acks nor naks"`
@@ -264,7 +264,10 @@ func (s Settings) Config(name, stream string, subjects ...string) Config {
 
 // Defaults of Config.
 const (
-	DefaultWorkers       = 4
+	// DefaultWorkers keeps a consumer ahead of the API at peak: each
+	// handler mostly waits on its commit, and four could not land the
+	// payments a saturated API admitted (docs/benchmarks/e2e.md).
+	DefaultWorkers       = 16
 	DefaultMaxDeliver    = 5
 	DefaultDeliveryLimit = 20
 	DefaultAckWait       = 30 * time.Second
